@@ -1,0 +1,179 @@
+"""Compaction through the Gateway: build an honest request, repair and verify the reply.
+
+How ``context_window`` is chosen. The Gateway picks its level from
+``r = total_tokens / context_window`` (mild ≥ 0.5, aggressive ≥ 0.85 with target 0.80·cw,
+emergency ≥ 0.95 with target 0.75·cw) and runs the levels cumulatively: mild summaries first,
+then truncation and deletion only while the total is still above the level's target. We
+send ``context_window = ceil(target / 0.75)``, so the cascade's last step ends exactly at our
+target (``COMPACT_RATIO × context_length``) and each step only runs if the previous one did
+not get there. ``total_tokens`` and ``message_tokens`` are our calibrated estimates in the
+provider's units; ``ratio`` is the honest ``total / context_length`` (clamped to 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import messages as M
+from .gateway_client import GatewayClient, GatewayProtocolError, encode_compact
+from .tokens import Calibrator, message_tokens
+
+Message = Dict[str, Any]
+CASCADE_END = 0.75
+BODY_TIERS = (8_000, 2_000, 500)
+
+
+def context_window_for(target_tokens: int) -> int:
+    return max(1, int(math.ceil(target_tokens / CASCADE_END)))
+
+
+def effective_level(report: Dict[str, Any]) -> str:
+    """The deepest step that really changed something (the Gateway reports the level it
+    *entered*, which is 'emergency' whenever the ratio is high even if mild did all the work)."""
+    if report.get("emergencyDeleted"):
+        return "emergency"
+    if report.get("aggressiveDeleted"):
+        return "aggressive"
+    if report.get("mildReplacements"):
+        return "mild"
+    if report.get("fastPathReplaced") or report.get("fastPathDeleted"):
+        return "replay"
+    return str(report.get("resolvedLevel") or "fastpath")
+
+
+@dataclass
+class GatewayOutcome:
+    messages: List[Message]
+    report: Dict[str, Any]
+    level: str
+    canvas: str = ""
+    body_trimmed: List[Message] = field(default_factory=list)
+    repairs: Dict[str, int] = field(default_factory=dict)
+
+
+def strip_for_wire(messages: Sequence[Message]) -> Tuple[List[Message], Dict[str, Any]]:
+    """Messages without host sidecars (``api_content``, ``_`` markers) and a map to put
+    ``api_content`` back on messages the Gateway returns unchanged."""
+    out: List[Message] = []
+    sidecars: Dict[str, Any] = {}
+    for m in messages:
+        if "api_content" in m:
+            sidecars[_content_key(m)] = m["api_content"]
+        if "api_content" in m or any(k.startswith("_") for k in m):
+            m = {k: v for k, v in m.items() if k != "api_content" and not k.startswith("_")}
+        out.append(m)
+    return out, sidecars
+
+
+def _content_key(m: Message) -> str:
+    return m.get("role", "") + "\0" + json.dumps(m.get("content"), ensure_ascii=False,
+                                                sort_keys=True, default=str)
+
+
+def shrink_to_body_limit(messages: List[Message], limit: int,
+                         fixed_bytes: int) -> Tuple[List[Message], List[Message]]:
+    """Truncate the largest tool results, tier by tier, until the JSON fits ``limit``.
+
+    Sizes are measured once per message, so this is linear, not a re-serialisation per
+    step. Returns (messages, originals of the truncated ones)."""
+    from .fallback import trim_result
+    sizes = [len(json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
+             for m in messages]
+    total = fixed_bytes + sum(sizes)
+    if total <= limit:
+        return messages, []
+    out = list(messages)
+    originals: List[Message] = []
+    order = sorted((i for i, m in enumerate(messages) if M.is_tool_result(m)),
+                   key=lambda i: sizes[i], reverse=True)
+    for tier in BODY_TIERS:
+        for i in order:
+            if total <= limit:
+                break
+            cut = trim_result(out[i], tier)
+            if cut is None:
+                continue
+            new_size = len(json.dumps(cut, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
+            if new_size >= sizes[i]:
+                continue
+            if out[i] is messages[i]:
+                originals.append(messages[i])
+            total -= sizes[i] - new_size
+            sizes[i] = new_size
+            out[i] = cut
+        if total <= limit:
+            break
+    return out, originals
+
+
+def clean_reply(reply: List[Any], sidecars: Dict[str, Any]) -> Tuple[List[Message], str, Dict[str, int]]:
+    """Repair what the Gateway returned (see gateway contract, known bugs).
+
+    Removes every canvas block/message (returning the newest active one so the engine can
+    place it once), drops duplicate history canvases, strips ``_`` markers, moves system
+    messages back to the front, removes dangling OpenAI ``tool_calls`` left by its replay,
+    drops orphan results, merges consecutive roles, and restores ``api_content`` on messages
+    that came back unchanged.
+    """
+    rep = M.RepairReport()
+    canvas = ""
+    seen_history = set()
+    kept: List[Any] = []
+    for m in reply:
+        if not isinstance(m, dict):
+            rep.add("dropped_unknown")
+            continue
+        text = M.text_of(m) if M.role(m) == "user" else ""
+        if m.get("_mmdContextMessage") or (text and "<" + M.CANVAS_TAG in text):
+            blocks = M.canvas_blocks(text)
+            if blocks:
+                canvas = blocks[-1]
+            fixed, n = M.strip_canvas_from(m)
+            rep.add("canvas_blocks_removed", n)
+            if fixed is None or m.get("_mmdContextMessage"):
+                continue
+            m = fixed
+        if M.HISTORY_TAG in text:
+            if text in seen_history:
+                rep.add("history_duplicates_removed")
+                continue
+            seen_history.add(text)
+        kept.append(m)
+    repaired = M.repair(kept, rep)
+    if sidecars:
+        for i, m in enumerate(repaired):
+            api = sidecars.get(_content_key(m))
+            if api is not None:
+                stripped, _n = M.strip_canvas(api) if isinstance(api, str) else (api, 0)
+                repaired[i] = dict(m, api_content=stripped)
+    return repaired, canvas, dict(rep)
+
+
+class GatewayCompactor:
+    def __init__(self, client: GatewayClient) -> None:
+        self.client = client
+
+    def run(self, session_id: str, messages: List[Message], *, target_tokens: int,
+            context_length: int, calibrator: Calibrator, overhead_estimate: int) -> GatewayOutcome:
+        wire, sidecars = strip_for_wire(messages)
+        fixed = 400 + len(session_id)
+        wire, body_trimmed = shrink_to_body_limit(wire, int(self.client.body_limit * 0.95), fixed)
+        per_message = [message_tokens(m) for m in wire]
+        slope = calibrator.slope
+        msg_tokens = [max(1, int(round(t * slope))) for t in per_message]
+        total = calibrator.to_real(overhead_estimate + sum(per_message))
+        total = max(total, sum(msg_tokens))
+        body = encode_compact(session_id, wire, ratio=total / max(1, context_length),
+                              context_window=context_window_for(target_tokens),
+                              total_tokens=total, message_tokens=msg_tokens)
+        data = self.client.compact(session_id, wire, ratio=0, context_window=1, total_tokens=0,
+                                   encoded=body)
+        report = data.get("report") or {}
+        if not isinstance(report, dict):
+            raise GatewayProtocolError("compact report is not an object")
+        repaired, canvas, repairs = clean_reply(data["messages"], sidecars)
+        return GatewayOutcome(repaired, report, effective_level(report), canvas,
+                              body_trimmed, repairs)

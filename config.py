@@ -1,0 +1,200 @@
+"""Settings: read from the environment and an optional ``tencentdb_offload:`` block.
+
+Hermes loads ``$HERMES_HOME/.env`` into ``os.environ`` before plugins register, so the
+environment is the primary source. A ``tencentdb_offload:`` block in config.yaml (read
+with Hermes' own loader when it is importable) fills in what the environment does not set.
+A bad value never raises: it produces one warning naming the variable, the bad value and
+the default used.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+PREFIX = "TENCENTDB_OFFLOAD_"
+OFF_WORDS = {"", "off", "none", "disabled", "false", "0"}
+
+
+def hermes_home(env: Mapping[str, str] = os.environ) -> Path:
+    """Hermes' home: ``$HERMES_HOME`` or ``~/.hermes`` (same rule as the host)."""
+    raw = env.get("HERMES_HOME", "").strip()
+    return Path(raw).expanduser() if raw else Path.home() / ".hermes"
+
+
+@dataclass(frozen=True)
+class Settings:
+    gateway_url: str = "http://127.0.0.1:8420"   # "" = no Gateway (local mode)
+    api_key: str = field(default="local", repr=False)
+    instance_id: str = "default"
+    compact_ratio: float = 0.5
+    threshold: float = 0.75
+    timeout_ms: int = 90_000
+    ingest_timeout_ms: int = 5_000
+    enabled: bool = True
+    store_dir: str = ""                 # "" = $HERMES_HOME/tencentdb-offload
+    retention_days: int = 30            # 0 = keep forever
+    max_sessions: int = 20
+    body_limit: int = 1_000_000         # bytes of JSON per Gateway request (Gateway default 1 MiB)
+    trim_chars: int = 2_000             # tool results longer than this are trimmed locally
+    keep_first: int = 3                 # leading messages the local compaction keeps
+    canvas: bool = True                 # inject the Gateway's task canvas
+
+    @property
+    def gateway_enabled(self) -> bool:
+        return bool(self.gateway_url)
+
+    def resolved_store_dir(self, env: Mapping[str, str] = os.environ) -> Path:
+        if self.store_dir:
+            return Path(self.store_dir).expanduser()
+        return hermes_home(env) / "tencentdb-offload"
+
+    def public(self) -> Dict[str, Any]:
+        """Every setting, the API key redacted: safe to print or return from status."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["api_key"] = redact(self.api_key)
+        return out
+
+
+def redact(secret: str) -> str:
+    if not secret:
+        return "(empty)"
+    return "(set, %d chars)" % len(secret)
+
+
+# --- parsing -------------------------------------------------------------------------
+
+def _parse_url(raw: str) -> str:
+    text = raw.strip()
+    if text.lower() in OFF_WORDS:
+        return ""
+    if not (text.startswith("http://") or text.startswith("https://")):
+        raise ValueError("must start with http:// or https:// (or be 'off')")
+    return text.rstrip("/")
+
+
+def _parse_bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _ranged_float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not (lo < value < hi):
+            raise ValueError("must be between %g and %g" % (lo, hi))
+        return value
+    return parse
+
+
+def _ranged_int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(str(raw).strip())
+        if not (lo <= value <= hi):
+            raise ValueError("must be between %d and %d" % (lo, hi))
+        return value
+    return parse
+
+
+def _non_empty(raw: str) -> str:
+    text = raw.strip()
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+def _path(raw: str) -> str:
+    return raw.strip()
+
+
+# name (suffix after PREFIX) -> (Settings field, parser)
+SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
+    "GATEWAY_URL": ("gateway_url", _parse_url),
+    "API_KEY": ("api_key", _non_empty),
+    "INSTANCE_ID": ("instance_id", _non_empty),
+    "COMPACT_RATIO": ("compact_ratio", _ranged_float(0.0, 1.0)),
+    "THRESHOLD": ("threshold", _ranged_float(0.0, 1.0)),
+    "TIMEOUT_MS": ("timeout_ms", _ranged_int(100, 600_000)),
+    "INGEST_TIMEOUT_MS": ("ingest_timeout_ms", _ranged_int(50, 120_000)),
+    "ENABLED": ("enabled", _parse_bool),
+    "STORE_DIR": ("store_dir", _path),
+    "RETENTION_DAYS": ("retention_days", _ranged_int(0, 36_500)),
+    "MAX_SESSIONS": ("max_sessions", _ranged_int(1, 100_000)),
+    "BODY_LIMIT": ("body_limit", _ranged_int(10_000, 1_073_741_824)),
+    "TRIM_CHARS": ("trim_chars", _ranged_int(200, 1_000_000)),
+    "KEEP_FIRST": ("keep_first", _ranged_int(0, 50)),
+    "CANVAS": ("canvas", _parse_bool),
+}
+
+DESCRIPTIONS: Dict[str, str] = {
+    "GATEWAY_URL": "Gateway base URL; 'off' runs local-only",
+    "API_KEY": "Bearer token sent to the Gateway (never printed)",
+    "INSTANCE_ID": "sent as x-tdai-service-id",
+    "COMPACT_RATIO": "target after a compaction, fraction of the context window",
+    "THRESHOLD": "compaction trigger, fraction of the context window",
+    "TIMEOUT_MS": "timeout of a Gateway /compact call",
+    "INGEST_TIMEOUT_MS": "timeout of ingest, query-mmd and health calls",
+    "ENABLED": "false turns compaction off (the engine passes messages through)",
+    "STORE_DIR": "archive + outbox directory",
+    "RETENTION_DAYS": "archive/outbox data older than this is deleted (0 = never)",
+    "MAX_SESSIONS": "sessions kept in memory (LRU); evicted ones lose nothing durable",
+    "BODY_LIMIT": "largest JSON body sent to the Gateway, bytes",
+    "TRIM_CHARS": "tool results longer than this are trimmed (head + tail) when compacting",
+    "KEEP_FIRST": "leading messages always kept by the local compaction",
+    "CANVAS": "inject the Gateway's task canvas into the prompt",
+}
+
+
+def load_settings(env: Mapping[str, str] = os.environ,
+                  block: Optional[Mapping[str, Any]] = None) -> Tuple[Settings, List[str]]:
+    """Build Settings from ``env`` (wins) and a config.yaml ``block``. Never raises."""
+    defaults = Settings()
+    values: Dict[str, Any] = {}
+    warnings: List[str] = []
+    block = block if isinstance(block, Mapping) else {}
+    for suffix, (attr, parse) in SPEC.items():
+        var = PREFIX + suffix
+        if var in env:
+            raw, source = env[var], var
+        elif attr in block or suffix.lower() in block:
+            raw = block.get(attr, block.get(suffix.lower()))
+            source = "tencentdb_offload.%s" % attr
+        else:
+            continue
+        try:
+            values[attr] = parse(str(raw) if not isinstance(raw, bool) else ("true" if raw else "false"))
+        except (TypeError, ValueError) as exc:
+            shown = "(hidden)" if suffix == "API_KEY" else repr(raw)
+            warnings.append("%s=%s is invalid (%s); using the default %r"
+                            % (source, shown, exc, getattr(defaults, attr)
+                               if suffix != "API_KEY" else "(default)"))
+    settings = Settings(**values)
+    if settings.compact_ratio >= settings.threshold:
+        fixed = round(settings.threshold * 2 / 3, 4)
+        warnings.append("%sCOMPACT_RATIO=%g must be below %sTHRESHOLD=%g or every compaction "
+                        "would re-trigger; using %g" % (PREFIX, settings.compact_ratio, PREFIX,
+                                                        settings.threshold, fixed))
+        settings = Settings(**{**values, "compact_ratio": fixed})
+    return settings, warnings
+
+
+def read_config_block() -> Optional[Dict[str, Any]]:
+    """The ``tencentdb_offload:`` block of Hermes' config.yaml, via Hermes' loader.
+
+    Returns None outside Hermes or when the block is absent or unreadable.
+    """
+    try:
+        from hermes_cli.config import load_config  # type: ignore
+    except Exception:
+        return None
+    try:
+        block = (load_config() or {}).get("tencentdb_offload")
+    except Exception:
+        return None
+    return dict(block) if isinstance(block, Mapping) else None

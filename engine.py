@@ -1,0 +1,415 @@
+"""``TencentDBOffloadEngine``: when to compact, how far, and through which path.
+
+Decisions and orchestration only: HTTP lives in ``gateway_client``/``compaction``, SQL in
+``store``, message surgery in ``messages``/``fallback``. Per-agent fields (token counters,
+context length, bound conversation) are copied by ``__deepcopy__``; the process runtime is
+shared by reference.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Dict, List, Optional
+
+from . import messages as M
+from .compaction import GatewayCompactor
+from .fallback import local_compact
+from .gateway_client import BodyTooLarge, GatewayError, GatewayUnavailable
+from .store import ArchiveItem, Store
+from .tools import SCHEMAS
+
+try:  # inside Hermes the real ABC; plain unit tests get a minimal stand-in
+    from agent.context_engine import ContextEngine  # type: ignore
+except Exception:  # pragma: no cover - exercised by the unit suite without Hermes
+    class ContextEngine:  # type: ignore[no-redef]
+        last_prompt_tokens = 0
+        last_completion_tokens = 0
+        last_total_tokens = 0
+        threshold_tokens = 0
+        context_length = 0
+        compression_count = 0
+        threshold_percent = 0.75
+        protect_first_n = 3
+        protect_last_n = 6
+
+        def on_session_reset(self) -> None:
+            self.last_prompt_tokens = 0
+            self.last_completion_tokens = 0
+            self.last_total_tokens = 0
+            self.compression_count = 0
+
+log = logging.getLogger("tencentdb_offload.engine")
+
+NAME = "tencentdb-offload"
+FLUSH_BEFORE_COMPACT_S = 2.0
+PER_AGENT = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
+             "threshold_tokens", "context_length", "compression_count", "threshold_percent",
+             "protect_first_n", "protect_last_n", "_key", "_session_id", "model")
+
+
+class TencentDBOffloadEngine(ContextEngine):
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        s = runtime.settings
+        self.threshold_percent = s.threshold
+        self.protect_first_n = s.keep_first
+        self.protect_last_n = 6
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.last_total_tokens = 0
+        self.threshold_tokens = 0
+        self.context_length = 0
+        self.compression_count = 0
+        self.model = ""
+        self._key = "default"
+        self._session_id = ""
+        self._last_compress_aborted = False
+        self._last_compression_made_progress = False
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "TencentDBOffloadEngine":
+        twin = self.__class__.__new__(self.__class__)
+        memo[id(self)] = twin
+        twin.runtime = self.runtime                 # shared, never copied
+        for attr in PER_AGENT:
+            setattr(twin, attr, getattr(self, attr, None))
+        twin._last_compress_aborted = False
+        twin._last_compression_made_progress = False
+        return twin
+
+    # -- host lifecycle -----------------------------------------------------------------
+    def update_model(self, model: str = "", context_length: int = 0, base_url: str = "",
+                     api_key: Any = "", provider: str = "", api_mode: str = "", **_: Any) -> None:
+        self.model = model or self.model
+        if isinstance(context_length, int) and context_length > 0:
+            self.context_length = context_length
+        self.threshold_tokens = int(self.context_length * self.runtime.settings.threshold)
+        self._state().threshold_tokens = self.threshold_tokens
+
+    def on_session_start(self, session_id: str = "", **kwargs: Any) -> None:
+        reg = self.runtime.registry
+        old = kwargs.get("old_session_id") or ""
+        if kwargs.get("boundary_reason") == "compression" and old:
+            self._key = reg.link(session_id, old)     # same conversation, new Hermes id
+        else:
+            self._key = reg.conversation_of(session_id)
+        self._session_id = session_id
+        ctx = kwargs.get("context_length")
+        if isinstance(ctx, int) and ctx > 0 and not self.context_length:
+            self.update_model(self.model, ctx)
+        self._state().threshold_tokens = self.threshold_tokens
+
+    def on_session_end(self, session_id: str = "", messages: Any = None, **_: Any) -> None:
+        worker = self.runtime.worker
+        if worker is not None:
+            worker.kick(self._key)
+
+    def on_session_reset(self) -> None:
+        super().on_session_reset()
+        self._last_compression_made_progress = False
+
+    def bind_session_state(self, session_db: Any = None, session_id: str = "", **_: Any) -> None:
+        if session_id and session_id != self._session_id:
+            self._key = self.runtime.registry.conversation_of(session_id)
+            self._session_id = session_id
+
+    def _state(self):
+        return self.runtime.registry.get(self._key)
+
+    # -- budget ---------------------------------------------------------------------------
+    def update_from_response(self, usage: Dict[str, Any], **_: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+        if isinstance(prompt, int) and prompt > 0:
+            self.last_prompt_tokens = prompt
+            state = self._state()
+            state.last_usage = prompt
+            if state.request_estimate:
+                state.calibrator.observe(state.request_estimate, prompt)
+                state.request_estimate = 0
+        completion = usage.get("completion_tokens", usage.get("output_tokens"))
+        if isinstance(completion, int) and completion >= 0:
+            self.last_completion_tokens = completion
+        total = usage.get("total_tokens")
+        if isinstance(total, int) and total >= 0:
+            self.last_total_tokens = total
+
+    def should_compress(self, prompt_tokens: Optional[int] = None, **_: Any) -> bool:
+        if not self.runtime.settings.enabled or self.threshold_tokens <= 0:
+            return False
+        tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
+        if not isinstance(tokens, (int, float)) or tokens < 0:
+            return False          # -1: unknown until real usage arrives after a compaction
+        return tokens >= self.threshold_tokens
+
+    def should_defer_preflight_to_real_usage(self, rough_tokens: int = 0, **_: Any) -> bool:
+        # After a compaction our own target check already holds; wait for real usage.
+        return self.last_prompt_tokens == -1
+
+    def has_content_to_compress(self, messages: Any = None, **_: Any) -> bool:
+        return isinstance(messages, list) and len(messages) > 1
+
+    # -- compaction -------------------------------------------------------------------------
+    def compress(self, messages: Any, current_tokens: Any = None, focus_topic: Any = None,
+                 force: bool = False, memory_context: str = "", **_: Any) -> List[Dict[str, Any]]:
+        """Never raises (0.17 re-runs compress on a TypeError): any failure ends in the
+        local compaction, and if even that fails the list comes back unchanged."""
+        self._last_compress_aborted = False
+        self._last_compression_made_progress = False
+        if not isinstance(messages, list) or not messages:
+            return messages if isinstance(messages, list) else []
+        if not self.runtime.settings.enabled:
+            return messages
+        try:
+            return self._compress(messages, current_tokens, bool(force))
+        except Exception as exc:
+            self.runtime.note_error("compress failed (%s: %s); messages kept" % (type(exc).__name__, exc))
+            return messages
+
+    def _target(self) -> int:
+        ctx = self.context_length or 128_000
+        return int(ctx * self.runtime.settings.compact_ratio)
+
+    def _compress(self, messages: List[Dict[str, Any]], current_tokens: Any,
+                  force: bool) -> List[Dict[str, Any]]:
+        rt = self.runtime
+        state = self._state()
+        started = time.monotonic()
+        target = self._target()
+        overhead = state.overhead_estimate or rt.last_overhead_estimate
+        if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
+            # no calibration yet: the host's real count of (about) this list is the best anchor
+            state.calibrator.observe(overhead + sum(map(_tokens, messages)), current_tokens)
+        budget = max(256, state.calibrator.to_estimate(target) - overhead)
+        before_est = sum(map(_tokens, messages))
+        before_real = state.calibrator.to_real(overhead + before_est)
+        if isinstance(current_tokens, int) and current_tokens > 0:
+            before_real = max(before_real, current_tokens) if not force else before_real
+
+        clean: List[Dict[str, Any]] = []
+        canvas_removed = 0
+        for m in messages:
+            fixed, n = M.strip_canvas_from(m) if isinstance(m, dict) else (m, 0)
+            canvas_removed += n
+            if fixed is not None:
+                clean.append(fixed)
+        result: Optional[List[Dict[str, Any]]] = None
+        level, path, report, error = "", "local", {}, ""
+        archived_extra: List[Dict[str, Any]] = []
+
+        if rt.client is not None and rt.client.available:
+            try:
+                rt.flush(state.key, FLUSH_BEFORE_COMPACT_S)      # ingest before compact
+                outcome = self._via_gateway(state, clean, target, overhead)
+                result, level, report = outcome.messages, outcome.level, outcome.report
+                archived_extra = outcome.body_trimmed
+                if outcome.canvas:
+                    self._adopt_canvas(state, outcome.canvas)
+                path = "gateway"
+                if not _keeps_current_turn(clean, result):
+                    error, result = "Gateway reply lost the current turn", None
+            except GatewayError as exc:
+                error = str(exc)
+            except Exception as exc:   # a reply we could not even repair
+                error = "Gateway reply unusable: %s" % exc
+            if error:
+                path = "local"
+                rt.note_error("gateway compaction failed, compacting locally: %s" % error)
+
+        if result is not None and sum(map(_tokens, result)) > budget:
+            finish = local_compact(result, budget, keep_first=rt.settings.keep_first,
+                                   trim_chars=rt.settings.trim_chars,
+                                   archived_total=state.stats.archived)
+            result, path = finish.messages, "gateway+local"
+        if result is None:
+            local = local_compact(clean, budget, keep_first=rt.settings.keep_first,
+                                  trim_chars=rt.settings.trim_chars,
+                                  archived_total=state.stats.archived)
+            result, level = local.messages, "local"
+
+        result = [_without_markers(m) for m in result]
+        changed = result != [_without_markers(m) if isinstance(m, dict) else m for m in messages]
+        if not changed:
+            return messages
+        result = self._with_canvas(state, result)
+        departed = self._archive_departed(state, messages, result, archived_extra)
+        after_est = sum(map(_tokens, result))
+        after_real = state.calibrator.to_real(overhead + after_est)
+        self.compression_count += 1
+        self._last_compression_made_progress = True
+        self._record(state, path, level, before_real, after_real, departed, report, error,
+                     canvas_removed, time.monotonic() - started)
+        return result
+
+    def _via_gateway(self, state, clean, target, overhead):
+        compactor = GatewayCompactor(self.runtime.client)
+        try:
+            return compactor.run(state.gateway_id, clean, target_tokens=target,
+                                 context_length=self.context_length or 128_000,
+                                 calibrator=state.calibrator, overhead_estimate=overhead)
+        except GatewayUnavailable as exc:
+            # a reset on a large body is usually the Gateway's body limit: shrink once, retry
+            if exc.body_bytes > 64_000 and not isinstance(exc, BodyTooLarge):
+                client = self.runtime.client
+                saved = client.body_limit
+                client.body_limit = max(64_000, exc.body_bytes // 2)
+                try:
+                    if client.breaker.state == "open":
+                        client.breaker.record_success()
+                    return compactor.run(state.gateway_id, clean, target_tokens=target,
+                                         context_length=self.context_length or 128_000,
+                                         calibrator=state.calibrator, overhead_estimate=overhead)
+                finally:
+                    client.body_limit = saved
+            raise
+
+    def _adopt_canvas(self, state, block: str) -> None:
+        import hashlib
+        digest = hashlib.md5(block.encode("utf-8")).hexdigest()
+        with state.lock:
+            if not state.canvas_hash:
+                state.canvas_text, state.canvas_hash = block, digest
+
+    def _with_canvas(self, state, result: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Put the current canvas back once, on the newest real user message."""
+        if not (self.runtime.settings.canvas and state.canvas_text):
+            return result
+        idx = max((i for i, m in enumerate(result) if M.is_real_user(m)), default=-1)
+        if idx < 0:
+            return result
+        msg = result[idx]
+        content = msg.get("content")
+        if isinstance(content, list):
+            new_content: Any = list(content) + [{"type": "text", "text": state.canvas_text}]
+        else:
+            new_content = ((content or "") + "\n\n" + state.canvas_text).strip()
+        out = list(result)
+        out[idx] = M.with_content(msg, new_content)
+        with state.lock:
+            state.injected_canvas_hash = state.canvas_hash
+        return out
+
+    def _archive_departed(self, state, before, after, extra) -> int:
+        """Archive every message whose content left the context (full originals)."""
+        rt = self.runtime
+        kept_calls, kept_text = set(), set()
+        for m in after:
+            if M.is_tool_result(m):
+                for tid, text in _results_with_text(m):
+                    kept_calls.add((tid, len(text)))
+            else:
+                kept_text.add(M.text_of(m))
+        items: List[ArchiveItem] = []
+        args_by_call: Dict[str, Any] = {}
+        for m in before:
+            if not isinstance(m, dict):
+                continue
+            args_by_call.update(M.call_args(m))
+            if M.is_tool_result(m):
+                for tid, text in _results_with_text(m):
+                    if (tid, len(text)) not in kept_calls:
+                        name, args = args_by_call.get(tid, ("", ""))
+                        items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
+                        state.deleted_ids.add(tid)
+            else:
+                text = M.text_of(m)
+                if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
+                    items.append(ArchiveItem("message", text, role=M.role(m)))
+        for m in extra:
+            for tid, text in _results_with_text(m):
+                name, args = args_by_call.get(tid, ("", ""))
+                items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
+        if items:
+            rt.writer.submit(Store.op_archive(state.key, items, rt.now()))
+        return len(items)
+
+    def _record(self, state, path, level, before, after, departed, report, error,
+                canvas_removed, seconds) -> None:
+        rt = self.runtime
+        for stats in (state.stats, rt.registry.totals):
+            stats.compactions += 1
+            if path.startswith("gateway"):
+                stats.gateway_compactions += 1
+            else:
+                stats.local_compactions += 1
+            stats.tokens_before += before
+            stats.tokens_after += after
+            stats.archived += departed
+            stats.levels[level] += 1
+            stats.last_level = level
+            stats.canvas_blocks_removed += canvas_removed
+            if error:
+                stats.last_error = error
+        event = {"path": path, "level": level, "tokens_before": before, "tokens_after": after,
+                 "archived": departed, "report": report, "error": error,
+                 "ms": round(seconds * 1000, 1), "context_length": self.context_length}
+        rt.writer.submit(Store.op_event(state.key, "compaction", event, rt.now()))
+        log.info("tencentdb-offload: compacted %s via %s (%s): %d -> %d tokens",
+                 state.key, path, level, before, after)
+
+    # -- tools ----------------------------------------------------------------------------
+    def get_tool_schemas(self, **_: Any) -> List[Dict[str, Any]]:
+        if not self.runtime.settings.enabled:
+            return []
+        return [dict(s) for s in SCHEMAS]
+
+    def handle_tool_call(self, name: str, args: Any = None, **_: Any) -> str:
+        state = self._state()
+        return self.runtime.tools.handle(name, args if args is not None else {},
+                                         state.key, state.gateway_id)
+
+    # -- status ---------------------------------------------------------------------------
+    def get_status(self, **_: Any) -> Dict[str, Any]:
+        ctx = self.context_length
+        last = max(0, self.last_prompt_tokens)
+        state = self._state()
+        return {
+            "last_prompt_tokens": last,
+            "threshold_tokens": self.threshold_tokens,
+            "context_length": ctx,
+            "usage_percent": min(100.0, last / ctx * 100) if ctx else 0,
+            "compression_count": self.compression_count,
+            "engine": NAME,
+            "mode": self.runtime.mode,
+            "session": state.key,
+            "gateway_session": state.gateway_id,
+            "target_tokens": self._target(),
+            "session_stats": state.stats.as_dict(),
+            "calibration": state.calibrator.snapshot(),
+            "runtime": self.runtime.status(),
+        }
+
+
+def _tokens(m: Any) -> int:
+    from .tokens import message_tokens
+    return message_tokens(m) if isinstance(m, dict) else 0
+
+
+def _without_markers(m: Dict[str, Any]) -> Dict[str, Any]:
+    if any(k.startswith("_") for k in m):
+        return {k: v for k, v in m.items() if not k.startswith("_")}
+    return m
+
+
+def _results_with_text(m: Dict[str, Any]):
+    if M.role(m) == "tool":
+        content = m.get("content")
+        yield str(m.get("tool_call_id", "")), content if isinstance(content, str) else M.text_of(m)
+        return
+    for b in m.get("content") or ():
+        if isinstance(b, dict) and b.get("type") == "tool_result":
+            yield str(b.get("tool_use_id", "")), M.text_of({"content": b.get("content")})
+
+
+def _keeps_current_turn(before: List[Dict[str, Any]], after: List[Dict[str, Any]]) -> bool:
+    """The newest real user message must survive a Gateway compaction."""
+    last = next((M.text_of(m) for m in reversed(before) if M.is_real_user(m)), None)
+    if last is None:
+        return bool(after)
+    head = last[:200]
+    return any(M.is_real_user(m) and head in M.text_of(m) for m in after)

@@ -1,0 +1,238 @@
+"""Local compaction: pair-aware tail truncation that always lands within the budget.
+
+Keeps the system messages, the first ``keep_first`` messages (never splitting a group),
+the current turn's user message and its newest step, then the newest groups that fit.
+Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
+if the must-keep part alone is over budget, trimming gets progressively harder. One notice
+tells the model how much was archived and which tools read it back. No network, no state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from . import messages as M
+from .tokens import message_tokens
+
+Message = Dict[str, Any]
+RECALL_HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"
+
+
+@dataclass
+class CompactResult:
+    messages: List[Message]
+    removed: List[Message] = field(default_factory=list)      # originals that left the context
+    trimmed: List[Message] = field(default_factory=list)      # originals of trimmed messages
+    tokens_before: int = 0
+    tokens_after: int = 0
+    within_budget: bool = True
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.removed or self.trimmed)
+
+
+def drop_old_notices(messages: Sequence[Message]) -> List[Message]:
+    """Our earlier notices are replaced, never archived or stacked."""
+    return [m for m in messages if not (M.role(m) in ("user", "assistant")
+                                        and M.text_of(m).startswith(M.NOTICE_MARK))]
+
+
+def trim_result(msg: Message, limit: int) -> Optional[Message]:
+    """A copy of a tool-result message with long results trimmed (None if nothing to trim)."""
+    if M.role(msg) == "tool":
+        text = msg.get("content")
+        if not isinstance(text, str):
+            text = M.text_of(msg)
+        if len(text) <= limit:
+            return None
+        hint = RECALL_HINT % msg.get("tool_call_id", "")
+        return M.with_content(msg, M.trim_text(text, limit, hint))
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return None
+    changed, blocks = False, []
+    for b in content:
+        if isinstance(b, dict) and b.get("type") == "tool_result":
+            inner = M.text_of({"content": b.get("content")})
+            if len(inner) > limit:
+                hint = RECALL_HINT % b.get("tool_use_id", "")
+                b = dict(b, content=M.trim_text(inner, limit, hint))
+                changed = True
+        blocks.append(b)
+    return M.with_content(msg, blocks) if changed else None
+
+
+def trim_user(msg: Message, limit: int) -> Optional[Message]:
+    text = M.text_of(msg)
+    if len(text) <= limit:
+        return None
+    return M.with_content(msg, M.trim_text(text, limit, "full text: tdai_offload_search"))
+
+
+def notice_text(removed: Sequence[Message], total_archived: int) -> str:
+    calls: List[Tuple[str, str]] = []
+    for m in removed:
+        for tid, (name, _args) in M.call_args(m).items():
+            calls.append((tid, name))
+    listed = ", ".join("%s (%s)" % c for c in calls[-12:])
+    text = ("%s %d earlier message(s) were moved out of the context to keep it within budget "
+            "(%d archived in this conversation so far). Nothing is lost: call "
+            "tdai_offload_search(query) to find archived text, or tdai_read_cos(tool_call_id) "
+            "to read an archived tool result in full."
+            % (M.NOTICE_MARK, len(removed), max(total_archived, len(removed))))
+    if listed:
+        text += " Archived tool calls include: " + listed + "."
+    return text
+
+
+def _notice(text: str, prev: Optional[Message], nxt: Optional[Message]) -> Optional[Message]:
+    """A notice whose role keeps roles alternating (None: caller merges it into ``nxt``)."""
+    before = M.role(prev) if prev is not None else ""
+    after = M.role(nxt) if nxt is not None else ""
+    if prev is not None and M.calls_of(prev):
+        return None                     # never between a call and its result
+    for r in ("user", "assistant"):
+        if r != before and r != after and not (r == "user" and nxt is not None
+                                               and M.is_tool_result(nxt)):
+            return {"role": r, "content": text}
+    return None
+
+
+def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int = 3,
+                  trim_chars: int = 2000, archived_total: int = 0) -> CompactResult:
+    """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc)."""
+    src = M.repair(drop_old_notices(messages))
+    before = sum(message_tokens(m) for m in messages if isinstance(m, dict))
+    systems = [m for m in src if M.role(m) == "system"]
+    body = [m for m in src if M.role(m) != "system"]
+    removed: List[Message] = []
+    trimmed: List[Message] = []
+
+    # 1. heartbeat groups leave first
+    spans = M.group_spans(body)
+    kept_spans = []
+    for s, e in spans:
+        calls = M.call_args(body[s])
+        if calls and all(M.is_heartbeat_call(n, a) for n, a in calls.values()):
+            removed.extend(body[s:e])
+        else:
+            kept_spans.append((s, e))
+    spans = kept_spans
+
+    # 2. the must-keep parts: head, the current user message, the newest group
+    last_user = max((i for i, (s, _e) in enumerate(spans) if M.is_real_user(body[s])), default=-1)
+    head: List[int] = []
+    count = 0
+    for i, (s, e) in enumerate(spans):
+        if (last_user >= 0 and i >= last_user) or count + (e - s) > keep_first:
+            break
+        head.append(i)
+        count += e - s
+    must: Set[int] = set(head)
+    if last_user >= 0:
+        must.add(last_user)
+    if spans:
+        must.add(len(spans) - 1)
+
+    # 3. trimmed versions of every span (results outside the current turn trimmed first)
+    versions: Dict[int, List[Message]] = {}
+    cost: Dict[int, int] = {}
+
+    def set_version(i: int, limit: Optional[int], users: bool = False) -> None:
+        s, e = spans[i]
+        out = []
+        for m in body[s:e]:
+            cut = None
+            if limit is not None:
+                cut = trim_result(m, limit) if M.is_tool_result(m) or M.results_of(m) else (
+                    trim_user(m, limit) if users else None)
+            out.append(cut if cut is not None else m)
+        versions[i] = out
+        cost[i] = sum(message_tokens(m) for m in out)
+
+    for i in range(len(spans)):
+        in_turn = last_user >= 0 and i >= last_user
+        set_version(i, None if in_turn else trim_chars)
+
+    sys_cost = sum(message_tokens(m) for m in systems)
+    notice_cost = 120 + 12 * 12
+
+    def must_cost() -> int:
+        return sys_cost + notice_cost + sum(cost[i] for i in must)
+
+    # 4. if the must-keep part is over budget: trim harder, step by step
+    if must_cost() > budget:
+        for i in must:
+            set_version(i, trim_chars)
+    for limit in (trim_chars // 2, trim_chars // 4, 300, 120):
+        if must_cost() <= budget:
+            break
+        for i in must:
+            set_version(i, limit, users=True)
+    if must_cost() > budget:
+        # keep only the current user message and the newest group
+        for i in list(head):
+            must.discard(i)
+        head = []
+
+    # 5. fill with the newest groups that fit (contiguous from the end)
+    room = budget - must_cost()
+    chosen = set(must)
+    for i in range(len(spans) - 1, -1, -1):
+        if i in chosen:
+            continue
+        if head and i <= head[-1]:
+            break
+        if cost[i] > room:
+            break
+        chosen.add(i)
+        room -= cost[i]
+
+    for i in range(len(spans)):
+        s, e = spans[i]
+        if i not in chosen:
+            removed.extend(body[s:e])
+        else:
+            for orig, new in zip(body[s:e], versions[i]):
+                if new is not orig:
+                    trimmed.append(orig)
+
+    if not removed and not trimmed:
+        # nothing to do: the list as it was (earlier notice included), only made valid
+        same = M.repair(messages)
+        after = sum(message_tokens(m) for m in same)
+        return CompactResult(same, [], [], before, after, after <= budget)
+
+    # 6. assemble with one notice at the first gap
+    out: List[Message] = list(systems)
+    notice_done = not removed
+    prev_kept = -1
+    for i in range(len(spans)):
+        if i not in chosen:
+            continue
+        if not notice_done and i != prev_kept + 1:
+            _place_notice(out, versions[i], notice_text(removed, archived_total + len(removed)))
+            notice_done = True
+        out.extend(versions[i])
+        prev_kept = i
+    if not notice_done:
+        _place_notice(out, [], notice_text(removed, archived_total + len(removed)))
+    result = M.repair(out)
+    if not [m for m in result if M.role(m) != "system"]:
+        result = result + [{"role": "user", "content": notice_text(removed, archived_total)}]
+    after = sum(message_tokens(m) for m in result)
+    return CompactResult(result, removed, trimmed, before, after, after <= budget)
+
+
+def _place_notice(out: List[Message], following: List[Message], text: str) -> None:
+    prev = out[-1] if out and M.role(out[-1]) != "system" else None
+    nxt = following[0] if following else None
+    notice = _notice(text, prev, nxt)
+    if notice is not None:
+        out.append(notice)
+    elif nxt is not None and not M.is_tool_result(nxt) and not M.calls_of(nxt):
+        following[0] = M.merge_two({"role": nxt["role"], "content": text}, nxt)
+    elif prev is not None and not M.calls_of(prev) and not M.is_tool_result(prev):
+        out[-1] = M.merge_two(prev, {"role": prev["role"], "content": text})

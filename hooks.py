@@ -1,0 +1,222 @@
+"""Hermes hook handlers: ``post_tool_call``, ``pre_llm_call`` and the ``llm_request`` guard.
+
+Bound to the process runtime (not to an engine copy) and routed by the ``session_id`` kwarg
+Hermes passes. None of them does network I/O or waits on disk: they update in-memory
+session state and hand rows to the store writer. None of them ever raises into Hermes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import uuid
+from typing import Any, Dict, List, Optional
+
+from . import messages as M
+from .store import ArchiveItem, Store
+from .tokens import estimate_text, messages_tokens
+from .tools import READ, SEARCH
+
+log = logging.getLogger("tencentdb_offload.hooks")
+
+INTERNAL_PREFIXES = ("Pre-compaction", "[Inter-session message]")
+ENGINE_TOOLS = (READ, SEARCH)
+PROMPT_CHARS = 500
+RECENT_CHARS = 400
+RECENT_COUNT = 10
+WARMUP = 0.6
+
+
+def gateway_timestamp(now: Optional[datetime.datetime] = None) -> str:
+    """UTC ``YYYY-MM-DDTHH:MM:SS.mmmZ``: the Gateway compares timestamps as strings."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return now.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + \
+        "%03dZ" % (now.microsecond // 1000)
+
+
+def is_internal_prompt(text: str) -> bool:
+    return text.startswith(INTERNAL_PREFIXES) or "heartbeat" in text.lower()
+
+
+def _plain(content: Any) -> str:
+    return M.text_of({"content": content})
+
+
+def recent_messages(history: Any, prompt: str) -> List[Dict[str, str]]:
+    """The official client's rules: user/assistant text only, newest 10, each ≤ 400 chars.
+
+    Skips tool traffic, assistants that call tools, very short texts, heartbeats, and the
+    message that is the prompt itself. Walks backwards and stops early, so a long history
+    costs no more than a short one.
+    """
+    out: List[Dict[str, str]] = []
+    if not isinstance(history, list):
+        return out
+    head = prompt[:200].lower()
+    for msg in reversed(history):
+        if len(out) >= RECENT_COUNT:
+            break
+        r = M.role(msg)
+        if r not in ("user", "assistant") or M.is_tool_result(msg) or M.calls_of(msg):
+            continue
+        text = _plain(msg.get("content")).strip()
+        if len(text) <= (5 if r == "user" else 10) or "heartbeat" in text.lower():
+            continue
+        if r == "user" and head:
+            low = text[:200].lower()
+            if low.startswith(head) or head.startswith(low):
+                continue
+        out.append({"role": r, "content": text[:RECENT_CHARS]})
+    out.reverse()
+    return out
+
+
+class HookHandlers:
+    """Entry points registered with ``ctx.register_hook`` / ``register_middleware``."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.rt = runtime
+
+    # -- post_tool_call ---------------------------------------------------------------
+    def post_tool_call(self, tool_name: str = "", args: Any = None, result: Any = None,
+                       session_id: str = "", tool_call_id: str = "", duration_ms: Any = None,
+                       error_message: Any = None, **_: Any) -> None:
+        try:
+            self._post_tool_call(tool_name, args, result, session_id, tool_call_id,
+                                 duration_ms, error_message)
+        except Exception as exc:
+            self.rt.note_error("post_tool_call: %s" % exc)
+
+    def _post_tool_call(self, tool_name: str, args: Any, result: Any, session_id: str,
+                        tool_call_id: str, duration_ms: Any, error_message: Any) -> None:
+        rt = self.rt
+        if not rt.settings.enabled or tool_name in ENGINE_TOOLS:
+            return
+        if M.is_heartbeat_call(tool_name, args):
+            rt.counters["heartbeat_pairs_skipped"] += 1
+            return
+        state = rt.registry.for_session_id(session_id)
+        call_id = str(tool_call_id or "") or "hermes-" + uuid.uuid4().hex[:16]
+        with state.lock:            # parallel tool calls: set-if-absent under the lock
+            if call_id in state.processed_ids:
+                return
+            state.processed_ids.add(call_id)
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False,
+                                                                  default=str)
+        params = args if args is not None else {}
+        ops = [Store.op_archive(state.key, [ArchiveItem(
+            kind="tool_result", content=text, tool_call_id=call_id, tool_name=str(tool_name),
+            role="tool", args=json.dumps(params, ensure_ascii=False, default=str)[:4000])],
+            rt.now())]
+        if rt.client is not None:
+            pair: Dict[str, Any] = {"tool_name": str(tool_name or "unknown"),
+                                    "tool_call_id": call_id,
+                                    "params": params, "result": text,
+                                    "timestamp": gateway_timestamp()}
+            if isinstance(duration_ms, (int, float)):
+                pair["duration_ms"] = duration_ms
+            if error_message:
+                pair["error"] = str(error_message)
+            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now()))
+        rt.writer.submit(*ops)
+        rt.counters["tool_pairs_recorded"] += 1
+
+    # -- pre_llm_call -----------------------------------------------------------------
+    def pre_llm_call(self, session_id: str = "", user_message: Any = None,
+                     conversation_history: Any = None, **_: Any) -> Optional[Dict[str, str]]:
+        try:
+            return self._pre_llm_call(session_id, user_message, conversation_history)
+        except Exception as exc:
+            self.rt.note_error("pre_llm_call: %s" % exc)
+            return None
+
+    def _pre_llm_call(self, session_id: str, user_message: Any,
+                      history: Any) -> Optional[Dict[str, str]]:
+        rt = self.rt
+        if not rt.settings.enabled:
+            return None
+        prompt = user_message if isinstance(user_message, str) else _plain(user_message)
+        prompt = prompt.strip()
+        if not prompt or is_internal_prompt(prompt):
+            rt.counters["internal_prompts_skipped"] += 1
+            return None
+        state = rt.registry.for_session_id(session_id)
+        recent = recent_messages(history, prompt)
+        cut = prompt[:PROMPT_CHARS]
+        digest = hashlib.md5(cut.encode("utf-8")).hexdigest()
+        with state.lock:
+            state.prompt, state.recent = cut, recent
+            fresh = digest != state.l15_hash
+            if fresh:
+                state.l15_hash = digest
+        if rt.client is not None:
+            if fresh:
+                rt.writer.submit(Store.op_enqueue(state.key, "prompt",
+                                                  {"prompt": cut, "recent_messages": recent},
+                                                  rt.now()))
+                state.canvas_wanted = True
+            if rt.near_threshold(state):
+                rt.worker.kick(state.key)     # L1 summaries should exist before compaction
+        if not (rt.settings.canvas and state.canvas_hash):
+            return None
+        with state.lock:
+            if state.canvas_hash == state.injected_canvas_hash:
+                return None
+            state.injected_canvas_hash = state.canvas_hash
+            text = state.canvas_text
+        state.stats.canvas_injections += 1
+        return {"context": text}
+
+    # -- llm_request middleware: one canvas per request, and calibration data ------------
+    def llm_request(self, request: Any = None, session_id: str = "", **_: Any) -> Optional[Dict[str, Any]]:
+        try:
+            return self._llm_request(request, session_id)
+        except Exception as exc:
+            self.rt.note_error("llm_request: %s" % exc)
+            return None
+
+    def _llm_request(self, request: Any, session_id: str) -> Optional[Dict[str, Any]]:
+        rt = self.rt
+        if not isinstance(request, dict) or not rt.settings.enabled:
+            return None
+        msgs = request.get("messages")
+        if not isinstance(msgs, list):
+            return None
+        state = rt.registry.for_session_id(session_id)
+        tools_est = estimate_text(json.dumps(request.get("tools") or [], ensure_ascii=False,
+                                             default=str)) if request.get("tools") else 0
+        system_est = messages_tokens(m for m in msgs if M.role(m) == "system")
+        state.request_estimate = messages_tokens(msgs) + tools_est
+        state.overhead_estimate = system_est + tools_est
+        rt.last_overhead_estimate = state.overhead_estimate
+        holders = [i for i, m in enumerate(msgs) if M.role(m) == "user"
+                   and "<" + M.CANVAS_TAG in M.text_of(m)]
+        if not holders:
+            return None
+        newest = holders[-1]
+        blocks = M.canvas_blocks(M.text_of(msgs[newest]))
+        if len(holders) == 1 and len(blocks) <= 1:
+            return None
+        removed = 0
+        new_msgs = list(msgs)
+        for i in holders:
+            fixed, n = M.strip_canvas_from(msgs[i])
+            removed += n
+            new_msgs[i] = fixed if fixed is not None else {"role": "user", "content": "(context)"}
+        keep = blocks[-1]
+        last = new_msgs[newest]
+        new_msgs[newest] = M.with_content(last, _append_text(last.get("content"), keep))
+        state.stats.canvas_blocks_removed += max(0, removed - 1)
+        rt.counters["canvas_blocks_removed"] += max(0, removed - 1)
+        out = dict(request)
+        out["messages"] = new_msgs
+        return {"request": out}
+
+
+def _append_text(content: Any, text: str) -> Any:
+    if isinstance(content, list):
+        return list(content) + [{"type": "text", "text": text}]
+    base = content if isinstance(content, str) else ""
+    return (base + "\n\n" + text) if base else text

@@ -1,0 +1,168 @@
+"""The per-process runtime: settings, store + writer, session registry, Gateway client,
+ingest worker, reclaimer and recall tools, shared by every engine copy and every hook.
+
+Built once by ``register(ctx)``; engines hold a reference to it (never a copy), so no lock,
+socket or sqlite connection is ever inside deep-copied state.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional
+
+from .config import Settings
+from .gateway_client import CircuitBreaker, GatewayClient, GatewayError
+from .ingest_worker import IngestWorker
+from .session import Reclaimer, SessionRegistry, SessionState
+from .store import Store, StoreError, StoreWriter
+from .tools import RecallTools
+
+log = logging.getLogger("tencentdb_offload")
+
+
+class Runtime:
+    def __init__(self, settings: Settings, warnings: Optional[List[str]] = None,
+                 env: Optional[Mapping[str, str]] = None) -> None:
+        import os
+        self.settings = settings
+        self.warnings = list(warnings or [])
+        self.started = time.time()
+        self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
+        self.counters: "collections.Counter[str]" = collections.Counter()
+        self.last_overhead_estimate = 0
+        self._lock = threading.Lock()
+        self.store: Optional[Store] = None
+        self.store_error = ""
+        try:
+            self.store = Store(settings.resolved_store_dir(env if env is not None else os.environ))
+            if self.store.last_error:
+                self.warnings.append(self.store.last_error)
+        except StoreError as exc:
+            self.store_error = "%s — recall tools are off until this is fixed" % exc
+            self.warnings.append(self.store_error)
+        self.registry = SessionRegistry(
+            settings.max_sessions,
+            alias_lookup=self.store.get_alias if self.store else None,
+            alias_store=self.store.set_alias if self.store else None)
+        self.client: Optional[GatewayClient] = None
+        self.worker: Optional[IngestWorker] = None
+        self.reclaimer = Reclaimer(self.store.reclaim if self.store else (lambda d: {}),
+                                   settings.retention_days)
+        self.writer = StoreWriter(self.store, on_commit=self._after_commit)
+        if settings.gateway_enabled and self.store is not None:
+            self.client = GatewayClient(
+                settings.gateway_url, settings.api_key, settings.instance_id,
+                timeout_ms=settings.timeout_ms, ingest_timeout_ms=settings.ingest_timeout_ms,
+                body_limit=settings.body_limit, breaker=CircuitBreaker(),
+                probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0))
+            self.worker = IngestWorker(self.client, self.store, self.registry,
+                                       canvas=settings.canvas,
+                                       before_pass=self.reclaimer.maybe_run)
+        elif settings.gateway_enabled:
+            self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
+        self.tools = RecallTools(self.store, self.flush_writes,
+                                 read_ref=self._read_ref if self.client else None)
+        for w in self.warnings:
+            log.warning("tencentdb-offload: %s", w)
+        if self.worker is None:
+            self.reclaimer.maybe_run()
+
+    # -- helpers used by hooks and engines --------------------------------------------
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
+    @property
+    def mode(self) -> str:
+        if not self.settings.enabled:
+            return "disabled"
+        if self.client is None:
+            return "local"
+        return "gateway" if self.client.available else "local (gateway unavailable)"
+
+    def note_error(self, message: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        self.errors.append("%s %s" % (stamp, message))
+        log.warning("tencentdb-offload: %s", message)
+
+    def near_threshold(self, state: SessionState) -> bool:
+        limit = getattr(state, "threshold_tokens", 0)
+        return bool(limit) and getattr(state, "last_usage", 0) >= limit * 0.6
+
+    def flush_writes(self, timeout: float = 5.0) -> None:
+        self.writer.flush(timeout)
+
+    def flush(self, session: Optional[str] = None, timeout: float = 5.0) -> bool:
+        """Persist queued rows, then (with a Gateway) deliver the session's backlog."""
+        deadline = time.monotonic() + timeout
+        self.writer.flush(timeout)
+        if self.worker is None:
+            return True
+        return self.worker.flush(session, max(0.0, deadline - time.monotonic()))
+
+    def _after_commit(self) -> None:
+        if self.worker is not None:
+            self.worker.wake()
+
+    def _read_ref(self, gateway_session: str, ref: str) -> Optional[Dict[str, Any]]:
+        if self.client is None or not self.client.available:
+            return None
+        try:
+            return self.client.read_ref(gateway_session, ref)
+        except GatewayError:
+            return None
+
+    def health(self) -> Dict[str, Any]:
+        """Probe the Gateway now (for ``/tencentdb-offload health`` and doctor)."""
+        if self.client is None:
+            return {"ok": False, "reason": "no Gateway configured (local mode)"}
+        started = time.monotonic()
+        try:
+            data = self.client.health(force=True)
+        except GatewayError as exc:
+            return {"ok": False, "reason": str(exc)}
+        if not self.client.available:
+            self.client.breaker.record_success()
+            self.worker.wake()
+        return {"ok": True, "status": data.get("status"), "version": data.get("version", ""),
+                "latency_ms": round((time.monotonic() - started) * 1000, 1)}
+
+    def status(self) -> Dict[str, Any]:
+        totals = self.registry.totals.as_dict()
+        out: Dict[str, Any] = {
+            "mode": self.mode,
+            "settings": self.settings.public(),
+            "sessions_in_memory": len(self.registry),
+            "sessions_evicted": self.registry.evictions,
+            "totals": totals,
+            "counters": dict(self.counters),
+            "pending_writes": self.writer.pending(),
+            "store_error": self.store_error or self.writer.last_error,
+            "warnings": list(self.warnings),
+            "recent_errors": list(self.errors),
+            "reclaim": {"retention_days": self.reclaimer.retention_days,
+                        "last_result": self.reclaimer.last_result,
+                        "last_error": self.reclaimer.last_error},
+        }
+        if self.store is not None:
+            try:
+                out["store"] = self.store.stats()
+            except Exception as exc:
+                out["store"] = {"error": str(exc)}
+        if self.client is not None:
+            out["gateway"] = self.client.status()
+            out["gateway"]["delivered_this_process"] = self.worker.delivered if self.worker else 0
+            out["gateway"]["worker_error"] = self.worker.last_error if self.worker else ""
+        return out
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+        self.writer.close()
+        if self.client is not None:
+            self.client.close()
+        if self.store is not None:
+            self.store.close()

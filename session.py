@@ -1,0 +1,199 @@
+"""Per-conversation state, an LRU registry of it, and the retention reclaimer.
+
+Hermes gives hooks a ``session_id`` and engines an id through ``on_session_start``. Hermes
+0.17 rotates that id at every compaction; we keep one *conversation key* across those
+rotations (aliases are persisted in the store, so a resumed child id finds its conversation
+in a new process). Everything here is in memory and cheap; nothing durable lives only here.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from .tokens import Calibrator
+
+_GATEWAY_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def gateway_session_id(conversation: str) -> str:
+    """The Gateway session id for a conversation.
+
+    Only ``[A-Za-z0-9._-]`` (the Gateway maps ':' to '_' on disk, so 'a:b' and 'a_b' would
+    collide), at most 200 chars, and never a form the Gateway silently ignores
+    (ids containing 'subagent' or matching ``memory-*-session-N``).
+    """
+    safe = _GATEWAY_SAFE.sub("-", conversation or "default")[:180]
+    safe = re.sub("subagent", "sub-agent", safe, flags=re.I)
+    safe = "hermes-" + safe
+    if re.search(r"memory-.*-session-\d+", safe):
+        safe = safe.replace("session", "sess")
+    return safe
+
+
+@dataclass
+class SessionStats:
+    compactions: int = 0
+    gateway_compactions: int = 0
+    local_compactions: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    archived: int = 0
+    levels: Counter = field(default_factory=Counter)
+    last_level: str = ""
+    last_error: str = ""
+    canvas_injections: int = 0
+    canvas_blocks_removed: int = 0
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"compactions": self.compactions, "gateway_compactions": self.gateway_compactions,
+                "local_compactions": self.local_compactions,
+                "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
+                "tokens_saved": max(0, self.tokens_before - self.tokens_after),
+                "archived": self.archived, "levels": dict(self.levels),
+                "last_level": self.last_level, "last_error": self.last_error,
+                "canvas_injections": self.canvas_injections,
+                "canvas_blocks_removed": self.canvas_blocks_removed}
+
+
+@dataclass
+class SessionState:
+    key: str
+    gateway_id: str
+    prompt: str = ""
+    recent: List[Dict[str, str]] = field(default_factory=list)
+    l15_hash: str = ""
+    processed_ids: Set[str] = field(default_factory=set)     # tool calls recorded by the hook
+    confirmed_ids: Set[str] = field(default_factory=set)     # replaced by summaries (Gateway)
+    deleted_ids: Set[str] = field(default_factory=set)       # removed from the context
+    canvas_text: str = ""            # the current canvas block, formatted
+    canvas_hash: str = ""
+    injected_canvas_hash: str = ""   # last canvas handed to the model in this session
+    canvas_wanted: bool = False      # the worker should refresh the canvas
+    request_estimate: int = 0        # estimate of the last request sent (for calibration)
+    overhead_estimate: int = 0       # system prompt + tool schemas of the last request
+    last_usage: int = 0              # provider prompt tokens of the last response
+    threshold_tokens: int = 0        # the engine's trigger, for the warm-up flush
+    calibrator: Calibrator = field(default_factory=Calibrator)
+    stats: SessionStats = field(default_factory=SessionStats)
+    touched: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+class SessionRegistry:
+    """Thread-safe LRU of SessionState keyed by conversation key, plus id aliases."""
+
+    def __init__(self, max_sessions: int = 20,
+                 alias_lookup: Optional[Callable[[str], Optional[str]]] = None,
+                 alias_store: Optional[Callable[[str, str], None]] = None) -> None:
+        self.max_sessions = max(1, max_sessions)
+        self._sessions: "OrderedDict[str, SessionState]" = OrderedDict()
+        self._aliases: "OrderedDict[str, str]" = OrderedDict()
+        self._lock = threading.Lock()
+        self._alias_lookup = alias_lookup
+        self._alias_store = alias_store
+        self.evictions = 0
+        self.totals = SessionStats()   # survives eviction
+
+    def conversation_of(self, session_id: str) -> str:
+        """The conversation key for a Hermes session id (itself unless aliased)."""
+        if not session_id:
+            return "default"
+        with self._lock:
+            hit = self._aliases.get(session_id)
+        if hit is not None:
+            return hit
+        found = None
+        if self._alias_lookup is not None:
+            try:
+                found = self._alias_lookup(session_id)
+            except Exception:
+                found = None
+        key = found or session_id
+        self._remember_alias(session_id, key)
+        return key
+
+    def link(self, new_id: str, old_id: str) -> str:
+        """``new_id`` continues ``old_id``'s conversation (a compaction rotation)."""
+        key = self.conversation_of(old_id) if old_id else new_id
+        self._remember_alias(new_id, key)
+        if self._alias_store is not None and new_id != key:
+            try:
+                self._alias_store(new_id, key)
+            except Exception:
+                pass
+        return key
+
+    def _remember_alias(self, session_id: str, key: str) -> None:
+        with self._lock:
+            self._aliases[session_id] = key
+            self._aliases.move_to_end(session_id)
+            while len(self._aliases) > self.max_sessions * 8:
+                self._aliases.popitem(last=False)
+
+    def get(self, key: str) -> SessionState:
+        with self._lock:
+            state = self._sessions.get(key)
+            if state is None:
+                state = SessionState(key=key, gateway_id=gateway_session_id(key))
+                self._sessions[key] = state
+                while len(self._sessions) > self.max_sessions:
+                    self._sessions.popitem(last=False)
+                    self.evictions += 1
+            else:
+                self._sessions.move_to_end(key)
+            state.touched = time.monotonic()
+            return state
+
+    def for_session_id(self, session_id: str) -> SessionState:
+        return self.get(self.conversation_of(session_id))
+
+    def peek(self, key: str) -> Optional[SessionState]:
+        with self._lock:
+            return self._sessions.get(key)
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._sessions.pop(key, None)
+
+    def all(self) -> List[SessionState]:
+        with self._lock:
+            return list(self._sessions.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+
+class Reclaimer:
+    """Deletes archive and outbox data older than the retention, at most once a day."""
+
+    INTERVAL = 86_400.0
+
+    def __init__(self, reclaim: Callable[[int], Dict[str, int]], retention_days: int) -> None:
+        self._reclaim = reclaim
+        self.retention_days = retention_days
+        self.last_run = 0.0
+        self.last_result: Dict[str, int] = {}
+        self.last_error = ""
+
+    def due(self, now: Optional[float] = None) -> bool:
+        return self.retention_days > 0 and (now or time.time()) - self.last_run >= self.INTERVAL
+
+    def run(self, now: Optional[float] = None) -> Dict[str, int]:
+        self.last_run = now or time.time()
+        try:
+            self.last_result = self._reclaim(self.retention_days) or {}
+            self.last_error = ""
+        except Exception as exc:
+            self.last_error = "reclaim failed: %s" % exc
+            self.last_result = {}
+        return self.last_result
+
+    def maybe_run(self) -> None:
+        if self.due():
+            self.run()

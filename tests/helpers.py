@@ -1,0 +1,92 @@
+"""Builders shared by the unit tests: conversations, runtimes, engines."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import tencentdb_offload as plugin
+from tencentdb_offload.engine import TencentDBOffloadEngine
+
+
+def env_for(tmp: Path, **overrides: str) -> Dict[str, str]:
+    env = {"HERMES_HOME": str(tmp / "home"), "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"}
+    env.update({("TENCENTDB_OFFLOAD_" + k.upper()): str(v) for k, v in overrides.items()})
+    return env
+
+
+def make_engine(tmp: Path, context_length: int = 64_000, session: str = "s1", **overrides: str):
+    runtime = plugin.build_runtime(env=env_for(tmp, **overrides))
+    engine = TencentDBOffloadEngine(runtime)
+    engine.update_model(model="m", context_length=context_length)
+    engine.on_session_start(session)
+    return runtime, engine
+
+
+def tool_turn(i: int, size: int, shape: str = "openai", calls: int = 1,
+              text: str = "x") -> List[Dict[str, Any]]:
+    """A user turn followed by one assistant step with ``calls`` tool calls and results."""
+    msgs: List[Dict[str, Any]] = [{"role": "user", "content": "turn %d: please do step %d" % (i, i)}]
+    ids = ["call_%d_%d" % (i, k) for k in range(calls)]
+    bodies = [("result %s " % cid) + (text * size) for cid in ids]
+    if shape == "openai":
+        msgs.append({"role": "assistant", "content": "",
+                     "tool_calls": [{"id": cid, "type": "function",
+                                     "function": {"name": "read_file",
+                                                  "arguments": json.dumps({"path": "/f%s" % cid})}}
+                                    for cid in ids]})
+        for cid, body in zip(ids, bodies):
+            msgs.append({"role": "tool", "tool_call_id": cid, "content": body})
+    else:
+        msgs.append({"role": "assistant", "content": [
+            {"type": "text", "text": "reading"}] + [
+            {"type": "tool_use", "id": cid, "name": "read_file", "input": {"path": "/f" + cid}}
+            for cid in ids]})
+        msgs.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": cid, "content": body}
+            for cid, body in zip(ids, bodies)]})
+    msgs.append({"role": "assistant", "content": "done with step %d" % i})
+    return msgs
+
+
+def conversation(turns: int, size: int, shape: str = "openai", calls: int = 1) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    for i in range(turns):
+        out += tool_turn(i, size, shape, calls)
+    return out
+
+
+def random_conversation(rng: random.Random) -> List[Dict[str, Any]]:
+    """Random but valid: both shapes, parallel calls, huge results, CJK, heartbeats."""
+    shape = rng.choice(["openai", "anthropic"])
+    out: List[Dict[str, Any]] = []
+    if rng.random() < 0.3:
+        out.append({"role": "system", "content": "You are helpful."})
+    n = 0
+    for turn in range(rng.randint(1, 14)):
+        prompt = rng.choice(["fix the bug", "修复这个错误并解释原因", "HEARTBEAT check", "write docs " * rng.randint(1, 400)])
+        out.append({"role": "user", "content": "%s #%d" % (prompt, turn)})
+        for step in range(rng.randint(0, 4)):
+            calls = rng.randint(1, 3)
+            ids = ["c%d" % (n + k) for k in range(calls)]
+            n += calls
+            heartbeat = rng.random() < 0.1
+            args = {"path": "HEARTBEAT.md"} if heartbeat else {"path": "/src/%d.py" % n}
+            size = rng.choice([10, 500, 3000, 20000, 200000])
+            body = rng.choice(["abc ", "中文内容，", "def f(x):\n    return x\n", '{"k": [1,2]}'])
+            bodies = [(body * (size // len(body) + 1))[:size] for _ in ids]
+            if shape == "openai":
+                out.append({"role": "assistant", "content": None if rng.random() < 0.5 else "ok",
+                            "tool_calls": [{"id": i, "type": "function", "function": {
+                                "name": "read_file", "arguments": json.dumps(args)}} for i in ids]})
+                out += [{"role": "tool", "tool_call_id": i, "content": b} for i, b in zip(ids, bodies)]
+            else:
+                out.append({"role": "assistant", "content": [
+                    {"type": "tool_use", "id": i, "name": "read_file", "input": args} for i in ids]})
+                out.append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": i, "content": b} for i, b in zip(ids, bodies)]})
+        if rng.random() < 0.8 or shape == "anthropic" or out[-1]["role"] == "user":
+            out.append({"role": "assistant", "content": rng.choice(["done", "完成了", "x" * 5000])})
+    return out

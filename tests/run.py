@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The one test command: ``python3 tests/run.py``.
+
+On a fresh machine it creates the virtual environments the suites need (cached between runs
+under ``$TDO_VENV_DIR``, default ``~/.cache/tencentdb-offload/venvs``):
+
+- ``unit``           pytest only — proves the plugin works without Hermes installed;
+- ``hermes-0.19.0``  and ``hermes-0.17.0`` — the real host, pinned, plus pytest;
+
+then runs ``tests/unit`` once, and ``tests/contract`` + ``tests/e2e`` under each Hermes.
+Options: ``--unit`` (unit only), ``--hermes VERSION`` (repeatable), ``-k EXPR``, ``-x``.
+Exit status is non-zero if any suite fails; the last line is ``N passed, N failed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTEST = "pytest==9.2.0"
+HERMES_VERSIONS = ("0.19.0", "0.17.0")
+
+
+def venv_root() -> Path:
+    raw = os.environ.get("TDO_VENV_DIR")
+    return Path(raw) if raw else Path.home() / ".cache" / "tencentdb-offload" / "venvs"
+
+
+def base_python() -> str:
+    """A Python that Hermes supports (3.11–3.13)."""
+    if (3, 11) <= sys.version_info[:2] <= (3, 13):
+        return sys.executable
+    for name in ("python3.11", "python3.12", "python3.13"):
+        found = shutil.which(name)
+        if found:
+            return found
+    sys.exit("no Python 3.11-3.13 found: hermes-agent needs one")
+
+
+def ensure_venv(name: str, requirements: list) -> Path:
+    path = venv_root() / name
+    marker = path / ".tdo-requirements"
+    wanted = "\n".join(requirements)
+    py = path / "bin" / "python"
+    if py.exists() and marker.exists() and marker.read_text() == wanted:
+        return py
+    print("[setup] creating venv %s (%s)" % (name, ", ".join(requirements)), flush=True)
+    if path.exists():
+        shutil.rmtree(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    subprocess.run([base_python(), "-m", "venv", str(path)], check=True)
+    log = path / "pip.log"
+    with open(log, "w") as out:
+        rc = subprocess.call([str(py), "-m", "pip", "install", "--disable-pip-version-check",
+                              "-q"] + requirements, stdout=out, stderr=subprocess.STDOUT)
+    if rc != 0:
+        tail = log.read_text(errors="replace").splitlines()[-30:]
+        print("\n".join(tail))
+        sys.exit("[setup] pip install failed for %s (log: %s)" % (name, log))
+    marker.write_text(wanted)
+    print("[setup] %s ready in %.0f s" % (name, time.monotonic() - started), flush=True)
+    return py
+
+
+def run_pytest(py: Path, label: str, paths: list, extra: list, env_extra: dict) -> tuple:
+    report = venv_root() / ("junit-%s.xml" % label)
+    if report.exists():
+        report.unlink()
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **env_extra)
+    cmd = [str(py), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--junitxml", str(report)]
+    cmd += extra + [str(ROOT / p) for p in paths if (ROOT / p).exists()]
+    print("\n=== %s: %s" % (label, " ".join(paths)), flush=True)
+    rc = subprocess.call(cmd, cwd=str(ROOT), env=env)
+    passed = failed = skipped = 0
+    if report.exists():
+        for suite in ET.parse(report).getroot().iter("testsuite"):
+            tests = int(suite.get("tests", 0))
+            bad = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+            skip = int(suite.get("skipped", 0))
+            passed += tests - bad - skip
+            failed += bad
+            skipped += skip
+    if rc not in (0, 5) and failed == 0:
+        failed = 1            # pytest itself failed (collection error, crash)
+    return passed, failed, skipped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--unit", action="store_true", help="unit tests only (no Hermes venvs)")
+    ap.add_argument("--hermes", action="append", help="Hermes version(s) to test against")
+    ap.add_argument("-k", default="", help="pytest -k expression")
+    ap.add_argument("-x", action="store_true", help="stop at the first failure")
+    args = ap.parse_args()
+    extra = (["-k", args.k] if args.k else []) + (["-x"] if args.x else [])
+    started = time.monotonic()
+    totals = [0, 0, 0]
+
+    def add(result: tuple) -> None:
+        for i, v in enumerate(result):
+            totals[i] += v
+
+    unit_py = ensure_venv("unit", [PYTEST])
+    add(run_pytest(unit_py, "unit", ["tests/unit"], extra, {}))
+    if not args.unit:
+        for version in args.hermes or HERMES_VERSIONS:
+            py = ensure_venv("hermes-" + version, ["hermes-agent==" + version, PYTEST])
+            add(run_pytest(py, "hermes-" + version, ["tests/contract", "tests/e2e"], extra,
+                           {"TDO_HERMES_VERSION": version}))
+    print("\n[tests] finished in %.0f s" % (time.monotonic() - started))
+    print("%d passed, %d failed, %d skipped" % tuple(totals))
+    return 1 if totals[1] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

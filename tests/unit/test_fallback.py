@@ -1,0 +1,84 @@
+import random
+
+import pytest
+
+from tencentdb_offload import messages as M
+from tencentdb_offload.fallback import local_compact
+from tencentdb_offload.tokens import messages_tokens
+
+from helpers import conversation, random_conversation, tool_turn
+
+
+def ids_in(msgs):
+    return {tid for m in msgs for tid in M.results_of(m)}
+
+
+def test_keeps_head_current_turn_and_fits():
+    conv = conversation(30, 4000)
+    budget = 8000
+    res = local_compact(conv, budget)
+    assert res.tokens_after <= budget and res.within_budget
+    assert M.validation_errors(res.messages) == []
+    assert res.messages[0] == conv[0]                       # first user message kept
+    assert res.messages[-1]["content"] == conv[-1]["content"]  # newest message kept
+    notices = [m for m in res.messages if M.NOTICE_MARK in M.text_of(m)]
+    assert len(notices) == 1 and "tdai_read_cos" in M.text_of(notices[0])
+    assert res.removed and all(r in conv for r in res.removed)
+
+
+def test_trims_long_results_with_pointer():
+    conv = conversation(3, 9000)
+    res = local_compact(conv, 100_000, trim_chars=2000)
+    trimmed = [m for m in res.messages if m.get("role") == "tool" and "trimmed by tencentdb-offload" in m["content"]]
+    assert trimmed and all("tdai_read_cos(tool_call_id=" in m["content"] for m in trimmed)
+    # the current turn's result is not trimmed when it fits
+    assert "trimmed" not in res.messages[-2]["content"]
+    assert res.trimmed
+
+
+def test_heartbeat_pairs_dropped_first():
+    conv = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "hb", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "HEARTBEAT.md"}'}}]},
+            {"role": "tool", "tool_call_id": "hb", "content": "beat"}] + conversation(2, 10)
+    res = local_compact(conv, 100_000)
+    assert "hb" not in ids_in(res.messages)
+    assert any(m.get("tool_call_id") == "hb" for m in res.removed)
+
+
+def test_single_huge_current_turn_still_fits():
+    conv = tool_turn(0, 400_000, calls=3)
+    res = local_compact(conv, 3000)
+    assert res.tokens_after <= 3000
+    assert M.validation_errors(res.messages) == []
+    assert res.messages[0]["content"].startswith("turn 0")
+
+
+def test_old_notice_is_replaced_not_stacked():
+    conv = conversation(30, 4000)
+    once = local_compact(conv, 8000).messages
+    twice = local_compact(once + tool_turn(99, 4000), 8000).messages
+    assert sum(M.NOTICE_MARK in M.text_of(m) for m in twice) == 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_property_thousands_of_conversations(seed):
+    rng = random.Random(seed)
+    for _ in range(700):
+        conv = random_conversation(rng)
+        assert M.validation_errors(conv) == [], conv
+        budget = rng.choice([300, 2000, 8000, 32000, 200000])
+        tiny = budget < 1000   # below any real target: valid and best effort, not a promise
+        res = local_compact(conv, budget, keep_first=rng.choice([0, 3, 5]), trim_chars=rng.choice([500, 2000]))
+        errors = M.validation_errors(res.messages)
+        assert errors == [], (errors, budget)
+        assert res.tokens_after == messages_tokens(res.messages)
+        assert res.tokens_after <= budget or tiny, (res.tokens_after, budget)
+        assert res.within_budget == (res.tokens_after <= budget)
+        # nothing lost: every result left out or trimmed is in removed/trimmed
+        gone = ids_in(conv) - ids_in(res.messages)
+        kept_away = ids_in(res.removed)
+        assert gone <= kept_away
+        # the newest real user message survives
+        last_user = next((m for m in reversed(conv) if M.is_real_user(m)), None)
+        if last_user is not None and "HEARTBEAT" not in M.text_of(last_user):
+            assert any(M.text_of(last_user)[:40] in M.text_of(m) for m in res.messages)

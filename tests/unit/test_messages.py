@@ -1,0 +1,106 @@
+import json
+
+from tencentdb_offload import messages as M
+from tencentdb_offload.tokens import Calibrator, estimate_text, message_tokens
+
+from helpers import conversation, tool_turn
+
+
+def test_pairs_openai_and_anthropic():
+    for shape in ("openai", "anthropic"):
+        turn = tool_turn(1, 10, shape, calls=2)
+        assert M.calls_of(turn[1]) == ["call_1_0", "call_1_1"]
+        answered = [tid for m in turn for tid in M.results_of(m)]
+        assert answered == ["call_1_0", "call_1_1"]
+        spans = M.group_spans(turn)
+        assert spans[1] == (1, 3 if shape == "anthropic" else 4)
+        assert M.validation_errors(turn) == []
+
+
+def test_repair_drops_orphans_and_dangling_calls():
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "ghost", "content": "orphan"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "ok"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "user", "content": "next", "_offloaded": True},
+    ]
+    rep = M.RepairReport()
+    out = M.repair(msgs, rep)
+    assert M.validation_errors(out) == []
+    assert [m["role"] for m in out] == ["user", "assistant", "tool", "user"]
+    assert [c["id"] for c in out[1]["tool_calls"]] == ["a"]
+    assert rep["orphan_results_dropped"] == 1
+    assert rep["unanswered_calls_removed"] == 2
+    assert all(not k.startswith("_") for m in out for k in m)
+
+
+def test_repair_moves_system_first_and_merges_users():
+    msgs = [{"role": "user", "content": "<current_task_context>x</current_task_context>"},
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "question"},
+            {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
+    out = M.repair(msgs)
+    assert out[0]["role"] == "system"
+    assert [m["role"] for m in out] == ["system", "user", "assistant"]
+    assert "question" in out[1]["content"] and "a\n\nb" == out[2]["content"]
+
+
+def test_repair_anthropic_blocks():
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "f", "input": {}},
+                                               {"type": "tool_use", "id": "y", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"},
+                                         {"type": "tool_result", "tool_use_id": "z", "content": "?"}]}]
+    out = M.repair(msgs)
+    assert M.validation_errors(out) == []
+    assert [b["id"] for b in out[1]["content"]] == ["x"]
+    assert [b["tool_use_id"] for b in out[2]["content"]] == ["x"]
+
+
+def test_rewritten_message_loses_api_content():
+    msg = {"role": "user", "content": "a", "api_content": "a\n\ninjected", "_db_persisted": True}
+    out = M.with_content(msg, "b")
+    assert out == {"role": "user", "content": "b"}
+
+
+def test_strip_canvas_content_and_api_content():
+    block = "<current_task_context>\nflow\n</current_task_context>"
+    msg = {"role": "user", "content": "do it\n\n" + block, "api_content": "do it\n\n" + block}
+    out, n = M.strip_canvas_from(msg)
+    assert n == 2 and out["content"] == "do it" and "api_content" not in out
+    only_api = {"role": "user", "content": "do it", "api_content": "do it\n\n" + block}
+    out, n = M.strip_canvas_from(only_api)
+    assert n == 1 and out["api_content"] == "do it"
+    alone, n = M.strip_canvas_from({"role": "user", "content": block})
+    assert alone is None and n == 1
+
+
+def test_token_estimate_cjk_and_ascii():
+    assert estimate_text("a" * 400) == 100
+    assert estimate_text("中" * 170) == 100
+    mixed = estimate_text("中" * 17 + "a" * 40)
+    assert 19 <= mixed <= 21
+    call = {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "x" * 400}}]}
+    assert message_tokens(call) > 100
+
+
+def test_calibrator_fits_overhead_and_slope():
+    cal = Calibrator()
+    assert cal.to_real(1000) == 1000
+    cal.observe(10_000, 15_000)           # one point: proportional
+    assert cal.to_real(10_000) == 15_000
+    cal.observe(20_000, 25_000)           # two points: 5000 overhead, slope 1
+    assert abs(cal.slope - 1.0) < 1e-6 and cal.overhead == 5000
+    assert cal.to_estimate(25_000) == 20_000
+
+
+def test_validation_catches_bad_sequences():
+    assert M.validation_errors([]) == ["empty"]
+    assert M.validation_errors([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    bad = conversation(1, 5)[:2]      # call without its result
+    assert any("unanswered" in e for e in M.validation_errors(bad))

@@ -1,0 +1,157 @@
+"""Token estimate (CJK-aware, no tokenizer) and its calibration against provider usage.
+
+The estimate is the Gateway's own heuristic: CJK characters / 1.7 + other characters / 4,
+plus 4 per message. ``Calibrator`` fits ``real = overhead + k * estimate`` from pairs the
+engine observes (the estimate of what was sent, the ``prompt_tokens`` the provider reported),
+so the budget is enforced in the provider's units, system prompt and tool schemas included.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+PER_MESSAGE = 4
+IMAGE_TOKENS = 1_000
+_CJK = re.compile(
+    "[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]+")
+
+
+def estimate_text(text: str) -> int:
+    if not text:
+        return 0
+    if text.isascii():
+        return (len(text) + 3) // 4
+    cjk = sum(map(len, _CJK.findall(text)))
+    return math.ceil(cjk / 1.7 + (len(text) - cjk) / 4)
+
+
+def _block_tokens(block: Any) -> int:
+    if isinstance(block, str):
+        return estimate_text(block)
+    if not isinstance(block, dict):
+        return 0
+    kind = block.get("type")
+    if kind in ("image", "image_url", "input_image"):
+        return IMAGE_TOKENS
+    total = 0
+    for key in ("text", "name", "thinking"):
+        value = block.get(key)
+        if isinstance(value, str):
+            total += estimate_text(value)
+    if "input" in block:
+        total += estimate_text(_compact_json(block["input"]))
+    inner = block.get("content")
+    if isinstance(inner, str):
+        total += estimate_text(inner)
+    elif isinstance(inner, list):
+        total += sum(_block_tokens(b) for b in inner)
+    return total
+
+
+def _compact_json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    import json
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def message_tokens(msg: Dict[str, Any]) -> int:
+    """Estimated tokens of one message: role, content, tool calls and their arguments."""
+    total = PER_MESSAGE + 1
+    content = msg.get("content")
+    if isinstance(content, str):
+        total += estimate_text(content)
+    elif isinstance(content, list):
+        total += sum(_block_tokens(b) for b in content)
+    for call in msg.get("tool_calls") or ():
+        if isinstance(call, dict):
+            fn = call.get("function") or {}
+            if isinstance(fn, dict):
+                total += estimate_text(str(fn.get("name") or ""))
+                total += estimate_text(_compact_json(fn.get("arguments") or ""))
+    return total
+
+
+def messages_tokens(messages: Iterable[Dict[str, Any]]) -> int:
+    return sum(message_tokens(m) for m in messages if isinstance(m, dict))
+
+
+class Calibrator:
+    """Least-squares fit of provider prompt tokens against our estimate.
+
+    Thread-safe; keeps the newest ``window`` observations. Until two distinct sizes were seen
+    the fit is proportional (slope = actual / estimate, clamped to 0.5–3).
+    """
+
+    def __init__(self, default_overhead: int = 0, window: int = 16) -> None:
+        self._points: List[Tuple[float, float]] = []
+        self._window = window
+        self._default_overhead = default_overhead
+        self._lock = threading.Lock()
+        self._fit: Tuple[float, float] = (1.0, float(default_overhead))
+
+    def observe(self, estimate: int, actual: int) -> None:
+        if estimate <= 0 or actual <= 0:
+            return
+        with self._lock:
+            self._points.append((float(estimate), float(actual)))
+            del self._points[:-self._window]
+            self._fit = self._solve()
+
+    def _solve(self) -> Tuple[float, float]:
+        pts = self._points
+        n = len(pts)
+        xs = [p[0] for p in pts]
+        mean_x = sum(xs) / n
+        mean_y = sum(p[1] for p in pts) / n
+        var = sum((x - mean_x) ** 2 for x in xs)
+        if n >= 2 and var > (0.05 * mean_x) ** 2:
+            slope = sum((x - mean_x) * (y - mean_y) for x, y in pts) / var
+            slope = min(3.0, max(0.5, slope))
+        else:
+            # one distinct size: proportional scaling is the safer reading (tokenizer ratio)
+            slope = min(3.0, max(0.5, mean_y / mean_x))
+        overhead = max(0.0, mean_y - slope * mean_x)
+        return slope, overhead
+
+    @property
+    def slope(self) -> float:
+        return self._fit[0]
+
+    @property
+    def points(self) -> int:
+        return len(self._points)
+
+    @property
+    def overhead(self) -> int:
+        return int(self._fit[1])
+
+    def to_real(self, estimate: int) -> int:
+        """Provider tokens for a request whose messages estimate to ``estimate``."""
+        slope, overhead = self._fit
+        return int(math.ceil(overhead + slope * estimate))
+
+    def to_estimate(self, real_budget: int) -> int:
+        """The message estimate that fits a provider budget of ``real_budget`` tokens."""
+        slope, overhead = self._fit
+        return max(0, int((real_budget - overhead) / slope))
+
+    def snapshot(self) -> Dict[str, Any]:
+        return {"slope": round(self.slope, 3), "overhead": self.overhead,
+                "points": self.points}
+
+    def copy_from(self, other: Optional["Calibrator"]) -> None:
+        if other is None:
+            return
+        with other._lock:
+            points = list(other._points)
+        with self._lock:
+            self._points = points
+            self._fit = self._solve() if points else self._fit
