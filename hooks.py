@@ -7,7 +7,6 @@ session state and hand rows to the store writer. None of them ever raises into H
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import logging
@@ -17,6 +16,7 @@ from typing import Any, Dict, List, Optional
 from . import messages as M
 from .store import ArchiveItem, Store
 from .tokens import estimate_text, messages_tokens
+from .timestamps import gateway_timestamp
 from .tools import READ, SEARCH
 
 log = logging.getLogger("tencentdb_offload.hooks")
@@ -27,13 +27,6 @@ PROMPT_CHARS = 500
 RECENT_CHARS = 400
 RECENT_COUNT = 10
 WARMUP = 0.6
-
-
-def gateway_timestamp(now: Optional[datetime.datetime] = None) -> str:
-    """UTC ``YYYY-MM-DDTHH:MM:SS.mmmZ``: the Gateway compares timestamps as strings."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    return now.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + \
-        "%03dZ" % (now.microsecond // 1000)
 
 
 def is_internal_prompt(text: str) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .gateway_client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                              GatewayUnavailable)
 from .session import SessionRegistry, gateway_session_id
+from .timestamps import gateway_timestamp
 
 log = logging.getLogger("tencentdb_offload.ingest")
 
@@ -58,6 +59,7 @@ class IngestWorker:
         self._cond = threading.Condition()
         self._passes = 0
         self._retry_at: Dict[str, float] = {}
+        self._boundary: Dict[str, str] = {}     # session -> when its last prompt was accepted
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="tencentdb-offload-ingest",
                                         daemon=True)
@@ -164,11 +166,13 @@ class IngestWorker:
                 p = batch[0][3]
                 self.client.ingest(gid, [], prompt=p.get("prompt", ""),
                                    recent_messages=p.get("recent_messages") or None)
+                self._boundary[session] = gateway_timestamp()
             else:
                 prompt, recent = "", None
                 if state is not None:
                     prompt, recent = state.prompt, list(state.recent) or None
-                self.client.ingest(gid, [r[3] for r in batch], prompt=prompt, recent_messages=recent)
+                self.client.ingest(gid, [self._after_boundary(session, r[3]) for r in batch],
+                                   prompt=prompt, recent_messages=recent)
         except BodyTooLarge:
             if len(batch) > 1:
                 return all(self._send(gid, [r], state, session) for r in batch)
@@ -201,6 +205,16 @@ class IngestWorker:
         if state is not None:
             state.canvas_wanted = True
         return True
+
+    def _after_boundary(self, session: str, pair: Dict[str, Any]) -> Dict[str, Any]:
+        """The Gateway attaches a pair to the task whose boundary (stamped with the Gateway's
+        clock when the turn's prompt arrived) sorts before the pair's timestamp. A pair
+        recorded before that prompt was delivered (slow worker, outage) would land in the
+        previous task, so it carries the delivery time instead."""
+        floor = self._boundary.get(session, "")
+        if floor and str(pair.get("timestamp", "")) < floor:
+            return dict(pair, timestamp=floor)
+        return pair
 
     def _send_shrunk(self, gid: str, row: tuple, state: Any, session: str) -> bool:
         """A single pair over the body limit: send it with its result cut to fit.

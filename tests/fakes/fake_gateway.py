@@ -1084,6 +1084,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # headers and body go out in separate writes: without NODELAY, Nagle + delayed ACK
+        # add ~40 ms to every keep-alive exchange (the real Gateway has no such stall)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.gateway._track(self.connection, True)
 
     def finish(self) -> None:

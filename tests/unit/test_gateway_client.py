@@ -1,0 +1,139 @@
+"""GatewayClient against the fake Gateway over real sockets: every error path."""
+
+import time
+
+import pytest
+
+from fakes.fake_gateway import FakeGateway
+from tencentdb_offload.gateway_client import (BodyTooLarge, CircuitBreaker, GatewayClient,
+                                              GatewayNotSupported, GatewayProtocolError,
+                                              GatewayRejected, GatewayTimeout,
+                                              GatewayUnavailable)
+
+PAIR = {"tool_name": "read_file", "tool_call_id": "c1", "params": {"path": "/a"},
+        "result": "x" * 300, "timestamp": "2026-11-30T00:00:00.000Z"}
+
+
+@pytest.fixture
+def gw():
+    with FakeGateway(api_key="right-key") as g:
+        yield g
+
+
+def client(gw, key="right-key", **kw):
+    kw.setdefault("ingest_timeout_ms", 2000)
+    return GatewayClient(gw.url, key, "svc", breaker=CircuitBreaker(base_backoff=0.05), **kw)
+
+
+def test_happy_path_and_headers(gw):
+    c = client(gw)
+    assert c.health()["status"] == "ok"
+    assert c.ingest("hermes-s1", [PAIR], prompt="fix it") == {}
+    rec = [r for r in gw.requests if r.path.endswith("/ingest")][-1]
+    assert rec.headers["authorization"] == "Bearer right-key"
+    assert rec.headers["x-tdai-service-id"] == "svc"
+    assert gw.ingested_pairs("hermes-s1")[0]["tool_call_id"] == "c1"
+    data = c.query_mmd("hermes-s1")
+    assert "mmds" in data
+    out = c.compact("hermes-s1", [{"role": "user", "content": "hi"}], ratio=0.1,
+                    context_window=1000, total_tokens=50)
+    assert out["report"]["resolvedLevel"] == "fastpath"
+
+
+def test_connection_reused(gw):
+    c = client(gw)
+    for _ in range(5):
+        c.query_mmd("hermes-s1")
+    conn = c._local.conn
+    assert conn is not None and conn.sock is not None
+
+
+def test_wrong_key_is_config_problem_not_outage(gw):
+    c = client(gw, key="wrong")
+    with pytest.raises(GatewayRejected) as err:
+        c.ingest("hermes-s1", [PAIR])
+    assert err.value.status == 401 and err.value.config_problem
+    assert c.available and "401" in c.config_error
+    assert "wrong" not in str(err.value) and "wrong" not in repr(c.status())
+
+
+def test_validation_400(gw):
+    c = client(gw)
+    with pytest.raises(GatewayRejected) as err:
+        c.ingest("bad id with spaces", [PAIR])
+    assert err.value.status == 400 and not err.value.retryable
+
+
+def test_refused_opens_breaker_then_fails_fast_then_recovers(gw):
+    c = client(gw)
+    gw.set_fault("refuse")
+    with pytest.raises(GatewayUnavailable):
+        c.ingest("hermes-s1", [PAIR])
+    assert not c.available
+    t = time.perf_counter()
+    with pytest.raises(GatewayUnavailable, match="circuit open"):
+        c.ingest("hermes-s1", [PAIR])
+    assert time.perf_counter() - t < 0.01
+    time.sleep(0.06)
+    assert c.breaker.probe_due() and not c.probe()      # still refused: stays open
+    gw.clear_fault()
+    time.sleep(0.2)
+    assert c.probe() and c.available
+    assert c.ingest("hermes-s1", [PAIR]) == {}
+
+
+def test_hang_times_out(gw):
+    c = client(gw, ingest_timeout_ms=200)
+    gw.set_fault("hang", hang_seconds=5)
+    t = time.perf_counter()
+    with pytest.raises(GatewayTimeout):
+        c.query_mmd("hermes-s1")
+    assert time.perf_counter() - t < 2
+    assert not c.available
+    gw.clear_fault()
+
+
+@pytest.mark.parametrize("kind,exc", [("5xx", GatewayRejected), ("409", GatewayRejected),
+                                      ("reset", GatewayUnavailable),
+                                      ("garbage", GatewayProtocolError)])
+def test_fault_kinds(gw, kind, exc):
+    c = client(gw)
+    gw.set_fault(kind)
+    with pytest.raises(exc) as err:
+        c.ingest("hermes-s1", [PAIR])
+    if kind in ("5xx", "409"):
+        assert err.value.retryable and not err.value.config_problem
+
+
+def test_wrong_shape_compact(gw):
+    c = client(gw)
+    gw.set_fault("wrong_shape", paths=("/v2/offload/compact",))
+    with pytest.raises(GatewayProtocolError):
+        c.compact("hermes-s1", [{"role": "user", "content": "x"}], ratio=1, context_window=10,
+                  total_tokens=5)
+
+
+def test_body_limit_checked_before_sending(gw):
+    c = client(gw, body_limit=20_000)
+    big = dict(PAIR, result="y" * 50_000)
+    before = len(gw.requests)
+    with pytest.raises(BodyTooLarge):
+        c.ingest("hermes-s1", [big])
+    assert len(gw.requests) == before and c.available
+
+
+def test_over_gateway_limit_resets(tmp_path):
+    with FakeGateway(body_limit=10_000) as g:
+        c = GatewayClient(g.url, "k", "svc", body_limit=10**7)
+        with pytest.raises(GatewayUnavailable) as err:
+            c.ingest("hermes-s1", [dict(PAIR, result="z" * 50_000)])
+        assert err.value.body_bytes > 50_000
+
+
+def test_read_ref_404_means_not_supported(gw):
+    c = client(gw)
+    assert c.read_ref("hermes-s1", "offload/hermes-s1/refs/c1.md") is None
+    assert c.read_ref_supported is False
+    n = len(gw.requests)
+    assert c.read_ref("hermes-s1", "offload/x/refs/y.md") is None
+    assert len(gw.requests) == n          # remembered: not asked again

@@ -1,0 +1,189 @@
+"""Engine + hooks + worker against the fake Gateway over real sockets."""
+
+import json
+import math
+import re
+import time
+
+import pytest
+
+from fakes.fake_gateway import FakeGateway
+from tencentdb_offload import messages as M
+from tencentdb_offload.hooks import HookHandlers
+from tencentdb_offload.tokens import messages_tokens
+
+from helpers import conversation, make_engine
+
+TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+@pytest.fixture
+def gw():
+    with FakeGateway(api_key="k1") as g:
+        yield g
+
+
+def setup(tmp_path, gw, **kw):
+    kw.setdefault("api_key", "k1")
+    rt, eng = make_engine(tmp_path, gateway_url=gw.url, instance_id="svc", **kw)
+    return rt, eng, HookHandlers(rt)
+
+
+def drive_turn(hooks, sid, turn, n_calls=2, size=3000):
+    hooks.pre_llm_call(session_id=sid, user_message="turn %d: refactor module %d" % (turn, turn),
+                       conversation_history=[], is_first_turn=turn == 0)
+    for k in range(n_calls):
+        hooks.post_tool_call(tool_name="read_file", args={"path": "/m%d_%d.py" % (turn, k)},
+                             result=("line %d.%d\n" % (turn, k)) * (size // 10), session_id=sid,
+                             tool_call_id="call_%d_%d" % (turn, k), duration_ms=12)
+
+
+def wait_for(pred, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def test_every_pair_delivered_once_in_order_with_prompt_first(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw)
+    gid = eng._state().gateway_id
+    assert gid == "hermes-s1"
+    for t in range(3):
+        drive_turn(hooks, "s1", t)
+    hooks.post_tool_call(tool_name="read_file", args={"path": "HEARTBEAT.md"}, result="ok",
+                         session_id="s1", tool_call_id="hb1")
+    hooks.pre_llm_call(session_id="s1", user_message="HEARTBEAT check", conversation_history=[])
+    hooks.post_tool_call(tool_name="read_file", args={"path": "/x"}, result="dup", session_id="s1",
+                         tool_call_id="call_0_0")           # a repeat of a seen id
+    assert rt.flush("s1", 5)
+    pairs = gw.ingested_pairs(gid)
+    assert [p["tool_call_id"] for p in pairs] == ["call_%d_%d" % (t, k) for t in range(3) for k in range(2)]
+    assert all(TS.match(p["timestamp"]) for p in pairs)
+    assert gw.prompts(gid) == ["turn %d: refactor module %d" % (t, t) for t in range(3)]
+    paths = [r.path for r in gw.requests if r.path.startswith("/v2/offload/ingest")]
+    bodies = [r.body for r in gw.requests if r.path.startswith("/v2/offload/ingest")]
+    assert not bodies[0]["tool_pairs"] and bodies[0]["prompt"].startswith("turn 0")  # L1.5 first
+    assert len(gw.entries(gid)) == 6
+
+
+def test_compaction_through_gateway_is_honest_and_valid(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw)
+    sid = "s1"
+    conv = []
+    for t in range(30):
+        drive_turn(hooks, sid, t)
+    conv = conversation(30, 3000, calls=2)
+    eng.update_from_response({"prompt_tokens": 60_000})
+    out = eng.compress(conv, current_tokens=60_000)
+    assert M.validation_errors(out) == []
+    calls = gw.compact_calls("hermes-s1")
+    assert len(calls) == 1
+    body, data = calls[0]
+    target = int(64_000 * 0.5)
+    assert body["context_window"] == math.ceil(target / 0.75)
+    assert 0 < body["ratio"] <= 2 and isinstance(body["total_tokens"], int)
+    assert len(body["message_tokens"]) == len(body["messages"])
+    assert all("api_content" not in m for m in body["messages"])
+    st = eng.get_status()["session_stats"]
+    assert st["gateway_compactions"] == 1 and st["last_level"] in ("mild", "aggressive", "emergency")
+    assert eng._state().calibrator.to_real(messages_tokens(out)) <= target
+    assert eng.compression_count == 1
+    # the pairs reached the Gateway before the compaction (ingest-before-compact)
+    first_compact = next(i for i, r in enumerate(gw.requests) if "compact" in r.path)
+    last_ingest = max(i for i, r in enumerate(gw.requests) if "ingest" in r.path)
+    assert last_ingest < first_compact
+
+
+def test_repairs_dangling_calls_and_canvas_before_system(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw)
+    for t in range(20):
+        drive_turn(hooks, "s1", t, size=6000)
+    rt.flush("s1", 5)
+    gw.set_canvas("hermes-s1", '%%{ "taskGoal": "refactor" }%%\nflowchart TD\n  001-N1["read"]')
+    conv = [{"role": "system", "content": "be careful"}] + conversation(20, 6000, calls=2)
+    eng.update_from_response({"prompt_tokens": 60_000})
+    first = eng.compress(conv, current_tokens=60_000)
+    assert M.validation_errors(first) == []
+    assert first[0]["role"] == "system"
+    assert sum(M.text_of(m).count("<current_task_context>") for m in first) == 1
+    # a second compaction replays the deletions: the fake leaves dangling tool_calls
+    later = first + conversation(3, 6000, calls=2)
+    eng.update_from_response({"prompt_tokens": 60_000})
+    second = eng.compress(later, current_tokens=60_000)
+    assert M.validation_errors(second) == []
+    assert sum(M.text_of(m).count("<current_task_context>") for m in second) == 1
+    reply = gw.compact_calls("hermes-s1")[-1][1]["messages"]
+    assert M.validation_errors(reply) or reply[0]["role"] != "system" or any(
+        k.startswith("_") for m in reply for k in m)      # the fake really returned something to repair
+
+
+@pytest.mark.parametrize("fault", ["refuse", "5xx", "garbage", "wrong_shape", "reset"])
+def test_gateway_failure_falls_back_locally(tmp_path, gw, fault):
+    rt, eng, hooks = setup(tmp_path, gw)
+    conv = conversation(60, 4000, calls=2)
+    gw.set_fault(fault, paths=None if fault == "refuse" else ("/v2/offload/compact",))
+    eng.update_from_response({"prompt_tokens": 60_000})
+    out = eng.compress(conv, current_tokens=60_000)
+    assert M.validation_errors(out) == [] and eng.compression_count == 1
+    assert eng._state().calibrator.to_real(messages_tokens(out)) <= 32_000
+    assert any(M.NOTICE_MARK in M.text_of(m) for m in out)
+    assert eng.get_status()["session_stats"]["local_compactions"] == 1
+    assert rt.errors
+
+
+def test_refused_then_fast_then_delivered_after_recovery(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw)
+    gw.set_fault("refuse")
+    drive_turn(hooks, "s1", 0)
+    rt.flush_writes()
+    assert wait_for(lambda: not rt.client.available)
+    conv = conversation(30, 4000, calls=2)
+    t = time.perf_counter()
+    eng.compress(conv, current_tokens=60_000)
+    assert time.perf_counter() - t < 0.5
+    t = time.perf_counter()
+    drive_turn(hooks, "s1", 1)
+    assert time.perf_counter() - t < 0.05
+    rt.flush_writes()
+    assert rt.store.backlog("s1") == 6          # 2 prompts + 4 pairs wait
+    gw.clear_fault()
+    rt.client.breaker.retry_at = 0              # don't wait for the backoff in a test
+    rt.worker.wake()
+    assert wait_for(lambda: rt.store.backlog("s1") == 0, 10)
+    assert [p["tool_call_id"] for p in gw.ingested_pairs("hermes-s1")] == [
+        "call_0_0", "call_0_1", "call_1_0", "call_1_1"]
+
+
+def test_wrong_key_reported_as_configuration(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw, api_key="bad")
+    drive_turn(hooks, "s1", 0)
+    rt.flush_writes()
+    assert wait_for(lambda: bool(rt.client.config_error))
+    assert rt.client.available                  # not an outage
+    assert rt.store.backlog("s1") == 3          # kept for when the key is fixed
+    status = eng.get_status()["runtime"]["gateway"]
+    assert "401" in status["config_error"] and "bad" not in json.dumps(status)
+
+
+def test_canvas_injected_once_and_guarded(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw)
+    drive_turn(hooks, "s1", 0)
+    assert rt.flush("s1", 5)
+    assert wait_for(lambda: bool(eng._state().canvas_hash))
+    first = hooks.pre_llm_call(session_id="s1", user_message="continue please", conversation_history=[])
+    assert first and first["context"].startswith("<current_task_context>")
+    assert hooks.pre_llm_call(session_id="s1", user_message="and more", conversation_history=[]) is None
+    block = first["context"]
+    request = {"messages": [{"role": "system", "content": "s"},
+                            {"role": "user", "content": "old\n\n" + block.replace("flowchart", "flowchart  ")},
+                            {"role": "assistant", "content": "ok"},
+                            {"role": "user", "content": "new\n\n" + block}], "tools": []}
+    out = hooks.llm_request(request=request, session_id="s1")
+    msgs = out["request"]["messages"]
+    assert sum(M.text_of(m).count("<current_task_context>") for m in msgs) == 1
+    assert "<current_task_context>" in msgs[-1]["content"] and msgs[1]["content"] == "old"
+    single = {"messages": [{"role": "user", "content": "new\n\n" + block}]}
+    assert hooks.llm_request(request=single, session_id="s1") is None   # nothing to change
