@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .gateway_client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                              GatewayUnavailable)
@@ -46,12 +46,11 @@ def format_canvas(filename: str, content: str) -> str:
 
 class IngestWorker:
     def __init__(self, client: GatewayClient, store: Any, registry: SessionRegistry, *,
-                 canvas: bool = True, before_pass: Optional[Callable[[], None]] = None) -> None:
+                 canvas: bool = True) -> None:
         self.client = client
         self.store = store
         self.registry = registry
         self.canvas = canvas
-        self.before_pass = before_pass
         self.delivered = 0
         self.dead = 0
         self.last_error = ""
@@ -105,8 +104,6 @@ class IngestWorker:
             if self._stop:
                 break
             try:
-                if self.before_pass is not None:
-                    self.before_pass()
                 self._pass()
             except Exception as exc:   # the worker must survive anything
                 self.last_error = "ingest pass failed: %s" % exc

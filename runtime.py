@@ -51,7 +51,9 @@ class Runtime:
         self.worker: Optional[IngestWorker] = None
         self.reclaimer = Reclaimer(self.store.reclaim if self.store else (lambda d: {}),
                                    settings.retention_days)
-        self.writer = StoreWriter(self.store, on_commit=self._after_commit)
+        # retention runs on the writer thread: at start-up, then whenever it is due (daily)
+        self.writer = StoreWriter(self.store, on_commit=self._after_commit,
+                                  on_idle=self.reclaimer.maybe_run if self.store else None)
         if settings.gateway_enabled and self.store is not None:
             self.client = GatewayClient(
                 settings.gateway_url, settings.api_key, settings.instance_id,
@@ -59,16 +61,13 @@ class Runtime:
                 body_limit=settings.body_limit, breaker=CircuitBreaker(),
                 probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0))
             self.worker = IngestWorker(self.client, self.store, self.registry,
-                                       canvas=settings.canvas,
-                                       before_pass=self.reclaimer.maybe_run)
+                                       canvas=settings.canvas)
         elif settings.gateway_enabled:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.tools = RecallTools(self.store, self.flush_writes,
                                  read_ref=self._read_ref if self.client else None)
         for w in self.warnings:
             log.warning("tencentdb-offload: %s", w)
-        if self.worker is None:
-            self.reclaimer.maybe_run()
 
     # -- helpers used by hooks and engines --------------------------------------------
     @staticmethod

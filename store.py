@@ -312,9 +312,13 @@ class StoreWriter:
     submitted before it is committed (used before reads that must see fresh rows).
     """
 
-    def __init__(self, store: Optional[Store], on_commit: Optional[Callable[[], None]] = None) -> None:
+    IDLE_S = 60.0
+
+    def __init__(self, store: Optional[Store], on_commit: Optional[Callable[[], None]] = None,
+                 on_idle: Optional[Callable[[], None]] = None) -> None:
         self.store = store
         self.on_commit = on_commit
+        self.on_idle = on_idle      # housekeeping (retention) runs here, off every hot path
         self.last_error = ""
         self.failed_ops = 0
         self._queue: "queue.Queue[Any]" = queue.Queue()
@@ -347,8 +351,14 @@ class StoreWriter:
             return self._submitted - self._done
 
     def _run(self) -> None:
+        if self.on_idle is not None:
+            self._idle()
         while True:
-            first = self._queue.get()
+            try:
+                first = self._queue.get(timeout=self.IDLE_S)
+            except queue.Empty:
+                self._idle()
+                continue
             if first is None:
                 break
             batch = [first]
@@ -372,6 +382,14 @@ class StoreWriter:
                     pass
             if self._stop:
                 break
+
+    def _idle(self) -> None:
+        if self.on_idle is None:
+            return
+        try:
+            self.on_idle()
+        except Exception as exc:
+            self.last_error = "housekeeping failed: %s" % exc
 
     def _commit(self, batch: List[Tuple[Callable, ...]]) -> None:
         if self.store is None:

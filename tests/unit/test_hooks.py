@@ -1,0 +1,69 @@
+import threading
+
+from tencentdb_offload.hooks import HookHandlers, is_internal_prompt, recent_messages
+from tencentdb_offload.timestamps import gateway_timestamp
+
+from helpers import make_engine
+
+
+def test_timestamp_format():
+    import datetime
+    t = datetime.datetime(2026, 11, 30, 0, 40, 5, 331884, tzinfo=datetime.timezone.utc)
+    assert gateway_timestamp(t) == "2026-11-30T00:40:05.331Z"
+
+
+def test_internal_prompts():
+    assert is_internal_prompt("Pre-compaction memory flush")
+    assert is_internal_prompt("[Inter-session message] hi")
+    assert is_internal_prompt("run HEARTBEAT now")
+    assert not is_internal_prompt("fix the parser")
+
+
+def test_recent_messages_rules():
+    hist = [{"role": "user", "content": "please refactor the api module"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "tool output"},
+            {"role": "assistant", "content": "ok"},                       # too short
+            {"role": "assistant", "content": "I refactored the module " + "x" * 500},
+            {"role": "user", "content": "HEARTBEAT ping please"},
+            {"role": "user", "content": "now write the docs"}]
+    out = recent_messages(hist, "now write the docs")
+    assert [m["role"] for m in out] == ["user", "assistant"]
+    assert len(out[1]["content"]) == 400
+
+
+def test_parallel_tool_calls_lose_nothing(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    hooks = HookHandlers(rt)
+    barrier = threading.Barrier(16)
+
+    def call(i):
+        barrier.wait()
+        hooks.post_tool_call(tool_name="read_file", args={"p": i}, result="r%d" % i,
+                             session_id="s1", tool_call_id="c%d" % i, telemetry_schema_version="x")
+
+    ts = [threading.Thread(target=call, args=(i,)) for i in range(16)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    rt.flush_writes()
+    assert rt.store.count_archived("s1") == 16
+
+
+def test_hooks_never_raise(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    hooks = HookHandlers(rt)
+    assert hooks.post_tool_call(tool_name=None, args=object(), result=object(), session_id=None) is None
+    assert hooks.pre_llm_call(session_id="s", user_message={"weird": 1}, conversation_history="nope") is None
+    assert hooks.llm_request(request="not a dict") is None
+
+
+def test_local_mode_sends_nothing_and_skips_engine_tools(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    hooks = HookHandlers(rt)
+    hooks.pre_llm_call(session_id="s1", user_message="do work", conversation_history=[])
+    hooks.post_tool_call(tool_name="tdai_read_cos", args={}, result="copy", session_id="s1", tool_call_id="e1")
+    hooks.post_tool_call(tool_name="read_file", args={"path": "HEARTBEAT.md"}, result="hb", session_id="s1", tool_call_id="h1")
+    hooks.post_tool_call(tool_name="read_file", args={}, result="real", session_id="s1", tool_call_id="r1")
+    rt.flush_writes()
+    assert rt.store.backlog() == 0 and rt.worker is None
+    assert rt.store.count_archived("s1") == 1

@@ -1,0 +1,95 @@
+import threading
+import time
+
+from tencentdb_offload.store import ArchiveItem, Store, StoreWriter
+from tencentdb_offload import build_runtime
+
+from helpers import env_for
+
+
+def test_archive_read_search_and_dedup(tmp_path):
+    st = Store(tmp_path)
+    st.archive("conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep", "tool", "{}")])
+    st.archive("conv", [ArchiveItem("tool_result", "second copy ignored", "c1", "grep")])
+    st.archive("conv", [ArchiveItem("message", "中文 消息 内容", role="user")])
+    assert st.read_item("conv", "c1")["content"] == "alpha beta gamma"
+    assert st.read_item("other", "c1")["session"] == "conv"      # falls back to any session
+    assert [h["tool_call_id"] for h in st.search("conv", "BETA alpha")] == ["c1"]
+    assert st.search("conv", "消息")[0]["role"] == "user"
+    assert st.search("other", "alpha") == []
+    assert st.count_archived("conv") == 2
+
+
+def test_outbox_order_delivery_and_dead_rows(tmp_path):
+    st = Store(tmp_path)
+    now = time.time()
+    st.transaction([Store.op_enqueue("s", "prompt", {"prompt": "p"}, now)] +
+                   [Store.op_enqueue("s", "pair", {"n": i}, now) for i in range(3)])
+    rows = st.pending("s")
+    assert [r[2] for r in rows] == ["prompt", "pair", "pair", "pair"]
+    st.mark_delivered([rows[0][0], rows[1][0]])
+    st.mark_failed([rows[2][0]], "400 bad", dead=True)
+    assert st.backlog("s") == 1
+    stats = st.stats()
+    assert stats["delivered"] == 2 and stats["outbox_dead"] == 1
+
+
+def test_reclaim_deletes_only_old_rows(tmp_path):
+    st = Store(tmp_path)
+    old = time.time() - 40 * 86400
+    st.transaction([Store.op_archive("s", [ArchiveItem("message", "old", role="user")], old),
+                    Store.op_archive("s", [ArchiveItem("message", "new", role="user")], time.time()),
+                    Store.op_enqueue("s", "pair", {"n": 1}, old)])
+    counts = st.reclaim(30)
+    assert counts["archive"] == 1 and counts["outbox"] == 1
+    assert [h["content"] for h in st.search("s", "")] == ["new"]
+    assert st.reclaim(0) == {}
+
+
+def test_corrupt_store_is_moved_aside(tmp_path):
+    (tmp_path / "store.db").write_bytes(b"this is not sqlite" * 100)
+    st = Store(tmp_path)
+    assert "corrupt" in st.last_error
+    assert list(tmp_path.glob("store.db.corrupt-*"))
+    st.archive("s", [ArchiveItem("message", "works again", role="user")])
+    assert st.count_archived("s") == 1
+
+
+def test_unwritable_store_degrades_not_crashes(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rt = build_runtime(env=dict(env_for(tmp_path), TENCENTDB_OFFLOAD_STORE_DIR=str(blocker / "sub")))
+    assert rt.store is None and "cannot create" in rt.store_error
+    from tencentdb_offload.engine import TencentDBOffloadEngine
+    eng = TencentDBOffloadEngine(rt)
+    eng.update_model(model="m", context_length=64000)
+    out = eng.handle_tool_call("tdai_read_cos", {"tool_call_id": "x"})
+    assert '"ok": false' in out and "unavailable" in out
+
+
+def test_writer_batches_from_many_threads(tmp_path):
+    st = Store(tmp_path)
+    w = StoreWriter(st)
+
+    def go(n):
+        for i in range(50):
+            w.submit(Store.op_archive("s%d" % n, [ArchiveItem("tool_result", "r", "c%d_%d" % (n, i))], time.time()))
+
+    ts = [threading.Thread(target=go, args=(n,)) for n in range(6)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert w.flush(5)
+    assert st.stats()["archived_items"] == 300
+    w.close()
+
+
+def test_writer_runs_housekeeping_when_idle(tmp_path):
+    calls = []
+    StoreWriter.IDLE_S, saved = 0.05, StoreWriter.IDLE_S
+    try:
+        w = StoreWriter(Store(tmp_path), on_idle=lambda: calls.append(1))
+        time.sleep(0.3)
+        w.close()
+    finally:
+        StoreWriter.IDLE_S = saved
+    assert len(calls) >= 2            # at start-up and again when due
