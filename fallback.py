@@ -110,12 +110,14 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     removed: List[Message] = []
     trimmed: List[Message] = []
 
-    # 1. heartbeat groups leave first
+    # 1. heartbeat groups leave first (not the current turn's: the host appends the model's
+    #    answer to it, and dropping its step would leave two assistant messages in a row)
     spans = M.group_spans(body)
+    current = max((s for s, _e in spans if M.is_real_user(body[s])), default=len(body))
     kept_spans = []
     for s, e in spans:
         calls = M.call_args(body[s])
-        if calls and all(M.is_heartbeat_call(n, a) for n, a in calls.values()):
+        if s < current and calls and all(M.is_heartbeat_call(n, a) for n, a in calls.values()):
             removed.extend(body[s:e])
         else:
             kept_spans.append((s, e))
