@@ -44,6 +44,7 @@ log = logging.getLogger("tencentdb_offload.engine")
 NAME = "tencentdb-offload"
 FLUSH_BEFORE_COMPACT_S = 2.0
 PER_AGENT = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
+             "last_real_prompt_tokens",
              "threshold_tokens", "context_length", "compression_count", "threshold_percent",
              "protect_first_n", "protect_last_n", "_key", "_session_id", "model")
 
@@ -58,6 +59,7 @@ class TencentDBOffloadEngine(ContextEngine):
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
+        self.last_real_prompt_tokens = 0     # the host logs it when preflight is deferred
         self.threshold_tokens = 0
         self.context_length = 0
         self.compression_count = 0
@@ -127,6 +129,7 @@ class TencentDBOffloadEngine(ContextEngine):
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
         if isinstance(prompt, int) and prompt > 0:
             self.last_prompt_tokens = prompt
+            self.last_real_prompt_tokens = prompt
             state = self._state()
             state.last_usage = prompt
             if state.request_estimate:
@@ -232,8 +235,10 @@ class TencentDBOffloadEngine(ContextEngine):
                                   archived_total=state.stats.archived)
             result, level = local.messages, "local"
 
-        result = [_without_markers(m) for m in result]
-        changed = result != [_without_markers(m) if isinstance(m, dict) else m for m in messages]
+        # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
+        # identity and skips objects it already saw in the old history.
+        result = [_fresh(m) for m in result]
+        changed = result != [_fresh(m) if isinstance(m, dict) else m for m in messages]
         if not changed:
             return messages
         result = self._with_canvas(state, result)
@@ -390,10 +395,9 @@ def _tokens(m: Any) -> int:
     return message_tokens(m) if isinstance(m, dict) else 0
 
 
-def _without_markers(m: Dict[str, Any]) -> Dict[str, Any]:
-    if any(k.startswith("_") for k in m):
-        return {k: v for k, v in m.items() if not k.startswith("_")}
-    return m
+def _fresh(m: Dict[str, Any]) -> Dict[str, Any]:
+    """A new dict without host/Gateway ``_`` markers (``_db_persisted`` included)."""
+    return {k: v for k, v in m.items() if not k.startswith("_")}
 
 
 def _results_with_text(m: Dict[str, Any]):

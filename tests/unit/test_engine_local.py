@@ -101,3 +101,23 @@ def test_concurrent_sessions_in_threads(tmp_path):
     assert not errors
     rt.flush_writes()
     assert rt.store.stats()["archived_sessions"] == 8
+
+
+def test_compress_returns_fresh_objects(tmp_path):
+    """Hermes 0.17 persists a rotated session by object identity: kept messages must be
+    new dicts, or they vanish from the new session on --resume."""
+    rt, eng = make_engine(tmp_path)
+    conv = conversation(40, 6000)
+    conv[0]["_db_persisted"] = True
+    out = eng.compress(conv, current_tokens=70_000)
+    originals = {id(m) for m in conv}
+    assert out and not any(id(m) in originals for m in out)
+    assert "_db_persisted" not in out[0]
+
+
+def test_deferred_preflight_attribute_exists(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    eng.update_from_response({"prompt_tokens": 5000})
+    eng.last_prompt_tokens = -1
+    assert eng.should_defer_preflight_to_real_usage(10**6)
+    assert eng.last_real_prompt_tokens == 5000     # the host formats it in its log line
