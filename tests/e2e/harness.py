@@ -802,3 +802,12 @@ def assert_history_continuity(conv: Conversation, threshold_tokens: int, margin:
                              + "\n(on 0.17 a compaction rotates the session and only message dicts that "
                              "are not the original history objects get persisted: compress() must return "
                              f"copies; see harness.assert_history_continuity)\n{conv.summary()}")
+
+
+def plugin_cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python3 <installed plugin dir> <args>`` with this HERMES_HOME (the documented CLI)."""
+    plugin_dir = home / "plugins" / "tencentdb-offload"
+    return subprocess.run([sys.executable, str(plugin_dir)] + list(args), env=_child_env(home, None),
+                          cwd=str(home.parent), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+

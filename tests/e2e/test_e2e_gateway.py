@@ -185,6 +185,14 @@ def test_gateway_mode_end_to_end(tmp_path, hermes):
 
     harness.assert_recalled(conv, recall, needle)
 
+    # the compaction's path and level show in the plugin's status (read from its store)
+    import json
+    proc = harness.plugin_cli(home, "status", "--json")
+    assert proc.returncode == 0, proc.stderr
+    status = json.loads(proc.stdout)["compactions"]
+    assert status["gateway"] >= 1, status
+    assert set(status["levels"]) & {"mild", "aggressive", "emergency", "replay", "fastpath"}, status
+
 
 @pytest.mark.parametrize("hermes", [HERMES_VERSION], ids=lambda v: f"hermes-{v}")
 def test_gateway_refusing_then_recovering(tmp_path, hermes):
