@@ -187,3 +187,68 @@ def test_canvas_injected_once_and_guarded(tmp_path, gw):
     assert "<current_task_context>" in msgs[-1]["content"] and msgs[1]["content"] == "old"
     single = {"messages": [{"role": "user", "content": "new\n\n" + block}]}
     assert hooks.llm_request(request=single, session_id="s1") is None   # nothing to change
+
+
+def test_hanging_gateway_costs_one_timeout_then_turns_stay_fast(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw, timeout_ms="400", ingest_timeout_ms="200")
+    gw.set_fault("hang", hang_seconds=30)
+    conv = conversation(60, 4000, calls=2)
+    first = time.perf_counter()
+    out = eng.compress(conv, current_tokens=60_000)
+    first = time.perf_counter() - first
+    assert M.validation_errors(out) == [] and not rt.client.available
+    assert first < 3.0                          # bounded by the timeouts, not by the hang
+    for turn in range(3):
+        t = time.perf_counter()
+        drive_turn(hooks, "s1", turn)
+        assert time.perf_counter() - t < 0.05   # hooks never wait for the Gateway
+        t = time.perf_counter()
+        again = eng.compress(conv + conversation(turn + 1, 4000), current_tokens=60_000)
+        assert time.perf_counter() - t < 0.5    # breaker open: no network at all
+        assert eng._state().calibrator.to_real(messages_tokens(again)) <= 32_000
+    gw.clear_fault()
+    rt.client.breaker.retry_at = 0
+    rt.flush_writes()
+    rt.worker.wake()
+    assert wait_for(lambda: rt.store.backlog("s1") == 0, 10)
+    assert len(gw.ingested_pairs("hermes-s1")) == 6
+
+
+def test_every_third_call_failing_loses_and_duplicates_nothing(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw)
+    gw.set_fault("5xx", every=3, paths=("/v2/offload/ingest", "/v2/offload/compact"))
+    conv = []
+    for turn in range(12):
+        drive_turn(hooks, "s1", turn)
+        conv += conversation(1, 4000, calls=2)
+        if turn % 3 == 2:
+            out = eng.compress(conv + conversation(20, 4000), current_tokens=60_000)
+            assert M.validation_errors(out) == []
+            assert eng._state().calibrator.to_real(messages_tokens(out)) <= 32_000
+            rt.client.breaker.retry_at = 0       # 5xx opens the breaker; don't wait in a test
+            rt.client.breaker.record_success()
+    rt.flush_writes()
+
+    def drained():
+        rt.client.breaker.record_success()
+        rt.worker.kick("s1")
+        return rt.store.backlog("s1") == 0
+    assert wait_for(drained, 15)
+    ids = [p["tool_call_id"] for p in gw.ingested_pairs("hermes-s1")]
+    assert sorted(ids) == sorted("call_%d_%d" % (t, k) for t in range(12) for k in range(2))
+    assert len(ids) == len(set(ids))              # none delivered twice
+
+
+def test_unchanged_messages_keep_api_content(tmp_path, gw):
+    rt, eng, hooks = setup(tmp_path, gw)
+    conv = conversation(25, 4000, calls=2)
+    block = "<current_task_context>\nold canvas\n</current_task_context>"
+    at = len(conv) - 5          # before the last turn's user message
+    conv[at:at] = [{"role": "user", "content": "keep me",
+                    "api_content": "keep me\n\nplugin context\n\n" + block},
+                   {"role": "assistant", "content": "kept"}]
+    assert M.validation_errors(conv) == []
+    out = eng.compress(conv, current_tokens=60_000)
+    assert gw.compact_calls("hermes-s1")
+    kept = [m for m in out if m.get("content") == "keep me"]
+    assert kept and kept[0]["api_content"] == "keep me\n\nplugin context"   # stale canvas gone
