@@ -110,7 +110,7 @@ class Driver:
             args_by_id = M.call_args(assistant)
             for r in results:
                 self.messages.append(r)
-                for tid, text in _result_texts(r):
+                for tid, text in M.tool_results(r):
                     name, raw_args = args_by_id.get(tid, (str(r.get("tool_name") or ""), "{}"))
                     args = _json_or_text(raw_args)
                     self.originals.setdefault(tid, (name, text, args))
@@ -220,16 +220,6 @@ class Driver:
                 "chars": len(text), "original_chars": len(original),
                 "left_context": original not in context, "identical": text == original,
                 "preview": text[:120]}
-
-
-def _result_texts(msg: Message):
-    if M.role(msg) == "tool":
-        content = msg.get("content")
-        yield str(msg.get("tool_call_id", "")), content if isinstance(content, str) else M.text_of(msg)
-        return
-    for b in msg.get("content") or ():
-        if isinstance(b, dict) and b.get("type") == "tool_result":
-            yield str(b.get("tool_use_id", "")), M.text_of({"content": b.get("content")})
 
 
 def _json_or_text(raw: Any) -> Any:

@@ -305,7 +305,7 @@ class TencentDBOffloadEngine(ContextEngine):
         kept_calls, kept_text = set(), set()
         for m in after:
             if M.is_tool_result(m):
-                for tid, text in _results_with_text(m):
+                for tid, text in M.tool_results(m):
                     kept_calls.add((tid, len(text)))
             else:
                 kept_text.add(M.text_of(m))
@@ -316,7 +316,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 continue
             args_by_call.update(M.call_args(m))
             if M.is_tool_result(m):
-                for tid, text in _results_with_text(m):
+                for tid, text in M.tool_results(m):
                     if (tid, len(text)) not in kept_calls:
                         name, args = args_by_call.get(tid, ("", ""))
                         items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
@@ -326,7 +326,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
                     items.append(ArchiveItem("message", text, role=M.role(m)))
         for m in extra:
-            for tid, text in _results_with_text(m):
+            for tid, text in M.tool_results(m):
                 name, args = args_by_call.get(tid, ("", ""))
                 items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
         if items:
@@ -398,16 +398,6 @@ def _tokens(m: Any) -> int:
 def _fresh(m: Dict[str, Any]) -> Dict[str, Any]:
     """A new dict without host/Gateway ``_`` markers (``_db_persisted`` included)."""
     return {k: v for k, v in m.items() if not k.startswith("_")}
-
-
-def _results_with_text(m: Dict[str, Any]):
-    if M.role(m) == "tool":
-        content = m.get("content")
-        yield str(m.get("tool_call_id", "")), content if isinstance(content, str) else M.text_of(m)
-        return
-    for b in m.get("content") or ():
-        if isinstance(b, dict) and b.get("type") == "tool_result":
-            yield str(b.get("tool_use_id", "")), M.text_of({"content": b.get("content")})
 
 
 def _keeps_current_turn(before: List[Dict[str, Any]], after: List[Dict[str, Any]]) -> bool:

@@ -111,6 +111,19 @@ def _as_text(value: Any) -> str:
         return str(value)
 
 
+def tool_results(msg: Message):
+    """(tool_call_id, result text) for every tool result a message carries."""
+    if role(msg) == "tool":
+        content = msg.get("content")
+        yield str(msg.get("tool_call_id", "")), content if isinstance(content, str) else text_of(msg)
+        return
+    if role(msg) != "user" or not isinstance(msg.get("content"), list):
+        return
+    for b in msg["content"]:
+        if isinstance(b, dict) and b.get("type") == "tool_result":
+            yield str(b.get("tool_use_id", "")), text_of({"content": b.get("content")})
+
+
 def call_args(msg: Message) -> Dict[str, Tuple[str, str]]:
     """tool_call_id -> (tool name, arguments text) for the calls an assistant issues."""
     out: Dict[str, Tuple[str, str]] = {}
