@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import messages as M
 from .gateway_client import GatewayClient, GatewayProtocolError, encode_compact
-from .tokens import Calibrator, message_tokens
+from .tokens import Calibrator, TokenMemo
 
 Message = Dict[str, Any]
 CASCADE_END = 0.75
@@ -71,6 +71,10 @@ def strip_for_wire(messages: Sequence[Message]) -> Tuple[List[Message], Dict[str
 def _content_key(m: Message) -> str:
     return m.get("role", "") + "\0" + json.dumps(m.get("content"), ensure_ascii=False,
                                                 sort_keys=True, default=str)
+
+
+def _json_size(messages: List[Message]) -> int:
+    return len(json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def shrink_to_body_limit(messages: List[Message], limit: int,
@@ -157,18 +161,25 @@ class GatewayCompactor:
         self.client = client
 
     def run(self, session_id: str, messages: List[Message], *, target_tokens: int,
-            context_length: int, calibrator: Calibrator, overhead_estimate: int) -> GatewayOutcome:
+            context_length: int, calibrator: Calibrator, overhead_estimate: int,
+            count: Optional[Callable[[Any], int]] = None) -> GatewayOutcome:
+        count = count or TokenMemo()
         wire, sidecars = strip_for_wire(messages)
-        fixed = 400 + len(session_id)
-        wire, body_trimmed = shrink_to_body_limit(wire, int(self.client.body_limit * 0.95), fixed)
-        per_message = [message_tokens(m) for m in wire]
-        slope = calibrator.slope
-        msg_tokens = [max(1, int(round(t * slope))) for t in per_message]
-        total = calibrator.to_real(overhead_estimate + sum(per_message))
-        total = max(total, sum(msg_tokens))
-        body = encode_compact(session_id, wire, ratio=total / max(1, context_length),
-                              context_window=context_window_for(target_tokens),
-                              total_tokens=total, message_tokens=msg_tokens)
+        limit = int(self.client.body_limit * 0.95)
+        body_trimmed: List[Message] = []
+
+        def encode(msgs: List[Message]) -> bytes:
+            per_message = [count(m) for m in msgs]
+            msg_tokens = [max(1, int(round(t * calibrator.slope))) for t in per_message]
+            total = max(calibrator.to_real(overhead_estimate + sum(per_message)), sum(msg_tokens))
+            return encode_compact(session_id, msgs, ratio=total / max(1, context_length),
+                                  context_window=context_window_for(target_tokens),
+                                  total_tokens=total, message_tokens=msg_tokens)
+
+        body = encode(wire)                 # one serialisation when the body fits (usual)
+        if len(body) > limit:
+            wire, body_trimmed = shrink_to_body_limit(wire, limit, len(body) - _json_size(wire))
+            body = encode(wire)
         data = self.client.compact(session_id, wire, ratio=0, context_window=1, total_tokens=0,
                                    encoded=body)
         report = data.get("report") or {}

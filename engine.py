@@ -17,6 +17,7 @@ from .compaction import GatewayCompactor
 from .fallback import local_compact
 from .gateway_client import BodyTooLarge, GatewayError, GatewayUnavailable
 from .store import ArchiveItem, Store
+from .tokens import PER_MESSAGE, TokenMemo, estimate_text
 from .tools import SCHEMAS
 
 try:  # inside Hermes the real ABC; plain unit tests get a minimal stand-in
@@ -171,8 +172,16 @@ class TencentDBOffloadEngine(ContextEngine):
         try:
             return self._compress(messages, current_tokens, bool(force))
         except Exception as exc:
-            self.runtime.note_error("compress failed (%s: %s); messages kept" % (type(exc).__name__, exc))
-            return messages
+            self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
+        try:   # last resort: the plain local compaction, so the host does not loop on us
+            plain = local_compact([m for m in messages if isinstance(m, dict)],
+                                  int(self._target() * 0.8), keep_first=self.runtime.settings.keep_first)
+            if plain.changed:
+                self.compression_count += 1
+                return [_fresh(m) for m in plain.messages]
+        except Exception as exc:
+            self.runtime.note_error("plain local compaction failed too (%s); messages kept" % exc)
+        return messages
 
     def _target(self) -> int:
         ctx = self.context_length or 128_000
@@ -183,13 +192,14 @@ class TencentDBOffloadEngine(ContextEngine):
         rt = self.runtime
         state = self._state()
         started = time.monotonic()
+        count = TokenMemo()
         target = self._target()
         overhead = state.overhead_estimate or rt.last_overhead_estimate
         if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
             # no calibration yet: the host's real count of (about) this list is the best anchor
-            state.calibrator.observe(overhead + sum(map(_tokens, messages)), current_tokens)
+            state.calibrator.observe(overhead + sum(map(count, messages)), current_tokens)
         budget = max(256, state.calibrator.to_estimate(target) - overhead)
-        before_est = sum(map(_tokens, messages))
+        before_est = sum(map(count, messages))
         before_real = state.calibrator.to_real(overhead + before_est)
         if isinstance(current_tokens, int) and current_tokens > 0:
             before_real = max(before_real, current_tokens) if not force else before_real
@@ -208,7 +218,7 @@ class TencentDBOffloadEngine(ContextEngine):
         if rt.client is not None and rt.client.available:
             try:
                 rt.flush(state.key, FLUSH_BEFORE_COMPACT_S)      # ingest before compact
-                outcome = self._via_gateway(state, clean, target, overhead)
+                outcome = self._via_gateway(state, clean, target, overhead, count)
                 result, level, report = outcome.messages, outcome.level, outcome.report
                 archived_extra = outcome.body_trimmed
                 if outcome.canvas:
@@ -224,15 +234,18 @@ class TencentDBOffloadEngine(ContextEngine):
                 path = "local"
                 rt.note_error("gateway compaction failed, compacting locally: %s" % error)
 
-        if result is not None and sum(map(_tokens, result)) > budget:
+        # the canvas goes back in after compaction (_with_canvas): leave room for it
+        if rt.settings.canvas and state.canvas_text:
+            budget = max(256, budget - estimate_text(state.canvas_text) - PER_MESSAGE)
+        if result is not None and sum(map(count, result)) > budget:
             finish = local_compact(result, budget, keep_first=rt.settings.keep_first,
                                    trim_chars=rt.settings.trim_chars,
-                                   archived_total=state.stats.archived)
+                                   archived_total=state.stats.archived, count=count)
             result, path = finish.messages, "gateway+local"
         if result is None:
             local = local_compact(clean, budget, keep_first=rt.settings.keep_first,
                                   trim_chars=rt.settings.trim_chars,
-                                  archived_total=state.stats.archived)
+                                  archived_total=state.stats.archived, count=count)
             result, level = local.messages, "local"
 
         # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
@@ -243,7 +256,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return messages
         result = self._with_canvas(state, result)
         departed = self._archive_departed(state, messages, result, archived_extra)
-        after_est = sum(map(_tokens, result))
+        after_est = sum(map(count, result))
         after_real = state.calibrator.to_real(overhead + after_est)
         self.compression_count += 1
         self._last_compression_made_progress = True
@@ -251,27 +264,27 @@ class TencentDBOffloadEngine(ContextEngine):
                      canvas_removed, time.monotonic() - started)
         return result
 
-    def _via_gateway(self, state, clean, target, overhead):
+    def _via_gateway(self, state, clean, target, overhead, count):
         compactor = GatewayCompactor(self.runtime.client)
+        run = lambda: compactor.run(state.gateway_id, clean, target_tokens=target,  # noqa: E731
+                                    context_length=self.context_length or 128_000,
+                                    calibrator=state.calibrator, overhead_estimate=overhead,
+                                    count=count)
         try:
-            return compactor.run(state.gateway_id, clean, target_tokens=target,
-                                 context_length=self.context_length or 128_000,
-                                 calibrator=state.calibrator, overhead_estimate=overhead)
+            return run()
         except GatewayUnavailable as exc:
-            # a reset on a large body is usually the Gateway's body limit: shrink once, retry
-            if exc.body_bytes > 64_000 and not isinstance(exc, BodyTooLarge):
-                client = self.runtime.client
-                saved = client.body_limit
-                client.body_limit = max(64_000, exc.body_bytes // 2)
-                try:
-                    if client.breaker.state == "open":
-                        client.breaker.record_success()
-                    return compactor.run(state.gateway_id, clean, target_tokens=target,
-                                         context_length=self.context_length or 128_000,
-                                         calibrator=state.calibrator, overhead_estimate=overhead)
-                finally:
-                    client.body_limit = saved
-            raise
+            # A reset while sending a large body is how the Gateway enforces its body limit
+            # (it closes the socket): shrink once and retry. Refusals and timeouts are outages.
+            if not (exc.reset and exc.body_bytes > 64_000):
+                raise
+            client = self.runtime.client
+            saved = client.body_limit
+            client.body_limit = max(64_000, exc.body_bytes // 2)
+            client.breaker.record_success()
+            try:
+                return run()
+            finally:
+                client.body_limit = saved
 
     def _adopt_canvas(self, state, block: str) -> None:
         import hashlib
@@ -311,27 +324,33 @@ class TencentDBOffloadEngine(ContextEngine):
                 kept_text.add(M.text_of(m))
         items: List[ArchiveItem] = []
         args_by_call: Dict[str, Any] = {}
+        departed = 0
         for m in before:
             if not isinstance(m, dict):
                 continue
             args_by_call.update(M.call_args(m))
             if M.is_tool_result(m):
                 for tid, text in M.tool_results(m):
-                    if (tid, len(text)) not in kept_calls:
+                    if (tid, len(text)) in kept_calls:
+                        continue
+                    departed += 1
+                    state.deleted_ids.add(tid)
+                    if tid not in state.processed_ids:   # the hook archived those in full
                         name, args = args_by_call.get(tid, ("", ""))
                         items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
-                        state.deleted_ids.add(tid)
             else:
                 text = M.text_of(m)
                 if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
+                    departed += 1
                     items.append(ArchiveItem("message", text, role=M.role(m)))
         for m in extra:
             for tid, text in M.tool_results(m):
-                name, args = args_by_call.get(tid, ("", ""))
-                items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
+                if tid not in state.processed_ids:
+                    name, args = args_by_call.get(tid, ("", ""))
+                    items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
         if items:
             rt.writer.submit(Store.op_archive(state.key, items, rt.now()))
-        return len(items)
+        return departed
 
     def _record(self, state, path, level, before, after, departed, report, error,
                 canvas_removed, seconds) -> None:
@@ -388,11 +407,6 @@ class TencentDBOffloadEngine(ContextEngine):
             "calibration": state.calibrator.snapshot(),
             "runtime": self.runtime.status(),
         }
-
-
-def _tokens(m: Any) -> int:
-    from .tokens import message_tokens
-    return message_tokens(m) if isinstance(m, dict) else 0
 
 
 def _fresh(m: Dict[str, Any]) -> Dict[str, Any]:

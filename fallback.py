@@ -10,10 +10,10 @@ tells the model how much was archived and which tools read it back. No network, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import messages as M
-from .tokens import message_tokens
+from .tokens import TokenMemo
 
 Message = Dict[str, Any]
 RECALL_HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"
@@ -101,10 +101,14 @@ def _notice(text: str, prev: Optional[Message], nxt: Optional[Message]) -> Optio
 
 
 def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int = 3,
-                  trim_chars: int = 2000, archived_total: int = 0) -> CompactResult:
-    """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc)."""
+                  trim_chars: int = 2000, archived_total: int = 0,
+                  count: Optional[Callable[[Any], int]] = None) -> CompactResult:
+    """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
+
+    ``count`` estimates one message (a memo shared with the caller saves repeated work)."""
+    count = count or TokenMemo()
     src = M.repair(drop_old_notices(messages))
-    before = sum(message_tokens(m) for m in messages if isinstance(m, dict))
+    before = sum(count(m) for m in messages)
     systems = [m for m in src if M.role(m) == "system"]
     body = [m for m in src if M.role(m) != "system"]
     removed: List[Message] = []
@@ -126,12 +130,12 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     # 2. the must-keep parts: head, the current user message, the newest group
     last_user = max((i for i, (s, _e) in enumerate(spans) if M.is_real_user(body[s])), default=-1)
     head: List[int] = []
-    count = 0
+    head_len = 0
     for i, (s, e) in enumerate(spans):
-        if (last_user >= 0 and i >= last_user) or count + (e - s) > keep_first:
+        if (last_user >= 0 and i >= last_user) or head_len + (e - s) > keep_first:
             break
         head.append(i)
-        count += e - s
+        head_len += e - s
     must: Set[int] = set(head)
     if last_user >= 0:
         must.add(last_user)
@@ -152,13 +156,13 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                     trim_user(m, limit) if users else None)
             out.append(cut if cut is not None else m)
         versions[i] = out
-        cost[i] = sum(message_tokens(m) for m in out)
+        cost[i] = sum(count(m) for m in out)
 
     for i in range(len(spans)):
         in_turn = last_user >= 0 and i >= last_user
         set_version(i, None if in_turn else trim_chars)
 
-    sys_cost = sum(message_tokens(m) for m in systems)
+    sys_cost = sum(count(m) for m in systems)
     notice_cost = 120 + 12 * 12
 
     def must_cost() -> int:
@@ -204,7 +208,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     if not removed and not trimmed:
         # nothing to do: the list as it was (earlier notice included), only made valid
         same = M.repair(messages)
-        after = sum(message_tokens(m) for m in same)
+        after = sum(count(m) for m in same)
         return CompactResult(same, [], [], before, after, after <= budget)
 
     # 6. assemble with one notice at the first gap
@@ -224,7 +228,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     result = M.repair(out)
     if not [m for m in result if M.role(m) != "system"]:
         result = result + [{"role": "user", "content": notice_text(removed, archived_total)}]
-    after = sum(message_tokens(m) for m in result)
+    after = sum(count(m) for m in result)
     return CompactResult(result, removed, trimmed, before, after, after <= budget)
 
 

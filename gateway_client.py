@@ -33,9 +33,10 @@ class GatewayError(Exception):
 class GatewayUnavailable(GatewayError):
     """Not reachable: refused, reset, or the circuit breaker is open."""
 
-    def __init__(self, message: str, body_bytes: int = 0) -> None:
+    def __init__(self, message: str, body_bytes: int = 0, reset: bool = False) -> None:
         super().__init__(message)
         self.body_bytes = body_bytes
+        self.reset = reset          # the connection was cut mid-exchange (body limit, crash)
 
 
 class GatewayTimeout(GatewayUnavailable):
@@ -333,7 +334,7 @@ class GatewayClient:
                 if reused and attempt == 1:
                     continue        # a kept-alive socket the server had closed: one fresh try
                 raise GatewayUnavailable("connection to %s lost (%s)" % (
-                    self.base_url, type(exc).__name__)) from exc
+                    self.base_url, type(exc).__name__), reset=True) from exc
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 raise GatewayUnavailable("cannot reach %s (%s)" % (

@@ -22,7 +22,7 @@ from .timestamps import gateway_timestamp
 
 log = logging.getLogger("tencentdb_offload.ingest")
 
-MAX_PAIRS_PER_BATCH = 20
+MAX_PAIRS_PER_BATCH = 100
 CONFIG_RETRY_S = 30.0
 
 
@@ -148,8 +148,8 @@ class IngestWorker:
                 batch = []
                 size = 0
                 while (i < len(rows) and rows[i][2] == "pair" and len(batch) < MAX_PAIRS_PER_BATCH
-                       and (not batch or size + len(json.dumps(rows[i][3])) < self.client.body_limit * 0.8)):
-                    size += len(json.dumps(rows[i][3]))
+                       and (not batch or size + rows[i][5] < self.client.body_limit * 0.8)):
+                    size += rows[i][5]
                     batch.append(rows[i])
                     i += 1
             if not self._send(gid, batch, state, session):
@@ -224,7 +224,8 @@ class IngestWorker:
         pair["result"] = (text[:keep] + "\n\n[... %d characters not sent to the Gateway; the full "
                           "result is in the local archive: tdai_read_cos(tool_call_id=\"%s\") ...]"
                           % (len(text) - keep, pair.get("tool_call_id", "")))
-        return self._send(gid, [(row[0], row[1], row[2], pair, row[4])], state, session)
+        return self._send(gid, [(row[0], row[1], row[2], pair, row[4], len(pair["result"]))],
+                          state, session)
 
     def _backoff(self, session: str, batch: List[tuple]) -> None:
         attempts = max(r[4] for r in batch) + 1

@@ -1,7 +1,7 @@
 """Token estimate (CJK-aware, no tokenizer) and its calibration against provider usage.
 
-The estimate is the Gateway's own heuristic: CJK characters / 1.7 + other characters / 4,
-plus 4 per message. ``Calibrator`` fits ``real = overhead + k * estimate`` from pairs the
+The estimate weighs character classes (letters, CJK, punctuation, digits, newlines) plus 4
+per message; it needs no vocabulary, so the runtime stays standard-library only. ``Calibrator`` fits ``real = overhead + k * estimate`` from pairs the
 engine observes (the estimate of what was sent, the ``prompt_tokens`` the provider reported),
 so the budget is enforced in the provider's units, system prompt and tool schemas included.
 """
@@ -9,24 +9,43 @@ so the budget is enforced in the provider's units, system prompt and tool schema
 from __future__ import annotations
 
 import math
-import re
 import threading
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 PER_MESSAGE = 4
 IMAGE_TOKENS = 1_000
-_CJK = re.compile(
-    "[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf"
-    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]+")
+
+# Weights per character class, fitted against the o200k tokenizer on English prose, Chinese,
+# code and JSON (bench/tokcheck.py; median error within ±5 % per class): letters ≈ 5.3 per
+# token, CJK ≈ 1.5, punctuation ≈ 1, digits ≈ 3, and each newline about half a token.
+W_LETTER, W_CJK, W_PUNCT, W_DIGIT, W_NEWLINE = 0.19, 0.67, 0.9, 0.3, 0.6
+_PUNCT = b"!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+_DIGITS = b"0123456789"
+SAMPLE_CHARS = 2048     # longer texts are estimated from 4 evenly spaced 512-char slices
+SLICE = SAMPLE_CHARS // 4
 
 
 def estimate_text(text: str) -> int:
+    """Estimated tokens of ``text``: constant time for long texts (sampled), C-speed passes."""
     if not text:
         return 0
-    if text.isascii():
-        return (len(text) + 3) // 4
-    cjk = sum(map(len, _CJK.findall(text)))
-    return math.ceil(cjk / 1.7 + (len(text) - cjk) / 4)
+    n = len(text)
+    if n > SAMPLE_CHARS:
+        step = n // 4
+        sample = "".join(text[i * step:i * step + SLICE] for i in range(4))
+    else:
+        sample = text
+    m = len(sample)
+    raw = sample.encode("utf-8", "replace")        # bytes.translate/count are fast C passes
+    # CJK characters take 3 UTF-8 bytes, ASCII 1: the byte surplus counts them
+    cjk = min(m, (len(raw) - m) // 2)
+    punct = len(raw) - len(raw.translate(None, _PUNCT))
+    digits = len(raw) - len(raw.translate(None, _DIGITS))
+    newlines = raw.count(b"\n")
+    letters = max(0, m - cjk - punct - digits - newlines - raw.count(b" "))
+    est = (W_LETTER * letters + W_CJK * cjk + W_PUNCT * punct + W_DIGIT * digits +
+           W_NEWLINE * newlines) * (n / m)
+    return max(1, int(math.ceil(est)))
 
 
 def _block_tokens(block: Any) -> int:
@@ -77,6 +96,22 @@ def message_tokens(msg: Dict[str, Any]) -> int:
                 total += estimate_text(str(fn.get("name") or ""))
                 total += estimate_text(_compact_json(fn.get("arguments") or ""))
     return total
+
+
+class TokenMemo:
+    """``message_tokens`` remembered per message object for the length of one operation
+    (a compaction looks at the same messages several times)."""
+
+    def __init__(self) -> None:
+        self._seen: Dict[int, Tuple[Any, int]] = {}
+
+    def __call__(self, msg: Any) -> int:
+        hit = self._seen.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        value = message_tokens(msg) if isinstance(msg, dict) else 0
+        self._seen[id(msg)] = (msg, value)      # holding msg keeps its id from being reused
+        return value
 
 
 def messages_tokens(messages: Iterable[Dict[str, Any]]) -> int:
