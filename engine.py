@@ -248,6 +248,7 @@ class TencentDBOffloadEngine(ContextEngine):
                                   archived_total=state.stats.archived, count=count)
             result, level = local.messages, "local"
 
+        untouched = {id(m) for m in result}       # input objects kept as they were
         # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
         # identity and skips objects it already saw in the old history.
         result = [_fresh(m) for m in result]
@@ -255,7 +256,8 @@ class TencentDBOffloadEngine(ContextEngine):
         if not changed:
             return messages
         result = self._with_canvas(state, result)
-        departed = self._archive_departed(state, messages, result, archived_extra)
+        gone = [m for m in messages if id(m) not in untouched]
+        departed = self._archive_departed(state, gone, result, archived_extra, messages)
         after_est = sum(map(count, result))
         after_real = state.calibrator.to_real(overhead + after_est)
         self.compression_count += 1
@@ -312,9 +314,12 @@ class TencentDBOffloadEngine(ContextEngine):
             state.injected_canvas_hash = state.canvas_hash
         return out
 
-    def _archive_departed(self, state, before, after, extra) -> int:
-        """Archive every message whose content left the context (full originals)."""
+    def _archive_departed(self, state, before, after, extra, everything) -> int:
+        """Archive every message of ``before`` (the inputs not kept as they were) whose content
+        left the context, full originals. ``everything`` gives the tool-call arguments."""
         rt = self.runtime
+        if not before and not extra:
+            return 0
         kept_calls, kept_text = set(), set()
         for m in after:
             if M.is_tool_result(m):
@@ -324,11 +329,13 @@ class TencentDBOffloadEngine(ContextEngine):
                 kept_text.add(M.text_of(m))
         items: List[ArchiveItem] = []
         args_by_call: Dict[str, Any] = {}
+        for m in everything:
+            if isinstance(m, dict) and M.role(m) == "assistant":
+                args_by_call.update(M.call_args(m))
         departed = 0
         for m in before:
             if not isinstance(m, dict):
                 continue
-            args_by_call.update(M.call_args(m))
             if M.is_tool_result(m):
                 for tid, text in M.tool_results(m):
                     if (tid, len(text)) in kept_calls:

@@ -30,7 +30,7 @@ def role(msg: Any) -> str:
 
 def calls_of(msg: Message) -> List[str]:
     """Tool-call ids an assistant message issues (OpenAI tool_calls or Anthropic tool_use)."""
-    if role(msg) != "assistant":
+    if msg.get("role") != "assistant" if isinstance(msg, dict) else True:
         return []
     ids: List[str] = []
     for call in msg.get("tool_calls") or ():
@@ -60,9 +60,10 @@ def results_of(msg: Message) -> List[str]:
 
 def is_tool_result(msg: Message) -> bool:
     """True for messages that only carry tool results."""
-    if role(msg) == "tool":
+    r = msg.get("role") if isinstance(msg, dict) else None
+    if r == "tool":
         return True
-    content = msg.get("content") if role(msg) == "user" else None
+    content = msg.get("content") if r == "user" else None
     return (isinstance(content, list) and bool(content) and
             all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
 

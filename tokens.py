@@ -25,10 +25,29 @@ SAMPLE_CHARS = 2048     # longer texts are estimated from 4 evenly spaced 512-ch
 SLICE = SAMPLE_CHARS // 4
 
 
+_MEMO: Dict[Tuple[int, int], int] = {}
+_MEMO_MAX = 200_000
+
+
 def estimate_text(text: str) -> int:
-    """Estimated tokens of ``text``: constant time for long texts (sampled), C-speed passes."""
+    """Estimated tokens of ``text``: constant time for long texts (sampled), C-speed passes.
+
+    Remembered by (hash, length): Hermes hands the engine the same string objects turn after
+    turn and a str caches its hash, so a repeat costs one dict lookup and holds no text."""
     if not text:
         return 0
+    key = (hash(text), len(text))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit
+    value = _estimate(text)
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[key] = value
+    return value
+
+
+def _estimate(text: str) -> int:
     n = len(text)
     if n > SAMPLE_CHARS:
         step = n // 4
