@@ -43,6 +43,7 @@ except Exception:  # pragma: no cover - exercised by the unit suite without Herm
 log = logging.getLogger("tencentdb_offload.engine")
 
 NAME = "tencentdb-offload"
+OFFLOADED_MARK = "[Offloaded Tool Result"
 FLUSH_BEFORE_COMPACT_S = 2.0
 PER_AGENT = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
              "last_real_prompt_tokens",
@@ -249,16 +250,19 @@ class TencentDBOffloadEngine(ContextEngine):
             result, level = local.messages, "local"
 
         untouched = {id(m) for m in result}       # input objects kept as they were
+        after_est = sum(map(count, result))       # (memo hits: before the fresh copies)
         # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
         # identity and skips objects it already saw in the old history.
         result = [_fresh(m) for m in result]
         changed = result != [_fresh(m) if isinstance(m, dict) else m for m in messages]
         if not changed:
             return messages
-        result = self._with_canvas(state, result)
+        with_canvas = self._with_canvas(state, result)
+        if with_canvas is not result:
+            after_est += estimate_text(state.canvas_text)
+        result = with_canvas
         gone = [m for m in messages if id(m) not in untouched]
         departed = self._archive_departed(state, gone, result, archived_extra, messages)
-        after_est = sum(map(count, result))
         after_real = state.calibrator.to_real(overhead + after_est)
         self.compression_count += 1
         self._last_compression_made_progress = True
@@ -325,6 +329,8 @@ class TencentDBOffloadEngine(ContextEngine):
             if M.is_tool_result(m):
                 for tid, text in M.tool_results(m):
                     kept_calls.add((tid, len(text)))
+                    if text.startswith(OFFLOADED_MARK):     # the Gateway's summary stands in
+                        state.confirmed_ids.add(tid)
             else:
                 kept_text.add(M.text_of(m))
         items: List[ArchiveItem] = []
@@ -412,6 +418,9 @@ class TencentDBOffloadEngine(ContextEngine):
             "target_tokens": self._target(),
             "session_stats": state.stats.as_dict(),
             "calibration": state.calibrator.snapshot(),
+            "tool_results": {"recorded": len(state.processed_ids),
+                             "summarised_by_gateway": len(state.confirmed_ids),
+                             "removed_from_context": len(state.deleted_ids)},
             "runtime": self.runtime.status(),
         }
 

@@ -252,3 +252,26 @@ def test_unchanged_messages_keep_api_content(tmp_path, gw):
     assert gw.compact_calls("hermes-s1")
     kept = [m for m in out if m.get("content") == "keep me"]
     assert kept and kept[0]["api_content"] == "keep me\n\nplugin context"   # stale canvas gone
+
+
+def test_outbox_survives_a_process_restart(tmp_path, gw):
+    """Pairs queued while the Gateway was down are delivered by the next process."""
+    import tencentdb_offload as plugin
+    from helpers import env_for
+    env = env_for(tmp_path, gateway_url=gw.url, api_key="k1")
+    gw.set_fault("refuse")
+    first = plugin.build_runtime(env=env)
+    hooks = HookHandlers(first)
+    drive_turn(hooks, "s1", 0)
+    first.flush_writes()
+    assert first.store.backlog("s1") == 3
+    first.close()                                  # the process ends with the Gateway down
+    gw.clear_fault()
+    second = plugin.build_runtime(env=env)         # a new process, same store
+    second.worker.wake()
+    try:
+        assert wait_for(lambda: second.store.backlog("s1") == 0, 10)
+        assert [p["tool_call_id"] for p in gw.ingested_pairs("hermes-s1")] == ["call_0_0", "call_0_1"]
+        assert gw.prompts("hermes-s1") == ["turn 0: refactor module 0"]
+    finally:
+        second.close()
