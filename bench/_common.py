@@ -6,7 +6,6 @@ Stdlib only (the token-accuracy step runs in a separate venv; see tokcheck.py).
 from __future__ import annotations
 
 import gc
-import importlib.util
 import json
 import os
 import platform
@@ -24,15 +23,11 @@ ns = time.perf_counter_ns
 
 
 def load_plugin(name: str = "tencentdb_offload"):
-    """Import the repo root as the package ``tencentdb_offload`` (as Hermes loads a plugin)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        name, ROOT / "__init__.py", submodule_search_locations=[str(ROOT)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """Import the repo root as the package ``tencentdb_offload`` (the tests' loader)."""
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import load_plugin as load
+    return load(name)
 
 
 # -- statistics --------------------------------------------------------------------------
