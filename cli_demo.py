@@ -15,22 +15,21 @@ import argparse
 import json
 import random
 import re
-import sqlite3
 import sys
 import tempfile
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import build_runtime
 from . import messages as M
-from .cli import CliError, effective_env, resolve_settings
-from .config import hermes_home
+from .cli import CliError, resolve_settings
 from .engine import TencentDBOffloadEngine
 from .gateway_client import GatewayError, GatewayRejected
 from .hooks import HookHandlers
 from .tools import READ
+from .cli_report import render
+from .replay_sources import load_source
 
 Message = Dict[str, Any]
 Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it
@@ -526,213 +525,3 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise CliError("%s holds no conversation to replay" % args.source)
     source["messages"] = len(messages)
     return run(args, turns, system or inline_system or SYSTEM_PROMPT, "replay", source)
-
-
-# --- replay sources -------------------------------------------------------------------
-
-_KEEP = ("role", "content", "tool_calls", "tool_call_id", "name", "tool_name")
-_DB_JSON = "\x00json:"
-
-
-def _clean(m: Any, where: str) -> Message:
-    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-        raise CliError("%s is not a chat message (an object with a 'role')" % where)
-    out = {k: m[k] for k in _KEEP if m.get(k) is not None}
-    content = out.get("content")
-    if isinstance(content, str) and content.startswith(_DB_JSON):
-        try:
-            out["content"] = json.loads(content[len(_DB_JSON):])
-        except ValueError:
-            pass
-    if isinstance(out.get("tool_calls"), str):
-        try:
-            out["tool_calls"] = json.loads(out["tool_calls"])
-        except ValueError:
-            out.pop("tool_calls")
-    if not out.get("tool_calls"):
-        out.pop("tool_calls", None)
-    out.setdefault("content", "" if out["role"] != "assistant" or "tool_calls" not in out else None)
-    return out
-
-
-def _from_export(items: List[Any], pick: Optional[str], name: str) -> Tuple[List[Message], str, Dict[str, Any]]:
-    sessions = [s for s in items if isinstance(s, dict) and isinstance(s.get("messages"), list)]
-    if pick:
-        sessions = [s for s in sessions if pick in (s.get("id"), s.get("session_id"))]
-        if not sessions:
-            raise CliError("no session %r in %s" % (pick, name))
-    if len(sessions) != 1:
-        raise CliError("%s holds %d sessions; choose one with --session ID" % (name, len(sessions)))
-    sess = sessions[0]
-    msgs = [_clean(m, "%s message %d" % (name, i + 1)) for i, m in enumerate(sess["messages"])]
-    return msgs, str(sess.get("system_prompt") or ""), {
-        "kind": "hermes-export", "path": name, "session_id": sess.get("id") or sess.get("session_id")}
-
-
-def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError("cannot read %s: %s" % (path, exc))
-    try:
-        data: Any = json.loads(text)
-        kind = "json"
-    except ValueError:
-        data, kind = [], "jsonl"
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    data.append(json.loads(line))
-                except ValueError:
-                    raise CliError("cannot parse %s: not JSON, and line %d is not a JSON value "
-                                   "(expected messages as JSON or JSONL)" % (path, n))
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list) or not data:
-        raise CliError("%s holds no messages (expected a list of messages, JSONL, or a Hermes "
-                       "session export)" % path)
-    if all(isinstance(x, dict) and isinstance(x.get("messages"), list) for x in data):
-        return _from_export(data, pick, str(path))
-    msgs = [_clean(m, "%s item %d" % (path, i + 1)) for i, m in enumerate(data)]
-    return msgs, "", {"kind": kind, "path": str(path)}
-
-
-def _from_state_db(sid: str) -> Tuple[List[Message], str, Dict[str, Any]]:
-    db = hermes_home(effective_env()) / "state.db"
-    if not db.exists():
-        raise CliError("%r is not a file, and there is no Hermes session database at %s" % (sid, db))
-    try:
-        conn = sqlite3.connect("file:%s?mode=ro" % urllib.request.pathname2url(str(db)), uri=True,
-                               timeout=10)
-        return _read_session(conn, sid, db)
-    except sqlite3.Error as exc:
-        raise CliError("cannot read %s: %s" % (db, exc))
-
-
-def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Message], str, Dict[str, Any]]:
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "messages" not in tables:
-            raise CliError("%s has no messages table (not a Hermes session database?)" % db)
-        cols = [r[1] for r in conn.execute("PRAGMA table_info(messages)")]
-        scols = [r[1] for r in conn.execute("PRAGMA table_info(sessions)")] if "sessions" in tables else []
-        found = conn.execute("SELECT 1 FROM messages WHERE session_id=? LIMIT 1", (sid,)).fetchone()
-        if found is None and "id" in scols:
-            rows = conn.execute("SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' LIMIT 3",
-                                (sid.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",)
-                                ).fetchall()
-            if len(rows) == 1:
-                sid = rows[0][0]
-        want = [c for c in ("role", "content", "tool_call_id", "tool_calls", "tool_name") if c in cols]
-        where = " AND active=1" if "active" in cols else ""
-        order = "id" if "id" in cols else "rowid"
-        rows = conn.execute("SELECT %s FROM messages WHERE session_id=?%s ORDER BY %s"
-                            % (",".join(want), where, order), (sid,)).fetchall()
-        if not rows:
-            raise CliError("no session %r in %s (see `hermes sessions list`)" % (sid, db))
-        system = ""
-        if "system_prompt" in scols:
-            row = conn.execute("SELECT system_prompt FROM sessions WHERE id=?", (sid,)).fetchone()
-            system = (row[0] or "") if row else ""
-        skipped = 0
-        if "active" in cols:
-            skipped = conn.execute("SELECT count(*) FROM messages WHERE session_id=? AND active=0",
-                                   (sid,)).fetchone()[0]
-    finally:
-        conn.close()
-    msgs = [_clean(dict(zip(want, r)), "message %d" % (i + 1)) for i, r in enumerate(rows)]
-    return msgs, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
-                          "inactive_rows_skipped": skipped}
-
-
-def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
-    """(messages, system prompt, description) of a replay SOURCE."""
-    path = Path(src).expanduser()
-    if path.is_file():
-        return _from_file(path, pick)
-    if path.exists():
-        raise CliError("%s is not a file" % src)
-    if "/" in src or src.lower().endswith((".json", ".jsonl")):
-        raise CliError("no such file: %s" % src)
-    return _from_state_db(src)
-
-
-# --- the text report --------------------------------------------------------------------
-
-def _k(n: Optional[int]) -> str:
-    return "-" if n is None else ("%.1fK" % (n / 1000.0) if n >= 1000 else str(n))
-
-
-def chart(report: Dict[str, Any], width: int = 60) -> List[str]:
-    """Context size per turn: █ kept, ░ removed by a compaction; T threshold, t target."""
-    ctx = report["context_length"]
-    col = lambda tokens: min(width, int(round(width * tokens / float(ctx))))  # noqa: E731
-    t_col, big_t = col(report["target_tokens"]), col(report["threshold_tokens"])
-    lines = ["context per turn (peak request; █ sent, ░ removed by compaction; "
-             "t target %s, T threshold %s, | window %s)"
-             % (_k(report["target_tokens"]), _k(report["threshold_tokens"]), _k(ctx))]
-    for row in report["turns"]:
-        peak = col(row["peak_tokens"])
-        after = col(row["tokens_after"]) if row["tokens_after"] is not None else peak
-        cells = ["█" if i < min(peak, after) else ("░" if i < peak else " ") for i in range(width)]
-        for pos, mark in ((t_col, "t"), (big_t, "T")):
-            if 0 <= pos < width:
-                cells[pos] = mark
-        lines.append("%4d %s| %s%s" % (row["turn"], "".join(cells), _k(row["peak_tokens"]),
-                                       " -> %s" % _k(row["tokens_after"]) if row["tokens_after"] else ""))
-    return lines
-
-
-def render(report: Dict[str, Any]) -> str:
-    s, r = report["summary"], report["recall"]
-    src = report["source"]
-    what = ("synthetic coding session, %d turns, seed %s" % (src["turns"], src["seed"])
-            if src.get("kind") == "synthetic" else
-            "%s %s" % (src.get("kind"), src.get("session_id") or src.get("path")))
-    out = ["tencentdb-offload %s — %s" % (report["command"], what),
-           "mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
-           "window %s tokens; trigger %.0f%% = %s; target %.0f%% = %s; session %s"
-           % (format(report["context_length"], ","), report["threshold"] * 100,
-              format(report["threshold_tokens"], ","), report["ratio"] * 100,
-              format(report["target_tokens"], ","), report["session_id"]), "",
-           "turn  msgs  requests  peak tokens -> after  action      level       mode"]
-    for t in report["turns"]:
-        out.append("%4d  %4d  %8d  %11s -> %-6s %-11s %-11s %s"
-                   % (t["turn"], t["messages"], t["requests"], format(t["peak_tokens"], ","),
-                      _k(t["tokens_after"]), t["action"], t["level"] or "-", t["path"] or "-"))
-    out += [""] + chart(report) + ["", "summary"]
-    levels = ", ".join("%s %d" % kv for kv in sorted(s["levels"].items())) or "none"
-    out.append("  messages read %d, now in context %d; %d requests sent"
-               % (s["messages_read"], s["messages_now"], s["requests"]))
-    out.append("  compactions: %d (gateway %d, local %d); levels: %s"
-               % (s["compactions"], s["gateway_compactions"], s["local_compactions"], levels))
-    out.append("  tokens saved: %s" % format(s["tokens_saved"], ","))
-    out.append("  largest context sent: %s tokens = %.1f%% of the %s window%s"
-               % (format(s["largest_request_tokens"], ","), s["largest_request_pct"],
-                  format(report["context_length"], ","),
-                  "" if s["largest_request_tokens"] <= report["context_length"] else "  OVER THE WINDOW"))
-    out.append("  sequence validity: %s" % (
-        "all %d requests valid" % s["requests"] if not s["invalid_requests"] else
-        "%d INVALID, e.g. turn %d: %s" % (s["invalid_requests"], s["invalid_examples"][0]["turn"],
-                                          "; ".join(s["invalid_examples"][0]["errors"]))))
-    out.append("  archived: %d items (of %d tool results) in %s%s"
-               % (s["archived_items"], s["tool_results"], report["store_dir"],
-                  "" if report["store_kept"] else " (temporary; keep it with --store DIR)"))
-    if r.get("tool_call_id"):
-        out.append("  recall: tdai_read_cos(tool_call_id=%r) -> %s" % (r["tool_call_id"], (
-            "%s chars, identical to the original %s result%s" % (
-                format(r["chars"], ","), r["tool_name"] or "tool",
-                "" if r.get("left_context") else " (it never left the context)")
-            if r.get("ok") else "FAILED: %s" % r.get("reason", "text differs from the original"))))
-    cal = s["calibration"]
-    out.append("  calibration: provider tokens = %s x estimate + %s (%d observations)"
-               % (cal["slope"], format(cal["overhead"], ","), cal["points"]))
-    if report["mode"] == "gateway":
-        out.append("  gateway: %d outbox rows delivered, %d waiting" % (s["delivered"], s["outbox_backlog"]))
-    for w in s["warnings"]:
-        out.append("  warning: %s" % w)
-    for e in s["errors"][-3:]:
-        out.append("  error: %s" % e)
-    for p in s["problems"]:
-        out.append("  PROBLEM: %s" % p)
-    return "\n".join(out)

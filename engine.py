@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from . import messages as M
 from .compaction import GatewayCompactor
 from .fallback import local_compact
-from .gateway_client import BodyTooLarge, GatewayError, GatewayUnavailable
+from .gateway_client import GatewayError, GatewayUnavailable
 from .store import ArchiveItem, Store
 from .tokens import PER_MESSAGE, TokenMemo, estimate_text
 from .tools import SCHEMAS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import tencentdb_offload as plugin
 from tencentdb_offload.engine import TencentDBOffloadEngine

@@ -13,7 +13,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_FILES = [p for p in ROOT.iterdir() if p.suffix == ".py" or p.name == "plugin.yaml"]

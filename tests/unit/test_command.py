@@ -1,5 +1,3 @@
-import time
-
 from fakes.fake_gateway import FakeGateway
 from tencentdb_offload.command import make_command
 

@@ -1,4 +1,4 @@
-from tencentdb_offload.config import Settings, load_settings, redact
+from tencentdb_offload.config import load_settings, redact
 
 
 def test_defaults():

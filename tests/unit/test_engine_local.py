@@ -5,7 +5,7 @@ import threading
 from tencentdb_offload import messages as M
 from tencentdb_offload.tokens import messages_tokens
 
-from helpers import conversation, make_engine, tool_turn
+from helpers import conversation, make_engine
 
 
 def test_name_threshold_and_unknown_usage(tmp_path):

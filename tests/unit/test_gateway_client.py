@@ -6,7 +6,7 @@ import pytest
 
 from fakes.fake_gateway import FakeGateway
 from tencentdb_offload.gateway_client import (BodyTooLarge, CircuitBreaker, GatewayClient,
-                                              GatewayNotSupported, GatewayProtocolError,
+                                              GatewayProtocolError,
                                               GatewayRejected, GatewayTimeout,
                                               GatewayUnavailable)
 

@@ -63,7 +63,6 @@ def test_every_pair_delivered_once_in_order_with_prompt_first(tmp_path, gw):
     assert [p["tool_call_id"] for p in pairs] == ["call_%d_%d" % (t, k) for t in range(3) for k in range(2)]
     assert all(TS.match(p["timestamp"]) for p in pairs)
     assert gw.prompts(gid) == ["turn %d: refactor module %d" % (t, t) for t in range(3)]
-    paths = [r.path for r in gw.requests if r.path.startswith("/v2/offload/ingest")]
     bodies = [r.body for r in gw.requests if r.path.startswith("/v2/offload/ingest")]
     assert not bodies[0]["tool_pairs"] and bodies[0]["prompt"].startswith("turn 0")  # L1.5 first
     assert len(gw.entries(gid)) == 6

@@ -1,5 +1,3 @@
-import json
-
 from tencentdb_offload import messages as M
 from tencentdb_offload.tokens import Calibrator, estimate_text, message_tokens
 

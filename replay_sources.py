@@ -1,0 +1,147 @@
+"""Where ``replay`` reads a real session from: a Hermes session id (read-only from
+``$HERMES_HOME/state.db``, tolerant of the 0.17 and 0.19 schemas), a JSON or JSONL file of
+messages, or a Hermes session export. Never writes anything."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from .cli import CliError, effective_env
+from .config import hermes_home
+
+Message = Dict[str, Any]
+
+# --- replay sources -------------------------------------------------------------------
+
+_KEEP = ("role", "content", "tool_calls", "tool_call_id", "name", "tool_name")
+_DB_JSON = "\x00json:"
+
+
+def _clean(m: Any, where: str) -> Message:
+    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+        raise CliError("%s is not a chat message (an object with a 'role')" % where)
+    out = {k: m[k] for k in _KEEP if m.get(k) is not None}
+    content = out.get("content")
+    if isinstance(content, str) and content.startswith(_DB_JSON):
+        try:
+            out["content"] = json.loads(content[len(_DB_JSON):])
+        except ValueError:
+            pass
+    if isinstance(out.get("tool_calls"), str):
+        try:
+            out["tool_calls"] = json.loads(out["tool_calls"])
+        except ValueError:
+            out.pop("tool_calls")
+    if not out.get("tool_calls"):
+        out.pop("tool_calls", None)
+    out.setdefault("content", "" if out["role"] != "assistant" or "tool_calls" not in out else None)
+    return out
+
+
+def _from_export(items: List[Any], pick: Optional[str], name: str) -> Tuple[List[Message], str, Dict[str, Any]]:
+    sessions = [s for s in items if isinstance(s, dict) and isinstance(s.get("messages"), list)]
+    if pick:
+        sessions = [s for s in sessions if pick in (s.get("id"), s.get("session_id"))]
+        if not sessions:
+            raise CliError("no session %r in %s" % (pick, name))
+    if len(sessions) != 1:
+        raise CliError("%s holds %d sessions; choose one with --session ID" % (name, len(sessions)))
+    sess = sessions[0]
+    msgs = [_clean(m, "%s message %d" % (name, i + 1)) for i, m in enumerate(sess["messages"])]
+    return msgs, str(sess.get("system_prompt") or ""), {
+        "kind": "hermes-export", "path": name, "session_id": sess.get("id") or sess.get("session_id")}
+
+
+def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError("cannot read %s: %s" % (path, exc))
+    try:
+        data: Any = json.loads(text)
+        kind = "json"
+    except ValueError:
+        data, kind = [], "jsonl"
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    data.append(json.loads(line))
+                except ValueError:
+                    raise CliError("cannot parse %s: not JSON, and line %d is not a JSON value "
+                                   "(expected messages as JSON or JSONL)" % (path, n))
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise CliError("%s holds no messages (expected a list of messages, JSONL, or a Hermes "
+                       "session export)" % path)
+    if all(isinstance(x, dict) and isinstance(x.get("messages"), list) for x in data):
+        return _from_export(data, pick, str(path))
+    msgs = [_clean(m, "%s item %d" % (path, i + 1)) for i, m in enumerate(data)]
+    return msgs, "", {"kind": kind, "path": str(path)}
+
+
+def _from_state_db(sid: str) -> Tuple[List[Message], str, Dict[str, Any]]:
+    db = hermes_home(effective_env()) / "state.db"
+    if not db.exists():
+        raise CliError("%r is not a file, and there is no Hermes session database at %s" % (sid, db))
+    try:
+        conn = sqlite3.connect("file:%s?mode=ro" % urllib.request.pathname2url(str(db)), uri=True,
+                               timeout=10)
+        return _read_session(conn, sid, db)
+    except sqlite3.Error as exc:
+        raise CliError("cannot read %s: %s" % (db, exc))
+
+
+def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Message], str, Dict[str, Any]]:
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "messages" not in tables:
+            raise CliError("%s has no messages table (not a Hermes session database?)" % db)
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(messages)")]
+        scols = [r[1] for r in conn.execute("PRAGMA table_info(sessions)")] if "sessions" in tables else []
+        found = conn.execute("SELECT 1 FROM messages WHERE session_id=? LIMIT 1", (sid,)).fetchone()
+        if found is None and "id" in scols:
+            rows = conn.execute("SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' LIMIT 3",
+                                (sid.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",)
+                                ).fetchall()
+            if len(rows) == 1:
+                sid = rows[0][0]
+        want = [c for c in ("role", "content", "tool_call_id", "tool_calls", "tool_name") if c in cols]
+        where = " AND active=1" if "active" in cols else ""
+        order = "id" if "id" in cols else "rowid"
+        rows = conn.execute("SELECT %s FROM messages WHERE session_id=?%s ORDER BY %s"
+                            % (",".join(want), where, order), (sid,)).fetchall()
+        if not rows:
+            raise CliError("no session %r in %s (see `hermes sessions list`)" % (sid, db))
+        system = ""
+        if "system_prompt" in scols:
+            row = conn.execute("SELECT system_prompt FROM sessions WHERE id=?", (sid,)).fetchone()
+            system = (row[0] or "") if row else ""
+        skipped = 0
+        if "active" in cols:
+            skipped = conn.execute("SELECT count(*) FROM messages WHERE session_id=? AND active=0",
+                                   (sid,)).fetchone()[0]
+    finally:
+        conn.close()
+    msgs = [_clean(dict(zip(want, r)), "message %d" % (i + 1)) for i, r in enumerate(rows)]
+    return msgs, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
+                          "inactive_rows_skipped": skipped}
+
+
+def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
+    """(messages, system prompt, description) of a replay SOURCE."""
+    path = Path(src).expanduser()
+    if path.is_file():
+        return _from_file(path, pick)
+    if path.exists():
+        raise CliError("%s is not a file" % src)
+    if "/" in src or src.lower().endswith((".json", ".jsonl")):
+        raise CliError("no such file: %s" % src)
+    return _from_state_db(src)
+
+
+# --- the text report --------------------------------------------------------------------
