@@ -78,7 +78,7 @@ read_file (the tool the fake LLM uses to fill the context)
   * 0.19 only: a per-batch aggregate budget on tool results scales with the ENGINE's
     ``context_length``: ``0.30 * 4 * context_length`` chars (64K window -> 76,800 chars).
     When one assistant message's results exceed it, the largest are replaced by a
-    ``<persisted-output>`` 1,500-char preview (full text in ``/tmp/hermes-results``).
+    ``<persisted-output>`` 1,500-char preview (full text in a temp-dir file Hermes names).
     0.17 uses a fixed 200,000. Keep one batch under ~75,000 chars (3 default files).
   * Tool output goes through secret redaction; needles must not look like keys/tokens
     (no "secret", "token", "key=" ...).

@@ -1,6 +1,6 @@
 """A faithful fake of the TencentDB Agent Memory Gateway "offload V2" API, for tests.
 
-Stdlib only. Mirrors ``/work/shared/docs/gateway-contract.md`` (measured on the real
+Stdlib only. Mirrors the shared gateway-contract.md research notes (measured on the real
 Gateway v2.0.1-beta.2), including its bugs, because the plugin must survive them:
 
 * routes ``POST /v2/offload/{ingest,compact,query-mmd}`` (trailing slash tolerated),

@@ -1,7 +1,7 @@
 """Tests of the fake Gateway itself (tests/fakes/fake_gateway.py), over real sockets.
 
 The plugin's tests trust this fake to behave like the real Gateway described in
-/work/shared/docs/gateway-contract.md, so every behaviour and fault is pinned here.
+the shared gateway-contract.md research notes, so every behaviour and fault is pinned here.
 """
 from __future__ import annotations
 
