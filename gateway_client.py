@@ -87,7 +87,6 @@ class CircuitBreaker:
         self.state = "closed"
         self.failures = 0
         self.retry_at = 0.0
-        self.opened_at = 0.0
         self.last_error = ""
         self._lock = threading.Lock()
 
@@ -107,8 +106,6 @@ class CircuitBreaker:
             self.failures += 1
             self.last_error = error
             backoff = min(self.max, self.base * (2 ** min(self.failures - 1, 10)))
-            if self.state != "open":
-                self.opened_at = time.monotonic()
             self.state = "open"
             self.retry_at = time.monotonic() + backoff
 

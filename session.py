@@ -156,10 +156,6 @@ class SessionRegistry:
         with self._lock:
             return self._sessions.get(key)
 
-    def drop(self, key: str) -> None:
-        with self._lock:
-            self._sessions.pop(key, None)
-
     def all(self) -> List[SessionState]:
         with self._lock:
             return list(self._sessions.values())

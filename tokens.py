@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 PER_MESSAGE = 4
 IMAGE_TOKENS = 1_000
@@ -200,12 +200,3 @@ class Calibrator:
     def snapshot(self) -> Dict[str, Any]:
         return {"slope": round(self.slope, 3), "overhead": self.overhead,
                 "points": self.points}
-
-    def copy_from(self, other: Optional["Calibrator"]) -> None:
-        if other is None:
-            return
-        with other._lock:
-            points = list(other._points)
-        with self._lock:
-            self._points = points
-            self._fit = self._solve() if points else self._fit
