@@ -168,18 +168,21 @@ class GatewayCompactor:
         limit = int(self.client.body_limit * 0.95)
         body_trimmed: List[Message] = []
 
-        def encode(msgs: List[Message]) -> bytes:
+        def encode(msgs: List[Message], ascii_only: bool = True) -> bytes:
             per_message = [count(m) for m in msgs]
             msg_tokens = [max(1, int(round(t * calibrator.slope))) for t in per_message]
             total = max(calibrator.to_real(overhead_estimate + sum(per_message)), sum(msg_tokens))
             return encode_compact(session_id, msgs, ratio=total / max(1, context_length),
                                   context_window=context_window_for(target_tokens),
-                                  total_tokens=total, message_tokens=msg_tokens)
+                                  total_tokens=total, message_tokens=msg_tokens,
+                                  ascii_only=ascii_only)
 
         body = encode(wire)                 # one serialisation when the body fits (usual)
+        if len(body) > limit:               # CJK escapes take 6 bytes, UTF-8 3: try that first
+            body = encode(wire, ascii_only=False)
         if len(body) > limit:
             wire, body_trimmed = shrink_to_body_limit(wire, limit, len(body) - _json_size(wire))
-            body = encode(wire)
+            body = encode(wire, ascii_only=False)
         data = self.client.compact(session_id, wire, ratio=0, context_window=1, total_tokens=0,
                                    encoded=body)
         report = data.get("report") or {}

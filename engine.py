@@ -332,7 +332,7 @@ class TencentDBOffloadEngine(ContextEngine):
                     if text.startswith(OFFLOADED_MARK):     # the Gateway's summary stands in
                         state.confirmed_ids.add(tid)
             else:
-                kept_text.add(M.text_of(m))
+                kept_text.add(_plain_text(m))
         items: List[ArchiveItem] = []
         args_by_call: Dict[str, Any] = {}
         for m in everything:
@@ -352,7 +352,7 @@ class TencentDBOffloadEngine(ContextEngine):
                         name, args = args_by_call.get(tid, ("", ""))
                         items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
             else:
-                text = M.text_of(m)
+                text = _plain_text(m)
                 if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
                     departed += 1
                     items.append(ArchiveItem("message", text, role=M.role(m)))
@@ -423,6 +423,14 @@ class TencentDBOffloadEngine(ContextEngine):
                              "removed_from_context": len(state.deleted_ids)},
             "runtime": self.runtime.status(),
         }
+
+
+def _plain_text(m: Dict[str, Any]) -> str:
+    """A message's text; the content string itself when it is one (the usual case)."""
+    content = m.get("content")
+    if isinstance(content, str) and not m.get("tool_calls"):
+        return content
+    return M.text_of(m)
 
 
 def _fresh(m: Dict[str, Any]) -> Dict[str, Any]:

@@ -200,7 +200,11 @@ def canvas_blocks(text: str) -> List[str]:
 
 
 def strip_canvas_from(msg: Message) -> Tuple[Optional[Message], int]:
-    """A message without canvas blocks (None if nothing else was left), and the count."""
+    """A message without canvas blocks (None if nothing else was left), and the count.
+
+    Canvases only ever live in user messages (our injection, the Gateway's insertion)."""
+    if msg.get("role") != "user":
+        return msg, 0
     removed = 0
     content = msg.get("content")
     new_content: Any = content
