@@ -46,7 +46,7 @@ def calls_of(msg: Message) -> List[str]:
 
 def results_of(msg: Message) -> List[str]:
     """Tool-call ids a message answers (``tool`` role or Anthropic ``tool_result`` blocks)."""
-    r = role(msg)
+    r = msg.get("role")
     if r == "tool":
         tid = msg.get("tool_call_id")
         return [str(tid)] if tid else [""]
@@ -70,7 +70,7 @@ def is_tool_result(msg: Message) -> bool:
 
 def is_real_user(msg: Message) -> bool:
     """A user turn written by a person (not only tool results, not our notice)."""
-    if role(msg) != "user" or is_tool_result(msg):
+    if msg.get("role") != "user" or is_tool_result(msg):
         return False
     return not text_of(msg).startswith(NOTICE_MARK)
 
@@ -283,7 +283,7 @@ def _repair_pairs(msgs: List[Message], rep: RepairReport) -> List[Message]:
         m = msgs[i]
         calls = calls_of(m)
         if not calls:
-            if is_tool_result(m) or (role(m) == "user" and results_of(m)):
+            if is_tool_result(m) or (m["role"] == "user" and results_of(m)):
                 fixed = _drop_result_blocks(m, set(), rep)
                 if fixed is not None:
                     out.append(fixed)
@@ -296,7 +296,7 @@ def _repair_pairs(msgs: List[Message], rep: RepairReport) -> List[Message]:
         answered: Set[str] = set()
         followers: List[Message] = []
         while j < n and (is_tool_result(msgs[j]) or
-                         (role(msgs[j]) == "user" and results_of(msgs[j]) and
+                         (msgs[j]["role"] == "user" and results_of(msgs[j]) and
                           not followers)):
             followers.append(msgs[j])
             answered.update(results_of(msgs[j]))
@@ -379,7 +379,8 @@ def _merge_same_roles(msgs: List[Message], rep: RepairReport) -> List[Message]:
     out: List[Message] = []
     for m in msgs:
         prev = out[-1] if out else None
-        if prev is not None and role(prev) == role(m) and role(m) in ("user", "assistant") \
+        r = m["role"]
+        if prev is not None and prev["role"] == r and r in ("user", "assistant") \
                 and not calls_of(prev) and not is_tool_result(prev) and not is_tool_result(m):
             out[-1] = merge_two(prev, m)
             rep.add("same_role_merged")
