@@ -42,16 +42,12 @@ def markdown(results: Dict[str, Any]) -> str:
             r["what"], r["case"], fmt(r["median"], unit), p99, floor, ratio, r["target"],
             met_mark(r["met"])))
     notes = [r for r in results["rows"] if r.get("note")]
-    check = results.get("fake_gateway_check")
     out = ["Run %s (%s mode, %.0f s) on %s, %s cores, %s RAM, Python %s; load average "
            "%s at start, %s at end." % (results["started"], results["mode"], results["seconds"],
                                         m["cpu"], m["cores"], m["memory"], m["python"],
                                         results.get("load_start", "?"), results.get("load_end", "?")),
            "", "\n".join(lines), "", "Notes:", ""]
     out += ["- **%s — %s**: %s" % (r["what"], r["case"], r["note"]) for r in notes]
-    if check:
-        out += ["- **fake Gateway self-check** (the bench's faster helpers vs the originals): %s"
-                % ("; ".join(check["output"]) if check["ok"] else "FAILED: " + "; ".join(check["output"]))]
     if results.get("skipped"):
         out += ["", "Skipped:", ""] + ["- %s" % s for s in results["skipped"]]
     return "\n".join(out) + "\n"
