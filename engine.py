@@ -8,6 +8,7 @@ shared by reference.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Any, Dict, List, Optional
@@ -293,7 +294,6 @@ class TencentDBOffloadEngine(ContextEngine):
                 client.body_limit = saved
 
     def _adopt_canvas(self, state, block: str) -> None:
-        import hashlib
         digest = hashlib.md5(block.encode("utf-8")).hexdigest()
         with state.lock:
             if not state.canvas_hash:
@@ -350,7 +350,7 @@ class TencentDBOffloadEngine(ContextEngine):
                     state.deleted_ids.add(tid)
                     if tid not in state.processed_ids:   # the hook archived those in full
                         name, args = args_by_call.get(tid, ("", ""))
-                        items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
+                        items.append(ArchiveItem("tool_result", text, tid, name, "tool", args))
             else:
                 text = _plain_text(m)
                 if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
@@ -360,7 +360,7 @@ class TencentDBOffloadEngine(ContextEngine):
             for tid, text in M.tool_results(m):
                 if tid not in state.processed_ids:
                     name, args = args_by_call.get(tid, ("", ""))
-                    items.append(ArchiveItem("tool_result", text, tid, name, "tool", args[:4000]))
+                    items.append(ArchiveItem("tool_result", text, tid, name, "tool", args))
         if items:
             rt.writer.submit(Store.op_archive(state.key, items, rt.now()))
         return departed

@@ -101,7 +101,7 @@ class HookHandlers:
         params = args if args is not None else {}
         ops = [Store.op_archive(state.key, [ArchiveItem(
             kind="tool_result", content=text, tool_call_id=call_id, tool_name=str(tool_name),
-            role="tool", args=json.dumps(params, ensure_ascii=False, default=str)[:4000])],
+            role="tool", args=params)],
             rt.now())]
         if rt.client is not None:
             pair: Dict[str, Any] = {"tool_name": str(tool_name or "unknown"),

@@ -87,9 +87,10 @@ class Runtime:
         self.errors.append("%s %s" % (stamp, message))
         log.warning("tencentdb-offload: %s", message)
 
-    def near_threshold(self, state: SessionState) -> bool:
-        limit = getattr(state, "threshold_tokens", 0)
-        return bool(limit) and getattr(state, "last_usage", 0) >= limit * 0.6
+    @staticmethod
+    def near_threshold(state: SessionState) -> bool:
+        """Past 60 % of the trigger: time to have the Gateway's L1 summaries ready."""
+        return bool(state.threshold_tokens) and state.last_usage >= state.threshold_tokens * 0.6
 
     def flush_writes(self, timeout: float = 5.0) -> None:
         self.writer.flush(timeout)

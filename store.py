@@ -71,7 +71,7 @@ class ArchiveItem:
     tool_call_id: str = ""
     tool_name: str = ""
     role: str = ""
-    args: str = ""
+    args: Any = ""              # text or the call's argument object (serialised when written)
 
     @property
     def key(self) -> str:
@@ -79,6 +79,12 @@ class ArchiveItem:
             return "call:" + self.tool_call_id
         digest = hashlib.sha1((self.role + "\0" + self.content).encode("utf-8", "replace"))
         return "msg:" + digest.hexdigest()
+
+
+def _args_text(args: Any) -> str:
+    """Tool-call arguments as stored (JSON, at most 4,000 chars: enough to recognise a call)."""
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+    return text[:4000]
 
 
 class StoreError(Exception):
@@ -162,10 +168,10 @@ class Store:
     # -- archive ----------------------------------------------------------------------
     @staticmethod
     def op_archive(session: str, items: List[ArchiveItem], now: float) -> Callable:
-        rows = [(session, it.key, it.kind, it.tool_call_id or None, it.tool_name, it.role,
-                 it.args, it.content, len(it.content), now) for it in items]
-
+        # rows (content hashes, argument JSON) are built on the writer thread, not the caller's
         def op(conn: sqlite3.Connection) -> None:
+            rows = [(session, it.key, it.kind, it.tool_call_id or None, it.tool_name, it.role,
+                     _args_text(it.args), it.content, len(it.content), now) for it in items]
             conn.executemany(
                 "INSERT OR IGNORE INTO archive(session,item_key,kind,tool_call_id,tool_name,"
                 "role,args,content,chars,created) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
