@@ -1,10 +1,11 @@
 """``python3 <plugin dir> <command>``: the tencentdb-offload command line.
 
-Python puts the directory it runs first on ``sys.path``; our ``tools.py`` would then shadow
-Hermes' own ``tools`` package whenever Hermes is importable. So the plugin directory leaves
-``sys.path`` before anything else is imported, and the directory is loaded as a package
-(the way Hermes loads a user plugin), so relative imports work from a clone, from
-``$HERMES_HOME/plugins/tencentdb-offload`` and without Hermes installed.
+Python puts the directory it runs first on ``sys.path``, which would make the plugin's
+modules (``config``, ``session``, ``engine`` …) importable as top-level names for every
+library in the process. So the plugin directory leaves ``sys.path`` before anything else is
+imported, and the directory is loaded as a package (the way Hermes loads a user plugin), so
+relative imports work from a clone, from ``$HERMES_HOME/plugins/tencentdb-offload`` and
+without Hermes installed.
 """
 
 import os
@@ -47,7 +48,7 @@ def _main() -> int:
         sys.stderr.write("tencentdb-offload: cannot load the plugin from %s: %s: %s\n"
                          % (_ROOT, type(exc).__name__, exc))
         return 2
-    from tencentdb_offload.cli import main  # type: ignore
+    from tencentdb_offload.ops import main  # type: ignore
     return main(sys.argv[1:], plugin_dir=_ROOT)
 
 

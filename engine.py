@@ -13,13 +13,13 @@ import logging
 import time
 from typing import Any, Dict, List, Optional
 
-from . import messages as M
-from .compaction import GatewayCompactor
-from .fallback import local_compact
-from .gateway_client import GatewayError, GatewayUnavailable
-from .store import ArchiveItem, Store
-from .tokens import PER_MESSAGE, TokenMemo, estimate_text
-from .tools import SCHEMAS
+from .context import messages as M
+from .memory_gateway.compaction import GatewayCompactor
+from .context.fallback import local_compact
+from .memory_gateway.client import GatewayError, GatewayUnavailable
+from .archive.store import ArchiveItem, Store
+from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
+from .archive.recall import SCHEMAS
 
 try:  # inside Hermes the real ABC; plain unit tests get a minimal stand-in
     from agent.context_engine import ContextEngine  # type: ignore

@@ -13,11 +13,11 @@ import logging
 import uuid
 from typing import Any, Dict, List, Optional
 
-from . import messages as M
-from .store import ArchiveItem, Store
-from .tokens import estimate_text, messages_tokens
-from .timestamps import gateway_timestamp
-from .tools import READ, SEARCH
+from .context import messages as M
+from .archive.store import ArchiveItem, Store
+from .context.tokens import estimate_text, messages_tokens
+from .memory_gateway.timestamps import gateway_timestamp
+from .archive.recall import READ, SEARCH
 
 log = logging.getLogger("tencentdb_offload.hooks")
 

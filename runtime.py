@@ -14,11 +14,11 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from .config import Settings
-from .gateway_client import CircuitBreaker, GatewayClient, GatewayError
-from .ingest_worker import IngestWorker
+from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
+from .memory_gateway.ingest import IngestWorker
 from .session import Reclaimer, SessionRegistry, SessionState
-from .store import Store, StoreError, StoreWriter
-from .tools import RecallTools
+from .archive.store import Store, StoreError, StoreWriter
+from .archive.recall import RecallTools
 
 log = logging.getLogger("tencentdb_offload")
 

@@ -15,7 +15,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
-from .tokens import Calibrator
+from .context.tokens import Calibrator
 
 _GATEWAY_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 

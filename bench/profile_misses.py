@@ -65,7 +65,7 @@ def post_tool_call(gw: GatewayProc, size: int = 1024 * 1024, reps: int = 30) -> 
 
 def whatif_lazy_enqueue(gw: GatewayProc) -> None:
     """The hook with Store.op_enqueue serialising inside the writer's transaction."""
-    import tencentdb_offload.store as S
+    import tencentdb_offload.archive.store as S
     plain_op = S.Store.op_enqueue
 
     def lazy_op_enqueue(session, kind, payload, now):

@@ -21,7 +21,7 @@ def main() -> int:
     import bpe_openai
     enc = bpe_openai.get_encoding("o200k_base")
     C.load_plugin()
-    from tencentdb_offload.tokens import estimate_text
+    from tencentdb_offload.context.tokens import estimate_text
     out = {"tokenizer": "bpe-openai %s o200k_base" % getattr(bpe_openai, "__version__", "?"),
            "classes": {}}
     for cls, texts in samples.all_samples().items():

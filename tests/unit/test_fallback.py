@@ -2,9 +2,9 @@ import random
 
 import pytest
 
-from tencentdb_offload import messages as M
-from tencentdb_offload.fallback import local_compact
-from tencentdb_offload.tokens import messages_tokens
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.fallback import local_compact
+from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import conversation, random_conversation, tool_turn
 

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from fakes.fake_gateway import FakeGateway
-from tencentdb_offload.gateway_client import (BodyTooLarge, CircuitBreaker, GatewayClient,
+from tencentdb_offload.memory_gateway.client import (BodyTooLarge, CircuitBreaker, GatewayClient,
                                               GatewayProtocolError,
                                               GatewayRejected, GatewayTimeout,
                                               GatewayUnavailable)

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from fakes.fake_gateway import FakeGateway
-from tencentdb_offload import messages as M
+from tencentdb_offload.context import messages as M
 from tencentdb_offload.hooks import HookHandlers
-from tencentdb_offload.tokens import messages_tokens
+from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import conversation, make_engine
 

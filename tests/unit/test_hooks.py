@@ -1,7 +1,7 @@
 import threading
 
 from tencentdb_offload.hooks import HookHandlers, is_internal_prompt, recent_messages
-from tencentdb_offload.timestamps import gateway_timestamp
+from tencentdb_offload.memory_gateway.timestamps import gateway_timestamp
 
 from helpers import make_engine
 

@@ -1,5 +1,5 @@
-from tencentdb_offload import messages as M
-from tencentdb_offload.tokens import Calibrator, estimate_text, message_tokens
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.tokens import Calibrator, estimate_text, message_tokens
 
 from helpers import conversation, tool_turn
 

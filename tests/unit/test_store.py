@@ -1,7 +1,7 @@
 import threading
 import time
 
-from tencentdb_offload.store import ArchiveItem, Store, StoreWriter
+from tencentdb_offload.archive.store import ArchiveItem, Store, StoreWriter
 from tencentdb_offload import build_runtime
 
 from helpers import env_for

@@ -15,9 +15,9 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from .gateway_client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
+from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                              GatewayUnavailable)
-from .session import SessionRegistry, gateway_session_id
+from ..session import SessionRegistry, gateway_session_id
 from .timestamps import gateway_timestamp
 
 log = logging.getLogger("tencentdb_offload.ingest")

@@ -19,9 +19,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .cli import effective_env, mini_yaml, offload_block, read_config_yaml, unreadable
-from .config import PREFIX, SPEC, hermes_home, load_settings
-from .engine import NAME
+from .env import effective_env, mini_yaml, offload_block, read_config_yaml, unreadable
+from ..config import PREFIX, SPEC, hermes_home, load_settings
+from ..engine import NAME
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
@@ -181,7 +181,7 @@ def check_settings(c: Checks, env: Mapping[str, str], block: Optional[Dict[str, 
 
 
 def check_gateway(c: Checks, settings: Any, timeout: float) -> None:
-    from .gateway_client import GatewayClient, GatewayError, GatewayNotSupported, GatewayRejected
+    from ..memory_gateway.client import GatewayClient, GatewayError, GatewayNotSupported, GatewayRejected
     url = settings.gateway_url
     if not url:
         c.add("gateway", PASS, "off (TENCENTDB_OFFLOAD_GATEWAY_URL=off): local compaction only")
@@ -228,7 +228,7 @@ def check_gateway(c: Checks, settings: Any, timeout: float) -> None:
 
 
 def check_store(c: Checks, settings: Any, env: Mapping[str, str]) -> None:
-    from .store import Store, StoreError
+    from ..archive.store import Store, StoreError
     directory = settings.resolved_store_dir(env)
     probe = directory
     while not probe.exists() and probe.parent != probe:

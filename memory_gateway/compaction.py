@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import messages as M
-from .gateway_client import GatewayClient, GatewayProtocolError, encode_compact
-from .tokens import Calibrator, TokenMemo
+from ..context import messages as M
+from .client import GatewayClient, GatewayProtocolError, encode_compact
+from ..context.tokens import Calibrator, TokenMemo
 
 Message = Dict[str, Any]
 CASCADE_END = 0.75
@@ -83,7 +83,7 @@ def shrink_to_body_limit(messages: List[Message], limit: int,
 
     Sizes are measured once per message, so this is linear, not a re-serialisation per
     step. Returns (messages, originals of the truncated ones)."""
-    from .fallback import trim_result
+    from ..context.fallback import trim_result
     sizes = [len(json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
              for m in messages]
     total = fixed_bytes + sum(sizes)

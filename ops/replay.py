@@ -10,8 +10,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .cli import CliError, effective_env
-from .config import hermes_home
+from .env import CliError, effective_env
+from ..config import hermes_home
 
 Message = Dict[str, Any]
 

@@ -1,0 +1,152 @@
+"""``python3 <plugin dir> <command>``: argument parsing and dispatch.
+
+Commands: ``demo`` and ``replay`` (``ops.demo``), ``doctor`` (``ops.doctor``), ``status``
+(``ops.status``); what they share is in ``ops.env``. The environment is read the way Hermes reads it: the process environment with
+``$HERMES_HOME/.env`` loaded over it, plus the optional ``tencentdb_offload:`` block of
+``$HERMES_HOME/config.yaml``. Nothing here imports Hermes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .env import PROG, CliError
+from .status import cmd_status
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not usage + error
+        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number" % text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError("%s must be between 0 and 1" % text)
+    return value
+
+
+def _context_length(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not an integer" % text)
+    if value < 64_000:
+        raise argparse.ArgumentTypeError("%d is below 64000 (Hermes refuses smaller windows)" % value)
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not an integer" % text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _tuning(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--context-length", type=_context_length, default=128_000, metavar="N",
+                   help="model context window in tokens (default 128000, at least 64000)")
+    p.add_argument("--threshold", type=_fraction, metavar="F",
+                   help="compaction trigger, fraction of the window (default: the configured "
+                        "TENCENTDB_OFFLOAD_THRESHOLD, 0.75)")
+    p.add_argument("--ratio", type=_fraction, metavar="F",
+                   help="target after a compaction, fraction of the window (default: the "
+                        "configured TENCENTDB_OFFLOAD_COMPACT_RATIO, 0.5)")
+    p.add_argument("--gateway", metavar="URL|off",
+                   help="Gateway to use instead of TENCENTDB_OFFLOAD_GATEWAY_URL ('off': local)")
+    p.add_argument("--store", metavar="DIR",
+                   help="keep the archive in DIR (default: a temporary directory, removed at exit)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog=PROG, description="tencentdb-offload command line: run a synthetic "
+                 "session (demo), replay a real one (replay), check an installation (doctor), "
+                 "show what the store knows (status).")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    demo = sub.add_parser("demo", help="drive a synthetic coding session through the engine",
+                          description="Drive a deterministic synthetic agent session (a long "
+                          "coding task: English, Chinese and code, large tool outputs, one "
+                          "heartbeat turn) through the engine exactly as Hermes does, then "
+                          "report every compaction, the context size per turn and a recall. "
+                          "Uses the configured Gateway when it is healthy, else local mode.")
+    _tuning(demo)
+    demo.add_argument("--turns", type=_positive, default=40, metavar="N",
+                      help="user turns in the session (default 40)")
+    demo.add_argument("--seed", type=int, default=7, metavar="N",
+                      help="seed of the synthetic session (default 7)")
+    rep = sub.add_parser("replay", help="replay a real session through the engine",
+                         description="Replay a real session turn by turn (split at real user "
+                         "messages) through the same driver as demo and print the same report. "
+                         "SOURCE is a Hermes session id (read-only from $HERMES_HOME/state.db), "
+                         "a JSON or JSONL file of OpenAI-format messages, or a Hermes session "
+                         "export (an object with a 'messages' list, or JSONL of them).")
+    rep.add_argument("source", metavar="SOURCE", help="session id, or path to a .json/.jsonl file")
+    rep.add_argument("--session", metavar="ID", help="which session of a multi-session export")
+    _tuning(rep)
+    doc = sub.add_parser("doctor", help="check the installation, settings and Gateway",
+                         description="One line per check (pass / warn / fail) with the fix: "
+                         "Python, plugin install, config.yaml, settings, Gateway health and "
+                         "credentials, store, outbox backlog. Exit 1 if any check fails.")
+    doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doc.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                     help="seconds to wait for the Gateway (default 5)")
+    st = sub.add_parser("status", help="what the store knows across processes",
+                        description="Sessions, archive size, outbox backlog, recent compactions "
+                        "(levels, tokens saved) and last errors, read from the store.")
+    st.add_argument("--store", metavar="DIR", help="store directory (default: the configured one)")
+    st.add_argument("--recent", type=_positive, default=10, metavar="N",
+                    help="recent compactions and errors to list (default 10)")
+    st.add_argument("--json", action="store_true", help="print as JSON")
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None) -> int:
+    for stream in (sys.stdout, sys.stderr):      # never die on a terminal without UTF-8
+        try:
+            stream.reconfigure(errors="replace")  # type: ignore[attr-defined]
+        except Exception:
+            pass
+    import logging
+    if os.environ.get("TDO_DEBUG"):
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    else:   # the reports carry the plugin's warnings and errors; keep stderr for one-liners
+        logging.getLogger("tencentdb_offload").addHandler(logging.NullHandler())
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if not args.command:
+        parser.print_help()
+        return 2
+    args.plugin_dir = plugin_dir or str(Path(__file__).resolve().parent.parent)
+    try:
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "doctor":
+            from .doctor import cmd_doctor
+            return cmd_doctor(args)
+        from .demo import cmd_demo, cmd_replay
+        return cmd_demo(args) if args.command == "demo" else cmd_replay(args)
+    except CliError as exc:
+        sys.stderr.write("tencentdb-offload %s: %s\n" % (args.command, exc))
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("tencentdb-offload %s: interrupted\n" % args.command)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: still one line (TDO_DEBUG=1 shows the traceback)
+        if os.environ.get("TDO_DEBUG"):
+            raise
+        sys.stderr.write("tencentdb-offload %s: internal error: %s: %s (TDO_DEBUG=1 shows the "
+                         "traceback)\n" % (args.command, type(exc).__name__, exc))
+        return 1

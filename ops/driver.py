@@ -1,0 +1,221 @@
+"""``demo`` and ``replay``: drive the engine through a session exactly as Hermes does.
+
+Per turn the driver does what Hermes 0.19's agent loop does: the turn-start preflight check,
+the ``pre_llm_call`` hook, then per API call the pre-API pressure check, the ``llm_request``
+middleware, a simulated provider reply whose ``prompt_tokens`` is a fixed function of the
+request size (so the engine's calibration is exercised), ``update_from_response``, one
+``post_tool_call`` per tool call and ``should_compress(last_prompt_tokens)`` → ``compress``.
+Every request is checked with ``messages.validation_errors``. The report (shared by both
+commands) shows every compaction, the context size per turn and a recall of an archived item.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..archive.recall import READ
+from ..context import messages as M
+from ..engine import TencentDBOffloadEngine
+from ..hooks import HookHandlers
+
+Message = Dict[str, Any]
+Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it
+PROVIDER_FRAMING = 600                        # tokens a provider adds around every request
+_CJK = re.compile("[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
+
+
+def provider_tokens(request: Dict[str, Any]) -> int:
+    """The simulated provider's ``prompt_tokens``: ~3.6 chars per token, one per CJK char,
+    4 per message, plus framing. Deliberately not our own estimate, so calibration has work."""
+    chars = cjk = 0
+    for m in request.get("messages") or ():
+        text = M.text_of(m)
+        chars += len(text) + 4 * 3.6
+        cjk += len(_CJK.findall(text))
+    schema = json.dumps(request.get("tools") or [], ensure_ascii=False)
+    return int(PROVIDER_FRAMING + (chars - cjk + len(schema)) / 3.6 + cjk * 1.0)
+
+
+def rough_tokens(request: Dict[str, Any]) -> int:
+    """Hermes' rough pre-request estimate: characters / 4."""
+    return len(json.dumps(request, ensure_ascii=False, default=str)) // 4
+
+
+class Driver:
+    """One Hermes session (one agent, one session id) over one runtime."""
+
+    def __init__(self, runtime: Any, session_id: str, context_length: int,
+                 system_prompt: str, tools: List[Dict[str, Any]]) -> None:
+        self.rt = runtime
+        self.sid = session_id
+        self.ctx = context_length
+        self.engine = TencentDBOffloadEngine(runtime)
+        self.hooks = HookHandlers(runtime)
+        self.engine.update_model(model="tdo-demo", context_length=context_length,
+                                 base_url="", api_key="", provider="custom",
+                                 api_mode="chat_completions")
+        self.engine.on_session_start(session_id, hermes_home="", platform="cli",
+                                     model="tdo-demo", context_length=context_length,
+                                     conversation_id=None)
+        self.system = {"role": "system", "content": system_prompt}
+        self.tools = tools + [{"type": "function", "function": s}
+                              for s in self.engine.get_tool_schemas()]
+        self.messages: List[Message] = []
+        self.requests: List[Dict[str, Any]] = []
+        self.compactions: List[Dict[str, Any]] = []
+        self.turns: List[Dict[str, Any]] = []
+        self.originals: Dict[str, Tuple[str, str, Any]] = {}   # tool_call_id -> (tool, text, args)
+        self.no_progress = 0
+        self.turn_no = 0
+
+    # -- one turn ---------------------------------------------------------------------
+    def run_turn(self, user: Optional[Message], steps: List[Step]) -> None:
+        self.turn_no += 1
+        first_request = len(self.requests)
+        first_compaction = len(self.compactions)
+        injected = ""
+        if user is not None:
+            self.messages.append(user)
+            req = self._request("")
+            rough = rough_tokens(req)
+            if (len(self.messages) > self.engine.protect_first_n + self.engine.protect_last_n + 1
+                    or rough >= self.engine.threshold_tokens):
+                if not self.engine.should_defer_preflight_to_real_usage(rough) and \
+                        self.engine.should_compress(rough):
+                    self._compress(rough, "preflight")
+            out = self.hooks.pre_llm_call(
+                session_id=self.sid, task_id="", turn_id=str(self.turn_no),
+                user_message=M.text_of(user), conversation_history=list(self.messages),
+                is_first_turn=self.turn_no == 1, model="tdo-demo", platform="cli", sender_id="")
+            if isinstance(out, dict) and out.get("context"):
+                injected = str(out["context"])
+        for assistant, results in steps:
+            self._api_call(assistant, injected)
+            if not results:
+                continue
+            args_by_id = M.call_args(assistant)
+            for r in results:
+                self.messages.append(r)
+                for tid, text in M.tool_results(r):
+                    name, raw_args = args_by_id.get(tid, (str(r.get("tool_name") or ""), "{}"))
+                    args = _json_or_text(raw_args)
+                    self.originals.setdefault(tid, (name, text, args))
+                    self.hooks.post_tool_call(
+                        tool_name=name, args=args, result=text,
+                        session_id=self.sid, tool_call_id=tid, task_id="", turn_id=str(self.turn_no),
+                        duration_ms=12, status="ok", error_message=None)
+            last = self.engine.last_prompt_tokens
+            tokens = last if last > 0 else (0 if last == -1 else rough_tokens(self._request("")))
+            if self.engine.should_compress(tokens):
+                self._compress(tokens, "after tools")
+        reqs = self.requests[first_request:]
+        comps = self.compactions[first_compaction:]
+        self.turns.append({
+            "turn": self.turn_no, "messages": len(self.messages), "requests": len(reqs),
+            "peak_tokens": max((r["prompt_tokens"] for r in reqs), default=0),
+            "tokens_before": comps[0]["tokens_before"] if comps else None,
+            "tokens_after": comps[-1]["tokens_after"] if comps else None,
+            "action": ("compact" if len(comps) == 1 else "compact x%d" % len(comps)) if comps else "-",
+            "level": "+".join(c["level"] or "-" for c in comps),
+            "path": "+".join(c["path"] for c in comps)})
+
+    def _request(self, injected: str) -> Dict[str, Any]:
+        msgs = list(self.messages)
+        if injected:          # like Hermes: appended to the current user message, this turn only
+            idx = max((i for i, m in enumerate(msgs) if M.is_real_user(m)), default=-1)
+            if idx >= 0:
+                content = msgs[idx].get("content")
+                text = content if isinstance(content, str) else M.text_of(msgs[idx])
+                msgs[idx] = M.with_content(msgs[idx], text + "\n\n" + injected)
+        return {"model": "tdo-demo", "messages": [self.system] + msgs, "tools": self.tools}
+
+    def _api_call(self, assistant: Message, injected: str) -> None:
+        request = self._request(injected)
+        rough = rough_tokens(request)
+        if self.engine.should_compress(rough):                 # 0.19 pre-API pressure check
+            self._compress(rough, "pre-API")
+            request = self._request(injected)
+        if self.rt.settings.canvas:        # register() adds the middleware only then
+            out = self.hooks.llm_request(request=request, session_id=self.sid)
+            if isinstance(out, dict) and isinstance(out.get("request"), dict):
+                request = out["request"]
+        prompt = provider_tokens(request)
+        errors = M.validation_errors(request["messages"])
+        self.requests.append({"turn": self.turn_no, "messages": len(request["messages"]),
+                              "prompt_tokens": prompt, "valid": not errors, "errors": errors[:3]})
+        self.messages.append(assistant)
+        completion = max(1, len(M.text_of(assistant)) // 4)
+        self.engine.update_from_response({
+            "prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion, "input_tokens": prompt,
+            "output_tokens": completion, "cache_read_tokens": 0, "cache_write_tokens": 0,
+            "reasoning_tokens": 0})
+
+    def _compress(self, tokens: int, trigger: str) -> None:
+        before = len(self.messages)
+        result = self.engine.compress(self.messages, current_tokens=tokens, focus_topic=None,
+                                      force=False)
+        if not isinstance(result, list) or not result or result == self.messages:
+            self.no_progress += 1
+            return
+        self.messages = list(result)
+        # what Hermes does after a compaction
+        self.engine.last_prompt_tokens = -1
+        self.engine.last_completion_tokens = 0
+        self.engine.on_session_start(self.sid, boundary_reason="compression",
+                                     old_session_id=self.sid, platform="cli", conversation_id=None)
+        event: Dict[str, Any] = {}
+        if self.rt.store is not None:
+            self.rt.flush_writes()
+            key = self.rt.registry.conversation_of(self.sid)
+            found = [e for e in self.rt.store.events("compaction", limit=10) if e.get("session") == key]
+            event = found[0] if found else {}
+        self.compactions.append({
+            "turn": self.turn_no, "trigger": trigger, "messages_before": before,
+            "messages_after": len(self.messages), "tokens_before": event.get("tokens_before", tokens),
+            "tokens_after": event.get("tokens_after", 0), "level": event.get("level", ""),
+            "path": event.get("path", "?"), "archived": event.get("archived", 0),
+            "error": event.get("error", "")})
+
+    # -- the end: recall one archived item ---------------------------------------------
+    def recall(self) -> Dict[str, Any]:
+        context = "\n".join(M.text_of(m) for m in self.messages)
+        pick = None
+        for tid, (name, text, args) in self.originals.items():
+            if M.is_heartbeat_call(name, args):
+                continue
+            if text and text not in context:
+                pick = tid
+                break
+        if pick is None and self.originals:
+            pick = next(iter(self.originals))
+        if pick is None:
+            return {"ok": False, "reason": "no tool result in this session"}
+        name, original, _args = self.originals[pick]
+        got, offset, pages = [], 0, 0
+        while offset is not None and pages < 200:
+            reply = json.loads(self.engine.handle_tool_call(
+                READ, {"tool_call_id": pick, "offset": offset, "limit": 100_000}, messages=[]))
+            if not reply.get("ok"):
+                return {"ok": False, "tool_call_id": pick, "tool_name": name,
+                        "reason": reply.get("error", "?")}
+            got.append(reply["content"])
+            offset, pages = reply.get("next_offset"), pages + 1
+        text = "".join(got)
+        return {"ok": text == original, "tool_call_id": pick, "tool_name": name,
+                "chars": len(text), "original_chars": len(original),
+                "left_context": original not in context, "identical": text == original,
+                "preview": text[:120]}
+
+
+def _json_or_text(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+

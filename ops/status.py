@@ -1,0 +1,142 @@
+"""``status``: what the archive says about the engine's sessions, read-only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ..config import Settings
+from .env import CliError, _ro, resolve_settings, unreadable
+
+
+def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[str, Any]:
+    from ..archive.store import Store, StoreError
+    db = store_dir / "store.db"
+    out: Dict[str, Any] = {"store_dir": str(store_dir), "exists": db.exists(),
+                           "settings": settings.public()}
+    if not db.exists():
+        return out
+    problem = unreadable(db)
+    if problem:
+        raise CliError(problem)
+    try:
+        store = Store(store_dir)
+    except StoreError as exc:
+        raise CliError(str(exc))
+    try:
+        out["store"] = store.stats()
+        out["backlog"] = store.backlog()
+        events = store.events("compaction", limit=100_000)
+    finally:
+        store.close()
+    sessions: Dict[str, Dict[str, Any]] = {}
+    errors: List[Dict[str, Any]] = []
+    conn = _ro(db)
+    try:
+        for sess, items, chars, last in conn.execute(
+                "SELECT session, count(*), sum(chars), max(created) FROM archive GROUP BY session"):
+            sessions[sess] = {"session": sess, "archived_items": items, "archived_chars": chars or 0,
+                              "last_activity": last, "compactions": 0, "tokens_saved": 0,
+                              "backlog": 0}
+        for sess, n, last in conn.execute(
+                "SELECT session, count(*), max(created) FROM outbox WHERE dead=0 GROUP BY session"):
+            row = sessions.setdefault(sess, {"session": sess, "archived_items": 0, "archived_chars": 0,
+                                             "last_activity": last, "compactions": 0,
+                                             "tokens_saved": 0, "backlog": 0})
+            row["backlog"] = n
+        for created, sess, err in conn.execute(
+                "SELECT created, session, last_error FROM outbox WHERE last_error IS NOT NULL "
+                "AND last_error != '' ORDER BY id DESC LIMIT 5"):
+            errors.append({"ts": created, "session": sess, "source": "outbox", "error": err})
+    finally:
+        conn.close()
+    levels: Dict[str, int] = {}
+    saved = gateway = 0
+    for ev in events:
+        gain = max(0, int(ev.get("tokens_before", 0)) - int(ev.get("tokens_after", 0)))
+        saved += gain
+        gateway += 1 if str(ev.get("path", "")).startswith("gateway") else 0
+        levels[str(ev.get("level") or "?")] = levels.get(str(ev.get("level") or "?"), 0) + 1
+        row = sessions.setdefault(ev.get("session") or "?", {
+            "session": ev.get("session") or "?", "archived_items": 0, "archived_chars": 0,
+            "last_activity": ev.get("ts"), "compactions": 0, "tokens_saved": 0, "backlog": 0})
+        row["compactions"] += 1
+        row["tokens_saved"] += gain
+        row["last_activity"] = max(row["last_activity"] or 0, ev.get("ts") or 0)
+        if ev.get("error"):
+            errors.append({"ts": ev.get("ts"), "session": ev.get("session"), "source": "compaction",
+                           "error": ev["error"]})
+    errors.sort(key=lambda e: e.get("ts") or 0, reverse=True)
+    out["sessions"] = sorted(sessions.values(), key=lambda r: r["last_activity"] or 0, reverse=True)
+    out["compactions"] = {
+        "total": len(events), "gateway": gateway, "local": len(events) - gateway,
+        "levels": levels, "tokens_saved": saved,
+        "recent": [{k: ev.get(k) for k in ("ts", "session", "path", "level", "tokens_before",
+                                           "tokens_after", "archived", "error")}
+                   for ev in events[:recent]]}
+    out["errors"] = errors[:recent]
+    return out
+
+
+def _when(ts: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def render_status_text(st: Dict[str, Any]) -> str:
+    s = st["settings"]
+    lines = ["tencentdb-offload status — store %s" % st["store_dir"],
+             "  configured: %s; trigger %.0f%%, target %.0f%% of the window"
+             % ("gateway %s (instance %s)" % (s["gateway_url"], s["instance_id"])
+                if s["gateway_url"] else "local only (no Gateway)",
+                s["threshold"] * 100, s["compact_ratio"] * 100)]
+    if not st["exists"]:
+        lines.append("  no store yet: the plugin has not archived anything with this "
+                     "HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR")
+        return "\n".join(lines)
+    store, comp = st["store"], st["compactions"]
+    lines.append("  archive: %d items, %s chars in %d sessions; database %.1f KB"
+                 % (store["archived_items"], format(store["archived_chars"], ","),
+                    store["archived_sessions"], store["db_bytes"] / 1e3))
+    lines.append("  outbox: %d waiting, %d refused for good, %d delivered"
+                 % (store["outbox_backlog"], store["outbox_dead"], store["delivered"]))
+    lines.append("  compactions: %d (gateway %d, local %d); levels: %s; tokens saved %s"
+                 % (comp["total"], comp["gateway"], comp["local"],
+                    ", ".join("%s %d" % kv for kv in sorted(comp["levels"].items())) or "none",
+                    format(comp["tokens_saved"], ",")))
+    if st["sessions"]:
+        lines.append("  sessions (newest first):")
+        for r in st["sessions"][:15]:
+            lines.append("    %-36s %5d items %6d compactions  saved %9s  waiting %d  last %s"
+                         % (r["session"][:36], r["archived_items"], r["compactions"],
+                            format(r["tokens_saved"], ","), r["backlog"], _when(r["last_activity"])))
+    if comp["recent"]:
+        lines.append("  recent compactions:")
+        for ev in comp["recent"]:
+            lines.append("    %s  %-24s %-13s %-10s %8s -> %-8s archived %s%s"
+                         % (_when(ev["ts"]), str(ev["session"])[:24], ev["path"], ev["level"] or "-",
+                            format(ev["tokens_before"] or 0, ","), format(ev["tokens_after"] or 0, ","),
+                            ev["archived"], "  error: %s" % ev["error"] if ev["error"] else ""))
+    for e in st["errors"][:5]:
+        lines.append("  error (%s, %s): %s" % (e["source"], _when(e["ts"]), str(e["error"])[:200]))
+    return "\n".join(lines)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
+    env, _block, settings, warnings = resolve_settings(overrides)
+    data = status_data(settings.resolved_store_dir(env), settings, args.recent)
+    data["warnings"] = warnings
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    else:
+        print(render_status_text(data))
+        for w in warnings:
+            print("  warning: %s" % w)
+    return 0
+
+
+# --- argument parsing -------------------------------------------------------------------
+
