@@ -15,7 +15,8 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN_FILES = [p for p in ROOT.iterdir() if p.suffix == ".py" or p.name == "plugin.yaml"]
+# what a user's clone holds, minus what Hermes never loads
+COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv*", "tests", "bench")
 HERMES_VERSION = os.environ.get("TDO_HERMES_VERSION", "")
 
 PROBE = textwrap.dedent('''
@@ -50,9 +51,8 @@ PROBE = textwrap.dedent('''
 
 def install(home: Path, enabled=True, engine="tencentdb-offload") -> None:
     target = home / "plugins" / "tencentdb-offload"
-    target.mkdir(parents=True)
-    for p in PLUGIN_FILES:
-        shutil.copy(p, target / p.name)
+    target.parent.mkdir(parents=True)
+    shutil.copytree(ROOT, target, ignore=COPY_IGNORE)
     plugins = "[tencentdb-offload]" if enabled else "[]"
     (home / "config.yaml").write_text(
         "model: {default: fake-model, provider: custom, base_url: 'http://127.0.0.1:9/v1', "
