@@ -1,55 +1,56 @@
-"""tencentdb-offload: a Hermes context engine that offloads compaction to the TencentDB
-Agent Memory Gateway and keeps working, losing nothing, without it.
+"""tencentdb-offload: a Hermes context engine that offloads compaction to the TencentDB Agent
+Memory Gateway and keeps working, losing nothing, without it.
 
-``register(ctx)`` builds the per-process runtime and registers the engine, the hooks, the
-canvas guard and the slash command. All logic lives in the modules it imports.
+``register(ctx)`` gets the process runtime (built once, see ``wiring``) and registers an engine
+on it; hooks, the slash command and (on hosts without ``select_context``) the canvas guard are
+registered once per process. It never raises: a plugin that fails to load makes Hermes fall back
+to its built-in compressor without telling the user.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 from .command import HELP, make_command
-from .config import load_settings, read_config_block
+from .compat import HOST_SELECTS_CONTEXT
 from .engine import NAME, TencentDBOffloadEngine
 from .hooks import HookHandlers
-from .runtime import Runtime
+from .wiring import build_runtime, first_time, open_session, shared_runtime
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 log = logging.getLogger("tencentdb_offload")
-_current: Optional[Runtime] = None   # the live runtime, for the CLI and tests
-
-
-def build_runtime(env: Any = None, block: Any = None) -> Runtime:
-    import os
-    env = os.environ if env is None else env
-    settings, warnings = load_settings(env, block)
-    return Runtime(settings, warnings, env)
 
 
 def register(ctx: Any) -> None:
-    global _current
-    if _current is not None:
-        _current.close()
-    runtime = build_runtime(block=read_config_block())
-    _current = runtime
-    engine = TencentDBOffloadEngine(runtime)
-    hooks = HookHandlers(runtime)
-    ctx.register_context_engine(engine)
-    ctx.register_hook("post_tool_call", hooks.post_tool_call)
-    ctx.register_hook("pre_llm_call", hooks.pre_llm_call)
-    if runtime.settings.canvas and hasattr(ctx, "register_middleware"):
-        try:
-            ctx.register_middleware("llm_request", hooks.llm_request)
-        except Exception as exc:  # an older host: canvases are still stripped at compaction
-            log.warning("tencentdb-offload: llm_request middleware unavailable: %s", exc)
     try:
-        ctx.register_command(NAME, make_command(runtime),
-                             description="tencentdb-offload status, health, flush, reclaim",
-                             args_hint="[status|health|flush|reclaim|help]")
-    except TypeError:
-        ctx.register_command(NAME, make_command(runtime), description="tencentdb-offload status")
+        runtime = shared_runtime()
+    except Exception as exc:   # last line of defence: settings and store problems never get here
+        log.error("tencentdb-offload: cannot start (%s: %s); Hermes keeps its own compressor",
+                  type(exc).__name__, exc)
+        raise
+    ctx.register_context_engine(TencentDBOffloadEngine(runtime))
+    # Hook and command registrations are per process: the host stores them once (0.22 calls
+    # register() per agent and warns on a repeated command). A no-op context (0.22's engine
+    # loader) does not count: it registers nothing.
+    real = type(ctx).__name__ != "_EngineCollector"
+    if real and first_time("hooks"):
+        hooks = HookHandlers(runtime)
+        ctx.register_hook("post_tool_call", hooks.post_tool_call)
+        ctx.register_hook("pre_llm_call", hooks.pre_llm_call)
+        if runtime.settings.canvas and not HOST_SELECTS_CONTEXT and hasattr(ctx, "register_middleware"):
+            try:
+                ctx.register_middleware("llm_request", hooks.llm_request)
+            except Exception as exc:  # an older host: canvases are still stripped at compaction
+                log.warning("tencentdb-offload: llm_request middleware unavailable: %s", exc)
+    if first_time("command"):
+        try:
+            ctx.register_command(NAME, make_command(runtime),
+                                 description="tencentdb-offload status, health, flush, reclaim",
+                                 args_hint="[status|health|flush|reclaim|help]")
+        except TypeError:
+            ctx.register_command(NAME, make_command(runtime), description="tencentdb-offload status")
 
 
-__all__ = ["register", "build_runtime", "TencentDBOffloadEngine", "HELP", "__version__"]
+__all__ = ["register", "build_runtime", "open_session", "TencentDBOffloadEngine", "HELP",
+           "__version__"]

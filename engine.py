@@ -1,55 +1,36 @@
 """``TencentDBOffloadEngine``: when to compact, how far, and through which path.
 
-Decisions and orchestration only: HTTP lives in ``gateway_client``/``compaction``, SQL in
-``store``, message surgery in ``messages``/``fallback``. Per-agent fields (token counters,
-context length, bound conversation) are copied by ``__deepcopy__``; the process runtime is
-shared by reference.
+Decisions only: HTTP (and shrink-and-retry) lives in ``memory_gateway``, SQL in ``archive``,
+message surgery in ``context``. Per-agent fields (token counters, context length, bound
+conversation) are copied by ``__deepcopy__``/``clone_for_agent``; the process runtime is shared
+by reference. Hosts with ``select_context`` (0.22) get the canvas per request, never persisted;
+older hosts get it through ``pre_llm_call`` and with the compacted list.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from .context import messages as M
-from .memory_gateway.compaction import GatewayCompactor
-from .context.fallback import local_compact
-from .memory_gateway.client import GatewayError, GatewayUnavailable
-from .archive.store import ArchiveItem, Store
-from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 from .archive.recall import SCHEMAS
-
-try:  # inside Hermes the real ABC; plain unit tests get a minimal stand-in
-    from agent.context_engine import ContextEngine  # type: ignore
-except Exception:  # pragma: no cover - exercised by the unit suite without Hermes
-    class ContextEngine:  # type: ignore[no-redef]
-        last_prompt_tokens = 0
-        last_completion_tokens = 0
-        last_total_tokens = 0
-        threshold_tokens = 0
-        context_length = 0
-        compression_count = 0
-        threshold_percent = 0.75
-        protect_first_n = 3
-        protect_last_n = 6
-
-        def on_session_reset(self) -> None:
-            self.last_prompt_tokens = 0
-            self.last_completion_tokens = 0
-            self.last_total_tokens = 0
-            self.compression_count = 0
+from .archive.store import ArchiveItem, Store
+from .compat import HOST_SELECTS_CONTEXT, ContextEngine
+from .context import canvas, departures
+from .context import messages as M
+from .context.fallback import local_compact, prune_results
+from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text, messages_tokens
+from .memory_gateway.client import GatewayError
+from .memory_gateway.compaction import GatewayCompactor
 
 log = logging.getLogger("tencentdb_offload.engine")
 
 NAME = "tencentdb-offload"
-OFFLOADED_MARK = "[Offloaded Tool Result"
 FLUSH_BEFORE_COMPACT_S = 2.0
+PRUNE_FROM = 0.6            # the cheap step starts at 60 % of the trigger (the warm-up point)
 PER_AGENT = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
-             "last_real_prompt_tokens",
-             "threshold_tokens", "context_length", "compression_count", "threshold_percent",
-             "protect_first_n", "protect_last_n", "_key", "_session_id", "model")
+             "last_real_prompt_tokens", "threshold_tokens", "context_length", "compression_count",
+             "threshold_percent", "protect_first_n", "protect_last_n", "_key", "_session_id", "model")
 
 
 class TencentDBOffloadEngine(ContextEngine):
@@ -86,12 +67,16 @@ class TencentDBOffloadEngine(ContextEngine):
         twin._last_compression_made_progress = False
         return twin
 
+    def clone_for_agent(self) -> "TencentDBOffloadEngine":
+        return self.__deepcopy__({})
+
     # -- host lifecycle -----------------------------------------------------------------
     def update_model(self, model: str = "", context_length: int = 0, base_url: str = "",
                      api_key: Any = "", provider: str = "", api_mode: str = "", **_: Any) -> None:
         self.model = model or self.model
         if isinstance(context_length, int) and context_length > 0:
             self.context_length = context_length
+        self.threshold_percent = self.runtime.settings.threshold   # ours, not a host override
         self.threshold_tokens = int(self.context_length * self.runtime.settings.threshold)
         self._state().threshold_tokens = self.threshold_tokens
 
@@ -109,9 +94,7 @@ class TencentDBOffloadEngine(ContextEngine):
         self._state().threshold_tokens = self.threshold_tokens
 
     def on_session_end(self, session_id: str = "", messages: Any = None, **_: Any) -> None:
-        worker = self.runtime.worker
-        if worker is not None:
-            worker.kick(self._key)
+        self.runtime.session_ended(self._key)
 
     def on_session_reset(self) -> None:
         super().on_session_reset()
@@ -130,14 +113,16 @@ class TencentDBOffloadEngine(ContextEngine):
         if not isinstance(usage, dict):
             return
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+        state = self._state()
         if isinstance(prompt, int) and prompt > 0:
             self.last_prompt_tokens = prompt
             self.last_real_prompt_tokens = prompt
-            state = self._state()
             state.last_usage = prompt
             if state.request_estimate:
                 state.calibrator.observe(state.request_estimate, prompt)
                 state.request_estimate = 0
+            state.stats.record_usage(prompt, _int(usage.get("cache_read_tokens")),
+                                     _int(usage.get("cache_write_tokens")))
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(completion, int) and completion >= 0:
             self.last_completion_tokens = completion
@@ -146,19 +131,36 @@ class TencentDBOffloadEngine(ContextEngine):
             self.last_total_tokens = total
 
     def should_compress(self, prompt_tokens: Optional[int] = None, **_: Any) -> bool:
-        if not self.runtime.settings.enabled or self.threshold_tokens <= 0:
-            return False
+        return self.should_compress_info(prompt_tokens)[0]
+
+    def should_compress_info(self, prompt_tokens: Optional[int] = None,
+                             **_: Any) -> Tuple[bool, Optional[str]]:
+        if not self.runtime.settings.enabled:
+            return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED)"
+        if self.threshold_tokens <= 0:
+            return False, "context length unknown"
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
         if not isinstance(tokens, (int, float)) or tokens < 0:
-            return False          # -1: unknown until real usage arrives after a compaction
-        return tokens >= self.threshold_tokens
+            return False, "waiting for real usage after a compaction"
+        if tokens < self.threshold_tokens:
+            return False, "below the trigger (%d of %d tokens)" % (tokens, self.threshold_tokens)
+        if self.runtime.client is not None and not self.runtime.client.available:
+            return True, "Gateway unavailable: compacting locally"
+        return True, None
 
     def should_defer_preflight_to_real_usage(self, rough_tokens: int = 0, **_: Any) -> bool:
         # After a compaction our own target check already holds; wait for real usage.
         return self.last_prompt_tokens == -1
 
     def has_content_to_compress(self, messages: Any = None, **_: Any) -> bool:
-        return isinstance(messages, list) and len(messages) > 1
+        """Something before the current turn that could leave, or a long result to trim."""
+        if not isinstance(messages, list):
+            return False
+        current = max((i for i, m in enumerate(messages) if M.is_real_user(m)), default=0)
+        head = sum(1 for m in messages[:current] if M.role(m) == "system") + self.runtime.settings.keep_first
+        return current > head or any(len(t) > self.runtime.settings.trim_chars
+                                     for m in messages[:current] if M.is_tool_result(m)
+                                     for _tid, t in M.tool_results(m))
 
     # -- compaction -------------------------------------------------------------------------
     def compress(self, messages: Any, current_tokens: Any = None, focus_topic: Any = None,
@@ -186,12 +188,11 @@ class TencentDBOffloadEngine(ContextEngine):
         return messages
 
     def _target(self) -> int:
-        ctx = self.context_length or 128_000
-        return int(ctx * self.runtime.settings.compact_ratio)
+        return int((self.context_length or 128_000) * self.runtime.settings.compact_ratio)
 
     def _compress(self, messages: List[Dict[str, Any]], current_tokens: Any,
                   force: bool) -> List[Dict[str, Any]]:
-        rt = self.runtime
+        rt, s = self.runtime, self.runtime.settings
         state = self._state()
         started = time.monotonic()
         count = TokenMemo()
@@ -201,193 +202,145 @@ class TencentDBOffloadEngine(ContextEngine):
             # no calibration yet: the host's real count of (about) this list is the best anchor
             state.calibrator.observe(overhead + sum(map(count, messages)), current_tokens)
         budget = max(256, state.calibrator.to_estimate(target) - overhead)
-        before_est = sum(map(count, messages))
-        before_real = state.calibrator.to_real(overhead + before_est)
-        if isinstance(current_tokens, int) and current_tokens > 0:
-            before_real = max(before_real, current_tokens) if not force else before_real
+        before_real = state.calibrator.to_real(overhead + sum(map(count, messages)))
+        if isinstance(current_tokens, int) and current_tokens > 0 and not force:
+            before_real = max(before_real, current_tokens)
 
-        clean: List[Dict[str, Any]] = []
-        canvas_removed = 0
-        for m in messages:
-            fixed, n = M.strip_canvas_from(m) if isinstance(m, dict) else (m, 0)
-            canvas_removed += n
-            if fixed is not None:
-                clean.append(fixed)
-        result: Optional[List[Dict[str, Any]]] = None
-        level, path, report, error = "", "local", {}, ""
-        archived_extra: List[Dict[str, Any]] = []
-
+        clean, canvas_removed = canvas.strip_all(messages)
+        result, level, path, report, error, cut = None, "", "local", {}, "", []
         if rt.client is not None and rt.client.available:
-            try:
-                rt.flush(state.key, FLUSH_BEFORE_COMPACT_S)      # ingest before compact
-                outcome = self._via_gateway(state, clean, target, overhead, count)
-                result, level, report = outcome.messages, outcome.level, outcome.report
-                archived_extra = outcome.body_trimmed
-                if outcome.canvas:
-                    self._adopt_canvas(state, outcome.canvas)
-                path = "gateway"
-                if not _keeps_current_turn(clean, result):
-                    error, result = "Gateway reply lost the current turn", None
-            except GatewayError as exc:
-                error = str(exc)
-            except Exception as exc:   # a reply we could not even repair
-                error = "Gateway reply unusable: %s" % exc
-            if error:
-                path = "local"
-                rt.note_error("gateway compaction failed, compacting locally: %s" % error)
-
-        # the canvas goes back in after compaction (_with_canvas): leave room for it
-        if rt.settings.canvas and state.canvas_text:
-            budget = max(256, budget - estimate_text(state.canvas_text) - PER_MESSAGE)
+            result, level, report, cut, error = self._via_gateway(state, clean, target, overhead, count)
+            path = "gateway" if result is not None else "local"
+        block = state.canvas_text if s.canvas else ""   # (the flush above may have fetched it)
+        if block:                                       # every later request carries it
+            budget = max(256, budget - estimate_text(block) - PER_MESSAGE)
         if result is not None and sum(map(count, result)) > budget:
-            finish = local_compact(result, budget, keep_first=rt.settings.keep_first,
-                                   trim_chars=rt.settings.trim_chars,
+            finish = local_compact(result, budget, keep_first=s.keep_first, trim_chars=s.trim_chars,
                                    archived_total=state.stats.archived, count=count)
             result, path = finish.messages, "gateway+local"
         if result is None:
-            local = local_compact(clean, budget, keep_first=rt.settings.keep_first,
-                                  trim_chars=rt.settings.trim_chars,
-                                  archived_total=state.stats.archived, count=count)
-            result, level = local.messages, "local"
-
-        untouched = {id(m) for m in result}       # input objects kept as they were
-        after_est = sum(map(count, result))       # (memo hits: before the fresh copies)
+            result = local_compact(clean, budget, keep_first=s.keep_first, trim_chars=s.trim_chars,
+                                   archived_total=state.stats.archived, count=count).messages
+            level = "local"
+        after_est = sum(map(count, result))
         # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
         # identity and skips objects it already saw in the old history.
         result = [_fresh(m) for m in result]
-        changed = result != [_fresh(m) if isinstance(m, dict) else m for m in messages]
-        if not changed:
+        if result == [_fresh(m) if isinstance(m, dict) else m for m in messages]:
             return messages
-        with_canvas = self._with_canvas(state, result)
-        if with_canvas is not result:
-            after_est += estimate_text(state.canvas_text)
-        result = with_canvas
-        gone = [m for m in messages if id(m) not in untouched]
-        departed = self._archive_departed(state, gone, result, archived_extra, messages)
-        after_real = state.calibrator.to_real(overhead + after_est)
+        if block and not HOST_SELECTS_CONTEXT:
+            result = canvas.inject(result, block)
+            state.injected_canvas_hash = canvas.digest(block)
+            after_est += estimate_text(block)
+        gone = departures.find(clean, result, cut)
+        self._archive(state, gone)
         self.compression_count += 1
         self._last_compression_made_progress = True
-        self._record(state, path, level, before_real, after_real, departed, report, error,
-                     canvas_removed, time.monotonic() - started)
+        event = {"path": path, "level": level, "tokens_before": before_real,
+                 "tokens_after": state.calibrator.to_real(overhead + after_est),
+                 "archived": gone.count, "report": report, "error": error,
+                 "canvas_removed": canvas_removed, "at": rt.now(),
+                 "ms": round((time.monotonic() - started) * 1000, 1),
+                 "context_length": self.context_length}
+        rt.record_compaction(state, event)
         return result
 
     def _via_gateway(self, state, clean, target, overhead, count):
-        compactor = GatewayCompactor(self.runtime.client)
-        run = lambda: compactor.run(state.gateway_id, clean, target_tokens=target,  # noqa: E731
-                                    context_length=self.context_length or 128_000,
-                                    calibrator=state.calibrator, overhead_estimate=overhead,
-                                    count=count)
+        """(messages, level, report, results cut before sending, error); messages None on failure."""
+        rt = self.runtime
         try:
-            return run()
-        except GatewayUnavailable as exc:
-            # A reset while sending a large body is how the Gateway enforces its body limit
-            # (it closes the socket): shrink once and retry. Refusals and timeouts are outages.
-            if not (exc.reset and exc.body_bytes > 64_000):
-                raise
-            client = self.runtime.client
-            saved = client.body_limit
-            client.body_limit = max(64_000, exc.body_bytes // 2)
-            client.breaker.record_success()
-            try:
-                return run()
-            finally:
-                client.body_limit = saved
-
-    def _adopt_canvas(self, state, block: str) -> None:
-        digest = hashlib.md5(block.encode("utf-8")).hexdigest()
-        with state.lock:
-            if not state.canvas_hash:
-                state.canvas_text, state.canvas_hash = block, digest
-
-    def _with_canvas(self, state, result: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-        """Put the current canvas back once, on the newest real user message."""
-        if not (self.runtime.settings.canvas and state.canvas_text):
-            return result
-        idx = max((i for i, m in enumerate(result) if M.is_real_user(m)), default=-1)
-        if idx < 0:
-            return result
-        msg = result[idx]
-        content = msg.get("content")
-        if isinstance(content, list):
-            new_content: Any = list(content) + [{"type": "text", "text": state.canvas_text}]
+            rt.flush(state.key, FLUSH_BEFORE_COMPACT_S)      # ingest before compact
+            outcome = GatewayCompactor(rt.client).run(
+                state.gateway_id, clean, target_tokens=target,
+                context_length=self.context_length or 128_000, calibrator=state.calibrator,
+                overhead_estimate=overhead, count=count)
+        except GatewayError as exc:
+            error = str(exc)
+        except Exception as exc:   # a reply we could not even repair
+            error = "Gateway reply unusable: %s" % exc
         else:
-            new_content = ((content or "") + "\n\n" + state.canvas_text).strip()
-        out = list(result)
-        out[idx] = M.with_content(msg, new_content)
+            if _keeps_current_turn(clean, outcome.messages):
+                if outcome.canvas:
+                    state.set_canvas(outcome.canvas, replace=False)
+                state.remember_summaries(_summaries(outcome.messages))
+                return outcome.messages, outcome.level, outcome.report, outcome.body_trimmed, ""
+            error = "Gateway reply lost the current turn"
+        rt.note_error("gateway compaction failed, compacting locally: %s" % error)
+        return None, "", {}, [], error
+
+    def _archive(self, state, gone: "departures.Departures") -> None:
+        """Full originals of what left, except results the hook already archived."""
         with state.lock:
-            state.injected_canvas_hash = state.canvas_hash
-        return out
-
-    def _archive_departed(self, state, before, after, extra, everything) -> int:
-        """Archive every message of ``before`` (the inputs not kept as they were) whose content
-        left the context, full originals. ``everything`` gives the tool-call arguments."""
-        rt = self.runtime
-        if not before and not extra:
-            return 0
-        kept_calls, kept_text = set(), set()
-        for m in after:
-            if M.is_tool_result(m):
-                for tid, text in M.tool_results(m):
-                    kept_calls.add((tid, len(text)))
-                    if text.startswith(OFFLOADED_MARK):     # the Gateway's summary stands in
-                        state.confirmed_ids.add(tid)
-            else:
-                kept_text.add(_plain_text(m))
-        items: List[ArchiveItem] = []
-        args_by_call: Dict[str, Any] = {}
-        for m in everything:
-            if isinstance(m, dict) and M.role(m) == "assistant":
-                args_by_call.update(M.call_args(m))
-        departed = 0
-        for m in before:
-            if not isinstance(m, dict):
-                continue
-            if M.is_tool_result(m):
-                for tid, text in M.tool_results(m):
-                    if (tid, len(text)) in kept_calls:
-                        continue
-                    departed += 1
-                    state.deleted_ids.add(tid)
-                    if tid not in state.processed_ids:   # the hook archived those in full
-                        name, args = args_by_call.get(tid, ("", ""))
-                        items.append(ArchiveItem("tool_result", text, tid, name, "tool", args))
-            else:
-                text = _plain_text(m)
-                if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
-                    departed += 1
-                    items.append(ArchiveItem("message", text, role=M.role(m)))
-        for m in extra:
-            for tid, text in M.tool_results(m):
-                if tid not in state.processed_ids:
-                    name, args = args_by_call.get(tid, ("", ""))
-                    items.append(ArchiveItem("tool_result", text, tid, name, "tool", args))
+            state.deleted_ids |= gone.left_ids
+            state.confirmed_ids |= gone.summarised_ids
+            items = [ArchiveItem(*d) for d in gone.items
+                     if d.kind != "tool_result" or d.tool_call_id not in state.processed_ids]
         if items:
-            rt.writer.submit(Store.op_archive(state.key, items, rt.now()))
-        return departed
+            self.runtime.writer.submit(Store.op_archive(state.key, items, self.runtime.now()))
 
-    def _record(self, state, path, level, before, after, departed, report, error,
-                canvas_removed, seconds) -> None:
-        rt = self.runtime
-        for stats in (state.stats, rt.registry.totals):
-            stats.compactions += 1
-            if path.startswith("gateway"):
-                stats.gateway_compactions += 1
-            else:
-                stats.local_compactions += 1
-            stats.tokens_before += before
-            stats.tokens_after += after
-            stats.archived += departed
-            stats.levels[level] += 1
-            stats.last_level = level
-            stats.canvas_blocks_removed += canvas_removed
-            if error:
-                stats.last_error = error
-        event = {"path": path, "level": level, "tokens_before": before, "tokens_after": after,
-                 "archived": departed, "report": report, "error": error,
-                 "ms": round(seconds * 1000, 1), "context_length": self.context_length}
-        rt.writer.submit(Store.op_event(state.key, "compaction", event, rt.now()))
-        log.info("tencentdb-offload: compacted %s via %s (%s): %d -> %d tokens",
-                 state.key, path, level, before, after)
+    def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,
+                                **_: Any) -> Tuple[Any, int]:
+        """The cheap step (0.22): near the trigger, old long tool results are replaced by the
+        Gateway's summary when one is known, else trimmed with a recall pointer. Archived first."""
+        tokens = current_tokens if isinstance(current_tokens, int) else self.last_prompt_tokens
+        if (not isinstance(messages, list) or not self.runtime.settings.enabled
+                or self.threshold_tokens <= 0 or tokens < self.threshold_tokens * PRUNE_FROM):
+            return messages, 0
+        state = self._state()
+        try:
+            with state.lock:
+                summaries = dict(state.summaries)
+            pruned = prune_results(messages, protect_last=self.protect_last_n,
+                                   limit=self.runtime.settings.trim_chars, summaries=summaries)
+            if not pruned.trimmed:
+                return messages, 0
+            self._archive(state, departures.find(pruned.trimmed, []))
+        except Exception as exc:
+            self.runtime.note_error("prune failed (%s); messages kept" % exc)
+            return messages, 0
+        n = sum(len(M.tool_results(m)) for m in pruned.trimmed)
+        state.stats.pruned_results += n
+        return [_fresh(m) if isinstance(m, dict) else m for m in pruned.messages], n
+
+    # -- per request and per turn (0.22) ---------------------------------------------------
+    def select_context(self, request_messages: Any, *, conversation_messages: Any = None,
+                       incoming_message: Any = None, budget_tokens: int = 0, **_: Any) -> Any:
+        """The request as sent: calibration data, and exactly one canvas (the current one).
+        Request-only: nothing here reaches the host's transcript."""
+        if not isinstance(request_messages, list) or not self.runtime.settings.enabled:
+            return None
+        try:
+            state = self._state()
+            state.request_estimate = messages_tokens(request_messages)
+            state.overhead_estimate = messages_tokens(m for m in request_messages
+                                                      if M.role(m) == "system")
+            self.runtime.last_overhead_estimate = state.overhead_estimate
+            block = state.canvas_text if self.runtime.settings.canvas else ""
+            stale = any(canvas.holds_block(m) for m in request_messages)
+            if not block and not stale:
+                return None
+            out, removed = canvas.strip_all(request_messages) if stale else (request_messages, 0)
+            out = canvas.inject(out, block) if block else out
+            if block and state.injected_canvas_hash != state.canvas_hash:
+                state.injected_canvas_hash = state.canvas_hash
+                state.stats.canvas_injections += 1
+            state.stats.canvas_blocks_removed += removed
+            return out
+        except Exception as exc:
+            self.runtime.note_error("select_context: %s" % exc)
+            return None
+
+    def on_turn_complete(self, messages: Any = None, usage: Any = None, **_: Any) -> None:
+        self.runtime.turn_completed(self._key)
+
+    def get_automatic_compaction_status_message(self, *, phase: str = "", default_message: str = "",
+                                                **_: Any) -> Optional[str]:
+        """One line naming this plugin, the path and what happened (the host shows it)."""
+        last = self._state().stats.last_compaction
+        if last and self.runtime.now() - last.get("at", 0) < 120:
+            return compaction_line(last)
+        mode = "Gateway" if self.runtime.mode == "gateway" else "local"
+        return "tencentdb-offload: compacting the context (%s) …" % mode
 
     # -- tools ----------------------------------------------------------------------------
     def get_tool_schemas(self, **_: Any) -> List[Dict[str, Any]]:
@@ -425,12 +378,27 @@ class TencentDBOffloadEngine(ContextEngine):
         }
 
 
-def _plain_text(m: Dict[str, Any]) -> str:
-    """A message's text; the content string itself when it is one (the usual case)."""
-    content = m.get("content")
-    if isinstance(content, str) and not m.get("tool_calls"):
-        return content
-    return M.text_of(m)
+def compaction_line(event: Dict[str, Any]) -> str:
+    """"tencentdb-offload: Gateway compaction (mild) 118K → 52K tokens, 14 … archived …"."""
+    how = ("Gateway compaction (%s)" % event["level"] if event["path"].startswith("gateway")
+           else "local compaction")
+    n = event.get("archived", 0)
+    return ("tencentdb-offload: %s %s → %s tokens, %d item%s archived (recall: tdai_read_cos, "
+            "tdai_offload_search)" % (how, _k(event["tokens_before"]), _k(event["tokens_after"]),
+                                      n, "" if n == 1 else "s"))
+
+
+def _k(n: int) -> str:
+    return "%.0fK" % (n / 1000) if n >= 10_000 else "{:,}".format(n)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _summaries(messages: List[Dict[str, Any]]) -> Dict[str, str]:
+    return {tid: text for m in messages if M.is_tool_result(m)
+            for tid, text in M.tool_results(m) if text.startswith(departures.OFFLOADED_MARK)}
 
 
 def _fresh(m: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Hermes hook handlers: ``post_tool_call``, ``pre_llm_call`` and the ``llm_request`` guard.
+"""Hermes hook handlers: ``post_tool_call``, ``pre_llm_call`` and (before 0.22) the ``llm_request`` guard.
 
 Bound to the process runtime (not to an engine copy) and routed by the ``session_id`` kwarg
 Hermes passes. None of them does network I/O or waits on disk: they update in-memory
@@ -13,6 +13,8 @@ import logging
 import uuid
 from typing import Any, Dict, List, Optional
 
+from .compat import HOST_SELECTS_CONTEXT
+from .context import canvas
 from .context import messages as M
 from .archive.store import ArchiveItem, Store
 from .context.tokens import estimate_text, messages_tokens
@@ -152,8 +154,8 @@ class HookHandlers:
                 state.canvas_wanted = True
             if rt.near_threshold(state):
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction
-        if not (rt.settings.canvas and state.canvas_hash):
-            return None
+        if not (rt.settings.canvas and state.canvas_hash) or HOST_SELECTS_CONTEXT:
+            return None         # 0.22: the canvas goes in per request (engine.select_context)
         with state.lock:
             if state.canvas_hash == state.injected_canvas_hash:
                 return None
@@ -184,32 +186,11 @@ class HookHandlers:
         state.request_estimate = messages_tokens(msgs) + tools_est
         state.overhead_estimate = system_est + tools_est
         rt.last_overhead_estimate = state.overhead_estimate
-        holders = [i for i, m in enumerate(msgs) if M.role(m) == "user"
-                   and "<" + M.CANVAS_TAG in M.text_of(m)]
-        if not holders:
+        fixed, removed = canvas.keep_newest(msgs)
+        if fixed is None:
             return None
-        newest = holders[-1]
-        blocks = M.canvas_blocks(M.text_of(msgs[newest]))
-        if len(holders) == 1 and len(blocks) <= 1:
-            return None
-        removed = 0
-        new_msgs = list(msgs)
-        for i in holders:
-            fixed, n = M.strip_canvas_from(msgs[i])
-            removed += n
-            new_msgs[i] = fixed if fixed is not None else {"role": "user", "content": "(context)"}
-        keep = blocks[-1]
-        last = new_msgs[newest]
-        new_msgs[newest] = M.with_content(last, _append_text(last.get("content"), keep))
-        state.stats.canvas_blocks_removed += max(0, removed - 1)
-        rt.counters["canvas_blocks_removed"] += max(0, removed - 1)
+        state.stats.canvas_blocks_removed += removed
+        rt.counters["canvas_blocks_removed"] += removed
         out = dict(request)
-        out["messages"] = new_msgs
+        out["messages"] = fixed
         return {"request": out}
-
-
-def _append_text(content: Any, text: str) -> Any:
-    if isinstance(content, list):
-        return list(content) + [{"type": "text", "text": text}]
-    base = content if isinstance(content, str) else ""
-    return (base + "\n\n" + text) if base else text

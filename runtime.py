@@ -34,6 +34,7 @@ class Runtime:
         self.counters: "collections.Counter[str]" = collections.Counter()
         self.last_overhead_estimate = 0
         self._lock = threading.Lock()
+        self.closed = False
         self.store: Optional[Store] = None
         self.store_error = ""
         try:
@@ -103,6 +104,25 @@ class Runtime:
             return True
         return self.worker.flush(session, max(0.0, deadline - time.monotonic()))
 
+    def session_ended(self, session: str, timeout: float = 2.0) -> None:
+        """A real session boundary: its rows reach disk (bounded), then the sender goes."""
+        self.writer.flush(timeout)
+        if self.worker is not None:
+            self.worker.kick(session)
+
+    def turn_completed(self, session: str) -> None:
+        """The turn's tool pairs can go to the Gateway now; nobody waits for it."""
+        if self.worker is not None:
+            self.worker.kick(session)
+
+    def record_compaction(self, state: SessionState, event: Dict[str, Any]) -> None:
+        for stats in (state.stats, self.registry.totals):
+            stats.record_compaction(event)
+        self.writer.submit(Store.op_event(state.key, "compaction", event, self.now()))
+        log.info("tencentdb-offload: compacted %s via %s (%s): %d -> %d tokens",
+                 state.key, event["path"], event["level"], event["tokens_before"],
+                 event["tokens_after"])
+
     def _after_commit(self) -> None:
         if self.worker is not None:
             self.worker.wake()
@@ -159,6 +179,9 @@ class Runtime:
         return out
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         if self.worker is not None:
             self.worker.stop()
         self.writer.close()

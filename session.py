@@ -15,6 +15,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
+from .context import canvas
 from .context.tokens import Calibrator
 
 _GATEWAY_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -48,8 +49,36 @@ class SessionStats:
     last_error: str = ""
     canvas_injections: int = 0
     canvas_blocks_removed: int = 0
+    pruned_results: int = 0
+    prompt_tokens: int = 0          # provider usage, for the prompt-cache hit share
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    last_compaction: Dict[str, Any] = field(default_factory=dict)
+
+    def record_compaction(self, event: Dict[str, Any]) -> None:
+        """One compaction (``event``: path, level, tokens_before/after, archived, error …)."""
+        self.compactions += 1
+        if event["path"].startswith("gateway"):
+            self.gateway_compactions += 1
+        else:
+            self.local_compactions += 1
+        self.tokens_before += event["tokens_before"]
+        self.tokens_after += event["tokens_after"]
+        self.archived += event["archived"]
+        self.levels[event["level"]] += 1
+        self.last_level = event["level"]
+        self.canvas_blocks_removed += event.get("canvas_removed", 0)
+        if event.get("error"):
+            self.last_error = event["error"]
+        self.last_compaction = dict(event)
+
+    def record_usage(self, prompt: int, cache_read: int, cache_write: int) -> None:
+        self.prompt_tokens += prompt
+        self.cache_read_tokens += cache_read
+        self.cache_write_tokens += cache_write
 
     def as_dict(self) -> Dict[str, Any]:
+        share = self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens else None
         return {"compactions": self.compactions, "gateway_compactions": self.gateway_compactions,
                 "local_compactions": self.local_compactions,
                 "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
@@ -57,7 +86,12 @@ class SessionStats:
                 "archived": self.archived, "levels": dict(self.levels),
                 "last_level": self.last_level, "last_error": self.last_error,
                 "canvas_injections": self.canvas_injections,
-                "canvas_blocks_removed": self.canvas_blocks_removed}
+                "canvas_blocks_removed": self.canvas_blocks_removed,
+                "pruned_results": self.pruned_results,
+                "cache_read_tokens": self.cache_read_tokens,
+                "cache_write_tokens": self.cache_write_tokens,
+                "cache_hit_share": None if share is None else round(min(1.0, share), 3),
+                "last_compaction": dict(self.last_compaction)}
 
 
 @dataclass
@@ -79,9 +113,24 @@ class SessionState:
     last_usage: int = 0              # provider prompt tokens of the last response
     threshold_tokens: int = 0        # the engine's trigger, for the warm-up flush
     calibrator: Calibrator = field(default_factory=Calibrator)
+    summaries: "OrderedDict[str, str]" = field(default_factory=OrderedDict)  # Gateway summaries by call id
     stats: SessionStats = field(default_factory=SessionStats)
-    touched: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def remember_summaries(self, found: Dict[str, str], cap: int = 2000) -> None:
+        """Keep the Gateway's summaries of tool results (seen in compaction replies) for pruning."""
+        with self.lock:
+            for tid, text in found.items():
+                self.summaries[tid] = text
+                self.summaries.move_to_end(tid)
+            while len(self.summaries) > cap:
+                self.summaries.popitem(last=False)
+
+    def set_canvas(self, block: str, replace: bool = True) -> None:
+        """Make ``block`` the current canvas (``replace=False``: only if there is none)."""
+        with self.lock:
+            if replace or not self.canvas_hash:
+                self.canvas_text, self.canvas_hash = block, canvas.digest(block)
 
 
 class SessionRegistry:
@@ -146,7 +195,6 @@ class SessionRegistry:
                     self.evictions += 1
             else:
                 self._sessions.move_to_end(key)
-            state.touched = time.monotonic()
             return state
 
     def for_session_id(self, session_id: str) -> SessionState:

@@ -127,16 +127,13 @@ class Bed:
     def __init__(self, gateway_url: str = "off", context_length: int = 128_000,
                  session: str = "bench", **settings: Any) -> None:
         plugin = load_plugin()
-        from tencentdb_offload.engine import TencentDBOffloadEngine
         from tencentdb_offload.hooks import HookHandlers
         self.tmp = tempfile.TemporaryDirectory(prefix="tdo-bench-")
         env = {"HERMES_HOME": os.path.join(self.tmp.name, "home"),
                "TENCENTDB_OFFLOAD_GATEWAY_URL": gateway_url}
         env.update({"TENCENTDB_OFFLOAD_" + k.upper(): str(v) for k, v in settings.items()})
         self.runtime = plugin.build_runtime(env=env)
-        self.engine = TencentDBOffloadEngine(self.runtime)
-        self.engine.update_model(model="bench-model", context_length=context_length)
-        self.engine.on_session_start(session)
+        self.engine = plugin.open_session(self.runtime, session, context_length, model="bench-model")
         self.hooks = HookHandlers(self.runtime)
 
     def close(self) -> None:

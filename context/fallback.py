@@ -39,16 +39,25 @@ def drop_old_notices(messages: Sequence[Message]) -> List[Message]:
                                         and M.text_of(m).startswith(M.NOTICE_MARK))]
 
 
-def trim_result(msg: Message, limit: int) -> Optional[Message]:
-    """A copy of a tool-result message with long results trimmed (None if nothing to trim)."""
+def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]]) -> str:
+    hint = RECALL_HINT % tid
+    summary = (summaries or {}).get(tid)
+    if summary and len(summary) < len(text):     # the Gateway's L1 summary stands in
+        return "%s Summary of an archived tool result: %s\n(%s)" % (M.NOTICE_MARK, summary, hint)
+    return M.trim_text(text, limit, hint)
+
+
+def trim_result(msg: Message, limit: int,
+                summaries: Optional[Dict[str, str]] = None) -> Optional[Message]:
+    """A copy of a tool-result message with results over ``limit`` chars replaced by their
+    Gateway summary when ``summaries`` has one, else trimmed (None if nothing to do)."""
     if M.role(msg) == "tool":
         text = msg.get("content")
         if not isinstance(text, str):
             text = M.text_of(msg)
         if len(text) <= limit:
             return None
-        hint = RECALL_HINT % msg.get("tool_call_id", "")
-        return M.with_content(msg, M.trim_text(text, limit, hint))
+        return M.with_content(msg, _shorter(text, msg.get("tool_call_id", ""), limit, summaries))
     content = msg.get("content")
     if not isinstance(content, list):
         return None
@@ -57,11 +66,29 @@ def trim_result(msg: Message, limit: int) -> Optional[Message]:
         if isinstance(b, dict) and b.get("type") == "tool_result":
             inner = M.text_of({"content": b.get("content")})
             if len(inner) > limit:
-                hint = RECALL_HINT % b.get("tool_use_id", "")
-                b = dict(b, content=M.trim_text(inner, limit, hint))
+                b = dict(b, content=_shorter(inner, b.get("tool_use_id", ""), limit, summaries))
                 changed = True
         blocks.append(b)
     return M.with_content(msg, blocks) if changed else None
+
+
+def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
+                  summaries: Optional[Dict[str, str]] = None) -> CompactResult:
+    """The cheap step before a compaction: shorten old tool results in place (summary or
+    trim with a recall pointer), leaving the newest ``protect_last`` messages and the current
+    turn untouched. Nothing leaves the context; ``trimmed`` holds the originals."""
+    out = list(messages)
+    current = max((i for i, m in enumerate(out) if M.is_real_user(m)), default=len(out))
+    end = min(current, max(0, len(out) - max(0, protect_last)))
+    trimmed: List[Message] = []
+    for i in range(end):
+        m = out[i]
+        if isinstance(m, dict) and M.is_tool_result(m):
+            short = trim_result(m, limit, summaries)
+            if short is not None:
+                trimmed.append(m)
+                out[i] = short
+    return CompactResult(out if trimmed else list(messages), trimmed=trimmed)
 
 
 def trim_user(msg: Message, limit: int) -> Optional[Message]:

@@ -1,4 +1,4 @@
-"""Message model: tool-call pairing for OpenAI and Anthropic shapes, canvas blocks, repair.
+"""Message model: tool-call pairing for OpenAI and Anthropic shapes, validation, repair.
 
 Stateless helpers. A *group* is the unit that must never be split: an assistant message
 that issues tool calls together with the messages that answer them (OpenAI ``tool`` rows,
@@ -13,9 +13,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 Message = Dict[str, Any]
 
-CANVAS_TAG = "current_task_context"
 HISTORY_TAG = "history_task_context"
-_CANVAS_RE = re.compile(r"\s*<current_task_context>.*?</current_task_context>\s*", re.S)
 _HISTORY_RE = re.compile(r"<history_task_context>.*?</history_task_context>", re.S)
 NOTICE_MARK = "[tencentdb-offload]"
 TRIM_MARK = "characters trimmed by tencentdb-offload"
@@ -183,61 +181,6 @@ def trim_text(text: str, limit: int, pointer: str) -> str:
     tail = max(1, room - head)
     marker = marker.replace(str(len(text)), str(len(text) - head - tail), 1)
     return text[:head] + marker + text[-tail:]
-
-
-def strip_canvas(text: str) -> Tuple[str, int]:
-    """Remove every ``<current_task_context>`` block; returns (text, blocks removed)."""
-    if "<" + CANVAS_TAG not in text:
-        return text, 0
-    out, n = _CANVAS_RE.subn("\n\n", text)
-    return out.strip("\n") if n else text, n
-
-
-def canvas_blocks(text: str) -> List[str]:
-    if "<" + CANVAS_TAG not in text:
-        return []
-    return [m.group(0).strip() for m in _CANVAS_RE.finditer(text)]
-
-
-def strip_canvas_from(msg: Message) -> Tuple[Optional[Message], int]:
-    """A message without canvas blocks (None if nothing else was left), and the count.
-
-    Canvases only ever live in user messages (our injection, the Gateway's insertion)."""
-    if msg.get("role") != "user":
-        return msg, 0
-    removed = 0
-    content = msg.get("content")
-    new_content: Any = content
-    if isinstance(content, str):
-        new_content, removed = strip_canvas(content)
-    elif isinstance(content, list):
-        blocks = []
-        for b in content:
-            if isinstance(b, dict) and isinstance(b.get("text"), str):
-                t, n = strip_canvas(b["text"])
-                removed += n
-                if n and not t.strip():
-                    continue
-                blocks.append(dict(b, text=t) if n else b)
-            else:
-                blocks.append(b)
-        new_content = blocks
-    api = msg.get("api_content")
-    api_removed = 0
-    if isinstance(api, str):
-        api_new, api_removed = strip_canvas(api)
-    if not removed and not api_removed:
-        return msg, 0
-    if removed:
-        if (isinstance(new_content, str) and not new_content.strip()) or new_content == []:
-            return None, removed + api_removed
-        out = with_content(msg, new_content)
-    else:
-        out = dict(msg)
-    if api_removed and not removed:
-        # Only the persisted injection held a canvas: keep the rest of the sidecar.
-        out["api_content"] = api_new
-    return out, removed + api_removed
 
 
 # --- repair --------------------------------------------------------------------------

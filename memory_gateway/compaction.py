@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..context import canvas
 from ..context import messages as M
 from .client import GatewayClient, GatewayProtocolError, encode_compact
 from ..context.tokens import Calibrator, TokenMemo
@@ -123,7 +124,7 @@ def clean_reply(reply: List[Any], sidecars: Dict[str, Any]) -> Tuple[List[Messag
     that came back unchanged.
     """
     rep = M.RepairReport()
-    canvas = ""
+    newest_canvas = ""
     seen_history = set()
     kept: List[Any] = []
     for m in reply:
@@ -131,11 +132,11 @@ def clean_reply(reply: List[Any], sidecars: Dict[str, Any]) -> Tuple[List[Messag
             rep.add("dropped_unknown")
             continue
         text = M.text_of(m) if M.role(m) == "user" else ""
-        if m.get("_mmdContextMessage") or (text and "<" + M.CANVAS_TAG in text):
-            blocks = M.canvas_blocks(text)
+        if m.get("_mmdContextMessage") or (text and canvas.OPEN in text):
+            blocks = canvas.blocks(text)
             if blocks:
-                canvas = blocks[-1]
-            fixed, n = M.strip_canvas_from(m)
+                newest_canvas = blocks[-1]
+            fixed, n = canvas.strip_from(m)
             rep.add("canvas_blocks_removed", n)
             if fixed is None or m.get("_mmdContextMessage"):
                 continue
@@ -151,9 +152,9 @@ def clean_reply(reply: List[Any], sidecars: Dict[str, Any]) -> Tuple[List[Messag
         for i, m in enumerate(repaired):
             api = sidecars.get(_content_key(m))
             if api is not None:
-                stripped, _n = M.strip_canvas(api) if isinstance(api, str) else (api, 0)
+                stripped, _n = canvas.strip(api) if isinstance(api, str) else (api, 0)
                 repaired[i] = dict(m, api_content=stripped)
-    return repaired, canvas, dict(rep)
+    return repaired, newest_canvas, dict(rep)
 
 
 class GatewayCompactor:

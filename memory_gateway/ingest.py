@@ -8,13 +8,13 @@ breaker is open it only runs the cheap half-open probe when it is due.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
 import time
 from typing import Any, Dict, List, Optional
 
+from ..context import canvas
 from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                              GatewayUnavailable)
 from ..session import SessionRegistry, gateway_session_id
@@ -24,24 +24,6 @@ log = logging.getLogger("tencentdb_offload.ingest")
 
 MAX_PAIRS_PER_BATCH = 100
 CONFIG_RETRY_S = 30.0
-
-
-def format_canvas(filename: str, content: str) -> str:
-    goal = ""
-    first = content.split("\n", 1)[0]
-    if first.startswith("%%{"):
-        try:
-            goal = str(json.loads(first.strip()[2:-2]).get("taskGoal") or "")
-        except (ValueError, AttributeError):
-            goal = ""
-    lines = ["<current_task_context>",
-             "Task canvas kept by the TencentDB memory Gateway: your recorded progress on the "
-             "current task. Nodes marked \"doing\" are the current focus, \"done\" are finished. "
-             "Use it to keep direction and avoid repeating finished work."]
-    if goal:
-        lines.append("Goal: " + goal)
-    lines += ["File: " + filename, "```mermaid", content.strip(), "```", "</current_task_context>"]
-    return "\n".join(lines)
 
 
 class IngestWorker:
@@ -248,8 +230,4 @@ class IngestWorker:
             content = str(chosen.get("content") or "") if chosen else ""
             if not content.strip():
                 continue
-            digest = hashlib.md5(content.encode("utf-8")).hexdigest()
-            if digest != state.canvas_hash:
-                text = format_canvas(str(chosen.get("filename") or ""), content)
-                with state.lock:
-                    state.canvas_text, state.canvas_hash = text, digest
+            state.set_canvas(canvas.format_block(str(chosen.get("filename") or ""), content))

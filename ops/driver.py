@@ -17,8 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..archive.recall import READ
 from ..context import messages as M
-from ..engine import TencentDBOffloadEngine
 from ..hooks import HookHandlers
+from ..wiring import open_session
 
 Message = Dict[str, Any]
 Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it
@@ -51,14 +51,9 @@ class Driver:
         self.rt = runtime
         self.sid = session_id
         self.ctx = context_length
-        self.engine = TencentDBOffloadEngine(runtime)
+        self.engine = open_session(runtime, session_id, context_length, model="tdo-demo",
+                                   hermes_home="", platform="cli", conversation_id=None)
         self.hooks = HookHandlers(runtime)
-        self.engine.update_model(model="tdo-demo", context_length=context_length,
-                                 base_url="", api_key="", provider="custom",
-                                 api_mode="chat_completions")
-        self.engine.on_session_start(session_id, hermes_home="", platform="cli",
-                                     model="tdo-demo", context_length=context_length,
-                                     conversation_id=None)
         self.system = {"role": "system", "content": system_prompt}
         self.tools = tools + [{"type": "function", "function": s}
                               for s in self.engine.get_tool_schemas()]

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import tencentdb_offload as plugin
-from tencentdb_offload.engine import TencentDBOffloadEngine
 
 
 def env_for(tmp: Path, **overrides: str) -> Dict[str, str]:
@@ -19,10 +18,7 @@ def env_for(tmp: Path, **overrides: str) -> Dict[str, str]:
 
 def make_engine(tmp: Path, context_length: int = 64_000, session: str = "s1", **overrides: str):
     runtime = plugin.build_runtime(env=env_for(tmp, **overrides))
-    engine = TencentDBOffloadEngine(runtime)
-    engine.update_model(model="m", context_length=context_length)
-    engine.on_session_start(session)
-    return runtime, engine
+    return runtime, plugin.open_session(runtime, session, context_length, model="m")
 
 
 def tool_turn(i: int, size: int, shape: str = "openai", calls: int = 1,

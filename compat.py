@@ -1,0 +1,55 @@
+"""The host's ``ContextEngine`` base class, or a stand-in with the same defaults outside Hermes.
+
+Inside Hermes the engine must subclass the real ABC (the host checks ``isinstance``). The demo,
+the replay and the unit tests run without Hermes; they get this stand-in, which carries the
+newest host API's defaults (0.22: ``select_context``, ``on_turn_complete`` …) so the engine's
+own methods are exercised the same way. ``HOST_SELECTS_CONTEXT`` tells the plugin whether the
+host will call ``select_context`` (0.22 and later), which decides where the canvas goes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+try:
+    from agent.context_engine import ContextEngine  # type: ignore
+    INSIDE_HERMES = True
+except Exception:  # pragma: no cover - exercised by the unit suite without Hermes
+    INSIDE_HERMES = False
+
+    class ContextEngine:  # type: ignore[no-redef]
+        last_prompt_tokens = 0
+        last_completion_tokens = 0
+        last_total_tokens = 0
+        threshold_tokens = 0
+        context_length = 0
+        compression_count = 0
+        threshold_percent = 0.75
+        protect_first_n = 3
+        protect_last_n = 6
+        emit_automatic_compaction_status = True
+
+        def should_compress_info(self, prompt_tokens: Optional[int] = None) -> Tuple[bool, Optional[str]]:
+            return self.should_compress(prompt_tokens), None  # type: ignore[attr-defined]
+
+        def prune_tool_results_only(self, messages: List[Dict[str, Any]],
+                                    current_tokens: Optional[int] = None) -> Tuple[List[Dict[str, Any]], int]:
+            return messages, 0
+
+        def select_context(self, request_messages: List[Dict[str, Any]], **_: Any) -> Any:
+            return None
+
+        def on_turn_complete(self, messages: List[Dict[str, Any]], usage: Any = None, **_: Any) -> None:
+            return None
+
+        def get_automatic_compaction_status_message(self, *, phase: str, default_message: str,
+                                                    **_: Any) -> Optional[str]:
+            return default_message
+
+        def on_session_reset(self) -> None:
+            self.last_prompt_tokens = 0
+            self.last_completion_tokens = 0
+            self.last_total_tokens = 0
+            self.compression_count = 0
+
+HOST_SELECTS_CONTEXT = INSIDE_HERMES and hasattr(ContextEngine, "select_context")

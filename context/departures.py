@@ -1,0 +1,91 @@
+"""What left the context in a compaction: compare the messages before and after by content.
+
+A Gateway reply is made of new objects, so identity says nothing; content does. A tool result
+counts as kept while a result with the same ``tool_call_id`` and length is still there; any
+other message while its text is. Stateless: the engine decides what to archive and records ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, NamedTuple, Set, Tuple
+
+from . import messages as M
+
+Message = Dict[str, Any]
+
+# The Gateway's mild level replaces a tool result with a summary that starts like this.
+OFFLOADED_MARK = "[Offloaded Tool Result"
+
+
+class Departed(NamedTuple):
+    kind: str                   # "tool_result" | "message"
+    content: str
+    tool_call_id: str = ""
+    tool_name: str = ""
+    role: str = ""
+    args: Any = ""
+
+
+class Departures(NamedTuple):
+    items: List[Departed]        # full originals of what left (tool results and messages)
+    left_ids: Set[str]           # tool_call_ids whose result is no longer in full in the context
+    summarised_ids: Set[str]     # tool_call_ids now standing as a Gateway summary
+    count: int                   # messages/results that left
+
+
+def plain_text(m: Message) -> str:
+    """A message's text; the content string itself when it is one (the usual case)."""
+    content = m.get("content")
+    if isinstance(content, str) and not m.get("tool_calls"):
+        return content
+    return M.text_of(m)
+
+
+def call_arguments(messages: Iterable[Any]) -> Dict[str, Tuple[str, Any]]:
+    """``tool_call_id`` → (tool name, arguments) for every call in ``messages``."""
+    out: Dict[str, Tuple[str, Any]] = {}
+    for m in messages:
+        if isinstance(m, dict) and M.role(m) == "assistant":
+            out.update(M.call_args(m))
+    return out
+
+
+def find(before: List[Message], after: List[Message], extra: List[Message] = ()) -> Departures:
+    """What of ``before`` is not in ``after``, plus the originals in ``extra`` (results the
+    compaction had to cut before sending), each once."""
+    kept_calls, kept_text, summarised = set(), set(), set()
+    for m in after:
+        if M.is_tool_result(m):
+            for tid, text in M.tool_results(m):
+                kept_calls.add((tid, len(text)))
+                if text.startswith(OFFLOADED_MARK):
+                    summarised.add(tid)
+        else:
+            kept_text.add(plain_text(m))
+    args = call_arguments(before)
+    items: List[Departed] = []
+    left: Set[str] = set()
+    count = 0
+    for m in before:
+        if not isinstance(m, dict):
+            continue
+        if M.is_tool_result(m):
+            for tid, text in M.tool_results(m):
+                if (tid, len(text)) in kept_calls:
+                    continue
+                count += 1
+                left.add(tid)
+                name, call_args = args.get(tid, ("", ""))
+                items.append(Departed("tool_result", text, tid, name, "tool", call_args))
+        else:
+            text = plain_text(m)
+            if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
+                count += 1
+                items.append(Departed("message", text, role=M.role(m)))
+    for m in extra:
+        for tid, text in M.tool_results(m):
+            if tid not in left:
+                name, call_args = args.get(tid, ("", ""))
+                items.append(Departed("tool_result", text, tid, name, "tool", call_args))
+                left.add(tid)
+    return Departures(items, left, summarised, count)

@@ -1,0 +1,74 @@
+"""Putting the plugin together: the process runtime and engines bound to a conversation.
+
+One runtime per process and ``HERMES_HOME``. Hermes 0.22 calls ``register(ctx)`` once per
+agent and may import this package twice (``hermes_plugins.<slug>`` for the hooks and
+``_hermes_user_context_engine.<name>`` for the engine) or re-import it; module globals would
+give each copy its own writer, sender and session state. So the live runtimes are kept in one
+process-wide namespace in ``sys.modules``, shared by every copy. ``open_session`` is the one way
+to get an engine bound to a conversation (register, tests, bench and the demo driver use it).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import types
+from typing import Any, Mapping, Optional
+
+from .config import hermes_home, load_settings, read_config_block
+from .engine import TencentDBOffloadEngine
+from .runtime import Runtime
+
+_PROCESS_KEY = "_tencentdb_offload_process"
+
+
+def _process() -> types.ModuleType:
+    space = sys.modules.get(_PROCESS_KEY)
+    if space is None:
+        space = types.ModuleType(_PROCESS_KEY, "tencentdb-offload: runtimes shared by every copy")
+        space.lock = threading.Lock()           # type: ignore[attr-defined]
+        space.runtimes = {}                     # type: ignore[attr-defined]
+        space.registered = set()                # type: ignore[attr-defined]
+        space = sys.modules.setdefault(_PROCESS_KEY, space)
+    return space
+
+
+def build_runtime(env: Optional[Mapping[str, str]] = None, block: Any = None) -> Runtime:
+    """A new runtime from ``env`` (default: the process environment) and a config block."""
+    env = os.environ if env is None else env
+    settings, warnings = load_settings(env, block)
+    return Runtime(settings, warnings, env)
+
+
+def shared_runtime() -> Runtime:
+    """The process's runtime for the current ``HERMES_HOME``, built on first use."""
+    space = _process()
+    home = str(hermes_home(os.environ))
+    with space.lock:
+        runtime = space.runtimes.get(home)
+        if runtime is None or runtime.closed:
+            runtime = build_runtime(block=read_config_block())
+            space.runtimes[home] = runtime
+            atexit.register(runtime.close)
+        return runtime
+
+
+def first_time(what: str) -> bool:
+    """True once per process for ``what`` (a registration that must not be repeated)."""
+    space = _process()
+    with space.lock:
+        if what in space.registered:
+            return False
+        space.registered.add(what)
+        return True
+
+
+def open_session(runtime: Runtime, session_id: str, context_length: int, model: str = "",
+                 **start: Any) -> TencentDBOffloadEngine:
+    """An engine on ``runtime`` sized for ``context_length`` and bound to ``session_id``."""
+    engine = TencentDBOffloadEngine(runtime)
+    engine.update_model(model=model, context_length=context_length)
+    engine.on_session_start(session_id, **start)
+    return engine
