@@ -14,14 +14,14 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
-from .archive.store import ArchiveItem, Store
 from .compat import HOST_SELECTS_CONTEXT, ContextEngine
 from .context import canvas, departures
 from .context import messages as M
-from .context.fallback import local_compact, prune_results
+from .context.fallback import has_compressible, local_compact, prune_results
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text, messages_tokens
 from .memory_gateway.client import GatewayError
 from .memory_gateway.compaction import GatewayCompactor
+from .session import compaction_line
 
 log = logging.getLogger("tencentdb_offload.engine")
 
@@ -121,8 +121,7 @@ class TencentDBOffloadEngine(ContextEngine):
             if state.request_estimate:
                 state.calibrator.observe(state.request_estimate, prompt)
                 state.request_estimate = 0
-            state.stats.record_usage(prompt, _int(usage.get("cache_read_tokens")),
-                                     _int(usage.get("cache_write_tokens")))
+            state.stats.record_usage(prompt, usage)
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(completion, int) and completion >= 0:
             self.last_completion_tokens = completion
@@ -153,14 +152,8 @@ class TencentDBOffloadEngine(ContextEngine):
         return self.last_prompt_tokens == -1
 
     def has_content_to_compress(self, messages: Any = None, **_: Any) -> bool:
-        """Something before the current turn that could leave, or a long result to trim."""
-        if not isinstance(messages, list):
-            return False
-        current = max((i for i, m in enumerate(messages) if M.is_real_user(m)), default=0)
-        head = sum(1 for m in messages[:current] if M.role(m) == "system") + self.runtime.settings.keep_first
-        return current > head or any(len(t) > self.runtime.settings.trim_chars
-                                     for m in messages[:current] if M.is_tool_result(m)
-                                     for _tid, t in M.tool_results(m))
+        s = self.runtime.settings
+        return isinstance(messages, list) and has_compressible(messages, s.keep_first, s.trim_chars)
 
     # -- compaction -------------------------------------------------------------------------
     def compress(self, messages: Any, current_tokens: Any = None, focus_topic: Any = None,
@@ -182,7 +175,7 @@ class TencentDBOffloadEngine(ContextEngine):
                                   int(self._target() * 0.8), keep_first=self.runtime.settings.keep_first)
             if plain.changed:
                 self.compression_count += 1
-                return [_fresh(m) for m in plain.messages]
+                return [M.fresh(m) for m in plain.messages]
         except Exception as exc:
             self.runtime.note_error("plain local compaction failed too (%s); messages kept" % exc)
         return messages
@@ -225,15 +218,15 @@ class TencentDBOffloadEngine(ContextEngine):
         after_est = sum(map(count, result))
         # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
         # identity and skips objects it already saw in the old history.
-        result = [_fresh(m) for m in result]
-        if result == [_fresh(m) if isinstance(m, dict) else m for m in messages]:
+        result = [M.fresh(m) for m in result]
+        if result == [M.fresh(m) if isinstance(m, dict) else m for m in messages]:
             return messages
         if block and not HOST_SELECTS_CONTEXT:
             result = canvas.inject(result, block)
             state.injected_canvas_hash = canvas.digest(block)
             after_est += estimate_text(block)
         gone = departures.find(clean, result, cut)
-        self._archive(state, gone)
+        self.runtime.archive_departures(state, gone)
         self.compression_count += 1
         self._last_compression_made_progress = True
         event = {"path": path, "level": level, "tokens_before": before_real,
@@ -259,24 +252,14 @@ class TencentDBOffloadEngine(ContextEngine):
         except Exception as exc:   # a reply we could not even repair
             error = "Gateway reply unusable: %s" % exc
         else:
-            if _keeps_current_turn(clean, outcome.messages):
+            if departures.keeps_current_turn(clean, outcome.messages):
                 if outcome.canvas:
                     state.set_canvas(outcome.canvas, replace=False)
-                state.remember_summaries(_summaries(outcome.messages))
+                state.remember_summaries(departures.gateway_summaries(outcome.messages))
                 return outcome.messages, outcome.level, outcome.report, outcome.body_trimmed, ""
             error = "Gateway reply lost the current turn"
         rt.note_error("gateway compaction failed, compacting locally: %s" % error)
         return None, "", {}, [], error
-
-    def _archive(self, state, gone: "departures.Departures") -> None:
-        """Full originals of what left, except results the hook already archived."""
-        with state.lock:
-            state.deleted_ids |= gone.left_ids
-            state.confirmed_ids |= gone.summarised_ids
-            items = [ArchiveItem(*d) for d in gone.items
-                     if d.kind != "tool_result" or d.tool_call_id not in state.processed_ids]
-        if items:
-            self.runtime.writer.submit(Store.op_archive(state.key, items, self.runtime.now()))
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,
                                 **_: Any) -> Tuple[Any, int]:
@@ -294,13 +277,13 @@ class TencentDBOffloadEngine(ContextEngine):
                                    limit=self.runtime.settings.trim_chars, summaries=summaries)
             if not pruned.trimmed:
                 return messages, 0
-            self._archive(state, departures.find(pruned.trimmed, []))
+            self.runtime.archive_departures(state, departures.find(pruned.trimmed, []))
         except Exception as exc:
             self.runtime.note_error("prune failed (%s); messages kept" % exc)
             return messages, 0
-        n = sum(len(M.tool_results(m)) for m in pruned.trimmed)
+        n = sum(1 for m in pruned.trimmed for _result in M.tool_results(m))
         state.stats.pruned_results += n
-        return [_fresh(m) if isinstance(m, dict) else m for m in pruned.messages], n
+        return [M.fresh(m) if isinstance(m, dict) else m for m in pruned.messages], n
 
     # -- per request and per turn (0.22) ---------------------------------------------------
     def select_context(self, request_messages: Any, *, conversation_messages: Any = None,
@@ -316,11 +299,7 @@ class TencentDBOffloadEngine(ContextEngine):
                                                       if M.role(m) == "system")
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
-            stale = any(canvas.holds_block(m) for m in request_messages)
-            if not block and not stale:
-                return None
-            out, removed = canvas.strip_all(request_messages) if stale else (request_messages, 0)
-            out = canvas.inject(out, block) if block else out
+            out, removed = canvas.for_request(request_messages, block)
             if block and state.injected_canvas_hash != state.canvas_hash:
                 state.injected_canvas_hash = state.canvas_hash
                 state.stats.canvas_injections += 1
@@ -366,50 +345,6 @@ class TencentDBOffloadEngine(ContextEngine):
             "compression_count": self.compression_count,
             "engine": NAME,
             "mode": self.runtime.mode,
-            "session": state.key,
-            "gateway_session": state.gateway_id,
-            "target_tokens": self._target(),
-            "session_stats": state.stats.as_dict(),
-            "calibration": state.calibrator.snapshot(),
-            "tool_results": {"recorded": len(state.processed_ids),
-                             "summarised_by_gateway": len(state.confirmed_ids),
-                             "removed_from_context": len(state.deleted_ids)},
+            **state.status(),
             "runtime": self.runtime.status(),
         }
-
-
-def compaction_line(event: Dict[str, Any]) -> str:
-    """"tencentdb-offload: Gateway compaction (mild) 118K → 52K tokens, 14 … archived …"."""
-    how = ("Gateway compaction (%s)" % event["level"] if event["path"].startswith("gateway")
-           else "local compaction")
-    n = event.get("archived", 0)
-    return ("tencentdb-offload: %s %s → %s tokens, %d item%s archived (recall: tdai_read_cos, "
-            "tdai_offload_search)" % (how, _k(event["tokens_before"]), _k(event["tokens_after"]),
-                                      n, "" if n == 1 else "s"))
-
-
-def _k(n: int) -> str:
-    return "%.0fK" % (n / 1000) if n >= 10_000 else "{:,}".format(n)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value > 0 else 0
-
-
-def _summaries(messages: List[Dict[str, Any]]) -> Dict[str, str]:
-    return {tid: text for m in messages if M.is_tool_result(m)
-            for tid, text in M.tool_results(m) if text.startswith(departures.OFFLOADED_MARK)}
-
-
-def _fresh(m: Dict[str, Any]) -> Dict[str, Any]:
-    """A new dict without host/Gateway ``_`` markers (``_db_persisted`` included)."""
-    return {k: v for k, v in m.items() if not k.startswith("_")}
-
-
-def _keeps_current_turn(before: List[Dict[str, Any]], after: List[Dict[str, Any]]) -> bool:
-    """The newest real user message must survive a Gateway compaction."""
-    last = next((M.text_of(m) for m in reversed(before) if M.is_real_user(m)), None)
-    if last is None:
-        return bool(after)
-    head = last[:200]
-    return any(M.is_real_user(m) and head in M.text_of(m) for m in after)

@@ -17,7 +17,7 @@ from .config import Settings
 from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from .memory_gateway.ingest import IngestWorker
 from .session import Reclaimer, SessionRegistry, SessionState
-from .archive.store import Store, StoreError, StoreWriter
+from .archive.store import ArchiveItem, Store, StoreError, StoreWriter
 from .archive.recall import RecallTools
 
 log = logging.getLogger("tencentdb_offload")
@@ -114,6 +114,16 @@ class Runtime:
         """The turn's tool pairs can go to the Gateway now; nobody waits for it."""
         if self.worker is not None:
             self.worker.kick(session)
+
+    def archive_departures(self, state: SessionState, gone: Any) -> None:
+        """Full originals of what left, except results the hook already archived."""
+        with state.lock:
+            state.deleted_ids |= gone.left_ids
+            state.confirmed_ids |= gone.summarised_ids
+            items = [ArchiveItem(*d) for d in gone.items
+                     if d.kind != "tool_result" or d.tool_call_id not in state.processed_ids]
+        if items:
+            self.writer.submit(Store.op_archive(state.key, items, self.now()))
 
     def record_compaction(self, state: SessionState, event: Dict[str, Any]) -> None:
         for stats in (state.stats, self.registry.totals):

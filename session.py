@@ -72,10 +72,14 @@ class SessionStats:
             self.last_error = event["error"]
         self.last_compaction = dict(event)
 
-    def record_usage(self, prompt: int, cache_read: int, cache_write: int) -> None:
+    def record_usage(self, prompt: int, usage: Dict[str, Any]) -> None:
+        """Provider usage; ``cache_read_tokens``/``cache_write_tokens`` are 0.22's canonical
+        buckets (absent on older hosts)."""
         self.prompt_tokens += prompt
-        self.cache_read_tokens += cache_read
-        self.cache_write_tokens += cache_write
+        for bucket in ("cache_read_tokens", "cache_write_tokens"):
+            value = usage.get(bucket)
+            if isinstance(value, int) and value > 0:
+                setattr(self, bucket, getattr(self, bucket) + value)
 
     def as_dict(self) -> Dict[str, Any]:
         share = self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens else None
@@ -92,6 +96,20 @@ class SessionStats:
                 "cache_write_tokens": self.cache_write_tokens,
                 "cache_hit_share": None if share is None else round(min(1.0, share), 3),
                 "last_compaction": dict(self.last_compaction)}
+
+
+def compaction_line(event: Dict[str, Any]) -> str:
+    """"tencentdb-offload: Gateway compaction (mild) 118K → 52K tokens, 14 items archived …"."""
+    how = ("Gateway compaction (%s)" % event["level"] if event["path"].startswith("gateway")
+           else "local compaction")
+    n = event.get("archived", 0)
+    return ("tencentdb-offload: %s %s → %s tokens, %d item%s archived (recall: tdai_read_cos, "
+            "tdai_offload_search)" % (how, _k(event["tokens_before"]), _k(event["tokens_after"]),
+                                      n, "" if n == 1 else "s"))
+
+
+def _k(n: int) -> str:
+    return "%.0fK" % (n / 1000) if n >= 10_000 else "{:,}".format(n)
 
 
 @dataclass
@@ -116,6 +134,13 @@ class SessionState:
     summaries: "OrderedDict[str, str]" = field(default_factory=OrderedDict)  # Gateway summaries by call id
     stats: SessionStats = field(default_factory=SessionStats)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def status(self) -> Dict[str, Any]:
+        return {"session": self.key, "gateway_session": self.gateway_id,
+                "session_stats": self.stats.as_dict(), "calibration": self.calibrator.snapshot(),
+                "tool_results": {"recorded": len(self.processed_ids),
+                                 "summarised_by_gateway": len(self.confirmed_ids),
+                                 "removed_from_context": len(self.deleted_ids)}}
 
     def remember_summaries(self, found: Dict[str, str], cap: int = 2000) -> None:
         """Keep the Gateway's summaries of tool results (seen in compaction replies) for pruning."""

@@ -153,3 +153,13 @@ def keep_newest(messages: List[Message]) -> Tuple[Optional[List[Message]], int]:
         out[i] = fixed if fixed is not None else {"role": "user", "content": "(context)"}
     out[newest] = with_content(out[newest], append_text(out[newest].get("content"), found[-1]))
     return out, max(0, removed - 1)
+
+
+def for_request(messages: List[Message], block: str) -> Tuple[Optional[List[Message]], int]:
+    """A request with exactly the current block once (stale ones removed), or (None, 0) when
+    there is nothing to do; and how many stale blocks went."""
+    stale = any(holds_block(m) for m in messages)
+    if not block and not stale:
+        return None, 0
+    out, removed = strip_all(messages) if stale else (messages, 0)
+    return (inject(out, block) if block else out), removed

@@ -72,6 +72,14 @@ def trim_result(msg: Message, limit: int,
     return M.with_content(msg, blocks) if changed else None
 
 
+def has_compressible(messages: Sequence[Message], keep_first: int, trim_chars: int) -> bool:
+    """Something before the current turn that could leave, or a long result to trim."""
+    current = max((i for i, m in enumerate(messages) if M.is_real_user(m)), default=0)
+    head = sum(1 for m in messages[:current] if M.role(m) == "system") + keep_first
+    return current > head or any(len(t) > trim_chars for m in messages[:current]
+                                 if M.is_tool_result(m) for _tid, t in M.tool_results(m))
+
+
 def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
                   summaries: Optional[Dict[str, str]] = None) -> CompactResult:
     """The cheap step before a compaction: shorten old tool results in place (summary or

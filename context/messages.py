@@ -164,6 +164,11 @@ def group_spans(messages: Sequence[Message]) -> List[Tuple[int, int]]:
 
 # --- content rewriting ---------------------------------------------------------------
 
+def fresh(m: Message) -> Message:
+    """A new dict without host/Gateway ``_`` markers (``_db_persisted`` included)."""
+    return {k: v for k, v in m.items() if not k.startswith("_")}
+
+
 def with_content(msg: Message, content: Any) -> Message:
     """A copy of ``msg`` with new content; the host's ``api_content`` bytes no longer apply."""
     out = {k: v for k, v in msg.items() if k != "api_content" and not k.startswith("_")}

@@ -1,0 +1,149 @@
+"""The engine API newer hosts call (0.22): select_context, prune_tool_results_only,
+should_compress_info, the status line, clone_for_agent, cache buckets; and register() called
+once per agent sharing one runtime."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import tencentdb_offload as plugin
+from tencentdb_offload.context import canvas
+from tencentdb_offload.context import messages as M
+
+from helpers import conversation, make_engine
+
+BLOCK = canvas.format_block("001-fix.mmd", "flowchart TD\n  A[fix the bug] --> B[run tests]")
+
+
+def count_blocks(messages):
+    return sum(len(canvas.blocks(M.text_of(m))) for m in messages if isinstance(m, dict))
+
+
+def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    conv = [{"role": "system", "content": "sys"}] + conversation(3, 100)
+    assert eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000) is None
+    eng._state().set_canvas(BLOCK)
+    stale = canvas.format_block("000-old.mmd", "flowchart TD\n  X[old]")
+    conv[1] = dict(conv[1], content=conv[1]["content"] + "\n\n" + stale)
+    snapshot = json.dumps(conv)
+    out = eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000)
+    assert json.dumps(conv) == snapshot, "the host's list was changed"
+    newest_user = max(i for i, m in enumerate(out) if M.is_real_user(m))
+    assert count_blocks(out) == 1 and BLOCK in M.text_of(out[newest_user])
+    assert "000-old" not in json.dumps(out)
+    assert M.validation_errors(out) == []
+    again = eng.select_context(out, conversation_messages=conv, budget_tokens=64_000)
+    assert count_blocks(again) == 1
+    st = eng.get_status()["session_stats"]
+    assert st["canvas_injections"] == 1 and st["canvas_blocks_removed"] == 2
+
+
+def test_select_context_feeds_the_calibration(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    conv = [{"role": "system", "content": "system prompt " * 200}] + conversation(5, 2000)
+    eng.select_context(conv)
+    est = eng._state().request_estimate
+    assert est > 0 and eng._state().overhead_estimate > 0
+    eng.update_from_response({"prompt_tokens": est + 900})
+    assert eng._state().calibrator.points == 1
+
+
+def test_prune_waits_for_the_warm_up_then_shortens_old_results(tmp_path):
+    rt, eng = make_engine(tmp_path, trim_chars="1500")
+    conv = conversation(8, 6000)
+    same, n = eng.prune_tool_results_only(conv, current_tokens=10_000)
+    assert same is conv and n == 0
+    eng._state().remember_summaries({"call_1_0": "read /fcall_1_0: a config loader, 40 lines"})
+    out, n = eng.prune_tool_results_only(conv, current_tokens=40_000)
+    assert n >= 6 and M.validation_errors(out) == []
+    by_id = {m["tool_call_id"]: m["content"] for m in out if m.get("role") == "tool"}
+    assert "a config loader" in by_id["call_1_0"] and "tdai_read_cos" in by_id["call_1_0"]
+    assert len(by_id["call_0_0"]) < 2000 and "tdai_read_cos" in by_id["call_0_0"]
+    assert len(by_id["call_7_0"]) > 6000, "the newest messages are protected"
+    rt.flush()
+    got = json.loads(eng.handle_tool_call("tdai_read_cos", {"tool_call_id": "call_0_0"}))
+    assert got["ok"] and got["total_chars"] > 6000, "pruned results are readable in full"
+    assert eng.get_status()["session_stats"]["pruned_results"] == n
+
+
+def test_should_compress_info_says_why_not(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    ok, why = eng.should_compress_info(10_000)
+    assert not ok and "below the trigger" in why and "48000" in why
+    eng.last_prompt_tokens = -1
+    assert eng.should_compress_info() == (False, "waiting for real usage after a compaction")
+    assert eng.should_compress_info(50_000) == (True, None)
+    assert not eng.has_content_to_compress([{"role": "user", "content": "hi"}])
+    assert eng.has_content_to_compress(conversation(6, 100))
+
+
+def test_status_line_names_the_plugin_path_and_tokens(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    assert eng.get_automatic_compaction_status_message(
+        phase="preflight", default_message="Compacting context…").startswith("tencentdb-offload:")
+    eng.compress(conversation(40, 6000), current_tokens=70_000)
+    line = eng.get_automatic_compaction_status_message(phase="compress", default_message="x")
+    assert line.startswith("tencentdb-offload: local compaction 70K → ")
+    assert "items archived (recall: tdai_read_cos" in line
+    assert eng.get_status()["session_stats"]["last_compaction"]["path"] == "local"
+
+
+def test_clone_for_agent_shares_the_runtime_not_the_budget(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    twin = eng.clone_for_agent()
+    assert twin.runtime is rt and twin is not eng
+    twin.update_model(model="small", context_length=32_000)
+    assert eng.context_length == 64_000 and twin.threshold_tokens == 24_000
+
+
+def test_cache_buckets_show_as_hit_share(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    eng.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 600, "cache_write_tokens": 100})
+    eng.update_from_response({"prompt_tokens": 1000, "input_tokens": 1000})
+    st = eng.get_status()["session_stats"]
+    assert st["cache_read_tokens"] == 600 and st["cache_hit_share"] == 0.3
+
+
+class FakeContext:
+    def __init__(self):
+        self.engines, self.hooks, self.commands, self.middleware = [], [], [], []
+
+    def register_context_engine(self, engine):
+        self.engines.append(engine)
+
+    def register_hook(self, name, fn):
+        self.hooks.append(name)
+
+    def register_command(self, name, handler, description="", args_hint=""):
+        self.commands.append(name)
+
+    def register_middleware(self, kind, fn):
+        self.middleware.append(kind)
+
+
+class _EngineCollector(FakeContext):
+    """Named like 0.22's engine loader context, whose hook registration is a no-op."""
+
+
+def test_register_per_agent_shares_one_runtime(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TENCENTDB_OFFLOAD_GATEWAY_URL", "off")
+    monkeypatch.delitem(sys.modules, "_tencentdb_offload_process", raising=False)
+    collector, real, again = _EngineCollector(), FakeContext(), _EngineCollector()
+    plugin.register(collector)          # 0.22: the engine loader may come first
+    plugin.register(real)               # the general plugin loader: hooks go here
+    plugin.register(again)              # one more agent
+    engines = collector.engines + real.engines + again.engines
+    assert len(engines) == 3 and len({id(e.runtime) for e in engines}) == 1
+    assert collector.hooks == [] and sorted(real.hooks) == ["post_tool_call", "pre_llm_call"]
+    assert again.hooks == [] and len(collector.commands + real.commands + again.commands) == 1
+    runtime = engines[0].runtime
+    assert not runtime.closed and runtime.writer is not None
+    engines[2].on_session_start("s-a")
+    engines[2].compress(conversation(40, 6000), current_tokens=70_000)
+    assert engines[0].runtime.registry.totals.compactions == 1
+    runtime.close()
+    assert os.environ["HERMES_HOME"].endswith("home")
