@@ -109,12 +109,10 @@ def machine() -> Dict[str, Any]:
 
 
 def rss_kb() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
+    """Peak resident memory of this process so far, KiB (growth of the peak = growth).
+
+    From getrusage, not /proc/self: Hermes' install scanner flags a plugin tree that reads
+    its own process files, and the bench ships inside the plugin directory."""
     import resource
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 

@@ -45,6 +45,8 @@ PROBE = textwrap.dedent('''
         "middleware": sorted(k for k, v in getattr(pm, "_middleware", {}).items() if v),
         "status": status,
         "compress_params": list(inspect.signature(eng.compress).parameters),
+        "selects_context": getattr(type(eng), "select_context", None) is not
+                           getattr(type(eng).__mro__[1], "select_context", None),
     }))
 ''')
 
@@ -81,7 +83,10 @@ def test_hermes_selects_our_engine(tmp_path):
     assert got["threshold_tokens"] == 80_000          # TENCENTDB_OFFLOAD_THRESHOLD from .env
     assert got["engine_tools"] == ["tdai_offload_search", "tdai_read_cos"]
     assert {"post_tool_call", "pre_llm_call"} <= set(got["hooks"])
-    assert got["middleware"] == ["llm_request"]
+    if HERMES_VERSION.startswith("0.22"):
+        assert got["middleware"] == [] and got["selects_context"]   # canvas per request instead
+    else:
+        assert got["middleware"] == ["llm_request"]
     assert got["shares_runtime"] and got["twin_shares_runtime"]
     assert "mode: local" in got["status"]
     assert {"messages", "current_tokens", "focus_topic"} <= set(got["compress_params"])
@@ -97,5 +102,10 @@ def test_not_enabled_falls_back_to_builtin(tmp_path):
     home = tmp_path / "home"
     install(home, enabled=False)
     got = probe(home)
+    if HERMES_VERSION.startswith("0.22"):
+        # 0.22 loads a selected engine without plugins.enabled, but not its hooks
+        assert got["cls"] == "TencentDBOffloadEngine"
+        assert not {"post_tool_call", "pre_llm_call"} & set(got["hooks"])
+        return
     assert got["cls"] != "TencentDBOffloadEngine"
     assert got["engine_tools"] == []
