@@ -109,6 +109,7 @@ class TencentDBOffloadEngine(ContextEngine):
         self._state().threshold_tokens = self.threshold_tokens
 
     def on_session_end(self, session_id: str = "", messages: Any = None, **_: Any) -> None:
+        self.runtime.flush_writes(2.0)      # queued hook rows reach the archive (bounded)
         worker = self.runtime.worker
         if worker is not None:
             worker.kick(self._key)
