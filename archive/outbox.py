@@ -58,7 +58,6 @@ class OutboxHead(NamedTuple):
     kind: str               # "prompt" | "pair"
     attempts: int
     bytes: int              # UTF-8 bytes of the payload and the archived result
-    chars: int              # characters of the archived result (0 when inline)
 
 
 class OutboxRow(NamedTuple):
@@ -79,6 +78,14 @@ def clean_text(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _prefix(conn: sqlite3.Connection, archive_id: int, max_bytes: int) -> str:
+    """The first ``max_bytes`` of an archived text, read through SQLite's incremental blob
+    I/O (``substr`` would load the whole value first)."""
+    with conn.blobopen("archive", "content", archive_id, readonly=True) as blob:
+        data = blob.read(max_bytes)
+    return data.decode("utf-8", "ignore")     # drops a character cut in half at the end
 
 
 def sized(op: Callable[[sqlite3.Connection], Any], size: int) -> Callable[[sqlite3.Connection], Any]:
@@ -157,34 +164,35 @@ class Outbox:
     def heads(self, session: str, limit: int = 1000) -> List[OutboxHead]:
         """The session's waiting rows, oldest first, without their content."""
         rows = self._conn().execute(
-            "SELECT o.id, o.kind, o.attempts, coalesce(o.bytes, 0), coalesce(a.chars, 0) "
-            "FROM outbox o LEFT JOIN archive a ON a.id = o.archive_id "
-            "WHERE o.dead=0 AND o.session=? ORDER BY o.id LIMIT ?", (session, limit)).fetchall()
+            "SELECT id, kind, attempts, coalesce(bytes, 0) FROM outbox "
+            "WHERE dead=0 AND session=? ORDER BY id LIMIT ?", (session, limit)).fetchall()
         return [OutboxHead(*r) for r in rows]
 
     def load(self, session: str, heads: List[OutboxHead],
-             max_chars: Optional[int] = None) -> List[OutboxRow]:
-        """Rows with their payload; an archived result over ``max_chars`` loads as a prefix
-        (``cut`` says how much was left out), so one huge result never loads whole."""
+             max_bytes: Optional[int] = None) -> List[OutboxRow]:
+        """Rows with their payload; an archived result over ``max_bytes`` loads as a prefix
+        read incrementally (``cut`` says how much was left out): a 50 MB result is never
+        in memory to send 500 KB of it."""
         out: List[OutboxRow] = []
         conn = self._conn()
-        limit = -1 if max_chars is None else max_chars
         for h in heads:
             row = conn.execute(
-                "SELECT o.payload, o.archive_id, CASE WHEN ?1 < 0 THEN a.content "
-                "ELSE substr(a.content, 1, ?1) END, a.chars "
-                "FROM outbox o LEFT JOIN archive a ON a.id = o.archive_id WHERE o.id=?2",
-                (limit, h.id)).fetchone()
+                "SELECT o.payload, o.archive_id, a.chars FROM outbox o "
+                "LEFT JOIN archive a ON a.id = o.archive_id WHERE o.id=?", (h.id,)).fetchone()
             if row is None:         # delivered or reclaimed meanwhile
                 continue
-            payload = json.loads(row[0])
+            payload, archive_id, chars = json.loads(row[0]), row[1], row[2]
             cut = 0
-            if row[1] is not None:
-                if row[2] is None:  # the archive row is gone (retention): no "result"
-                    payload = {}
+            if archive_id is not None and chars is None:
+                payload = {}        # the archive row is gone (retention): no "result"
+            elif archive_id is not None:
+                if max_bytes is not None and h.bytes > max_bytes:
+                    text = _prefix(conn, archive_id, max_bytes)
                 else:
-                    payload["result"] = row[2]
-                    cut = max(0, int(row[3]) - len(row[2]))
+                    text = conn.execute("SELECT content FROM archive WHERE id=?",
+                                        (archive_id,)).fetchone()[0]
+                payload["result"] = text
+                cut = max(0, chars - len(text))
             out.append(OutboxRow(h.id, session, h.kind, payload, h.attempts, h.bytes, cut))
         return out
 

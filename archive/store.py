@@ -168,9 +168,11 @@ class Store(Outbox):
     def op_archive(session: str, items: List[ArchiveItem], now: float) -> Callable:
         # rows (content hashes, argument JSON) are built on the writer thread, not the caller's
         def op(conn: sqlite3.Connection) -> None:
-            rows = [(session, it.key, it.kind, it.tool_call_id or None, it.tool_name, it.role,
-                     clean_text(_args_text(it.args)), clean_text(it.content), len(it.content), now)
-                    for it in items]
+            rows = []
+            for it in items:
+                text = clean_text(it.content)
+                rows.append((session, it.key, it.kind, it.tool_call_id or None, it.tool_name,
+                             it.role, clean_text(_args_text(it.args)), text, len(text), now))
             conn.executemany(
                 "INSERT OR IGNORE INTO archive(session,item_key,kind,tool_call_id,tool_name,"
                 "role,args,content,chars,created) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)

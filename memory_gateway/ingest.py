@@ -184,9 +184,8 @@ class IngestWorker:
     def _load(self, session: str, batch: List[OutboxHead]) -> List[OutboxRow]:
         """Content of a batch; a single result over the body limit loads only the part sent."""
         limit = self.client.body_limit
-        if len(batch) == 1 and batch[0].chars and batch[0].bytes > limit * BATCH_SHARE:
-            per_char = batch[0].bytes / max(1, batch[0].chars)
-            return self.store.load(session, batch, max(1000, int(limit * SHRUNK_SHARE / per_char)))
+        if len(batch) == 1 and batch[0].bytes > limit * BATCH_SHARE:
+            return self.store.load(session, batch, int(limit * SHRUNK_SHARE))
         return self.store.load(session, batch)
 
     def _send(self, gid: str, batch: List[OutboxRow], state: Any, session: str) -> bool:
