@@ -128,13 +128,14 @@ class Outbox:
               skip: frozenset = frozenset()) -> List[str]:
         """Lease every session with waiting rows that no other live sender holds."""
         got: List[str] = []
+        # read first, outside a write transaction: an idle sender never takes the write lock
+        sessions = [r[0] for r in self._conn().execute(
+            "SELECT DISTINCT session FROM outbox WHERE dead=0") if r[0] not in skip]
+        if not sessions:
+            return got
 
         def op(conn: sqlite3.Connection) -> None:
-            sessions = [r[0] for r in conn.execute(
-                "SELECT DISTINCT session FROM outbox WHERE dead=0")]
             for s in sessions:
-                if s in skip:
-                    continue
                 cur = conn.execute(
                     "INSERT INTO outbox_leases(session,owner,until) VALUES (?,?,?) "
                     "ON CONFLICT(session) DO UPDATE SET owner=excluded.owner, until=excluded.until "
