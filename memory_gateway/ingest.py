@@ -193,8 +193,8 @@ class IngestWorker:
         if gone:        # its archived result was deleted (retention) before it was sent
             self.store.mark_failed([r.id for r in gone], "archived result deleted", dead=True)
             batch = [r for r in batch if r not in gone]
-            if not batch:
-                return True
+        if not batch:               # delivered or reclaimed since the heads were read
+            return True
         ids = [r.id for r in batch]
         try:
             if batch[0].kind == "prompt":
