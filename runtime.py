@@ -17,7 +17,8 @@ from .config import Settings
 from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from .memory_gateway.ingest import IngestWorker
 from .session import Reclaimer, SessionRegistry, SessionState
-from .archive.store import ArchiveItem, Store, StoreError, StoreWriter
+from .archive.store import ArchiveItem, Store, StoreError
+from .archive.writer import StoreWriter
 from .archive.recall import RecallTools
 
 log = logging.getLogger("tencentdb_offload")
@@ -37,8 +38,9 @@ class Runtime:
         self.closed = False
         self.store: Optional[Store] = None
         self.store_error = ""
+        store_dir = settings.resolved_store_dir(env if env is not None else os.environ)
         try:
-            self.store = Store(settings.resolved_store_dir(env if env is not None else os.environ))
+            self.store = Store(store_dir)
             if self.store.last_error:
                 self.warnings.append(self.store.last_error)
         except StoreError as exc:
@@ -53,8 +55,10 @@ class Runtime:
         self.reclaimer = Reclaimer(self.store.reclaim if self.store else (lambda d: {}),
                                    settings.retention_days)
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
+        # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.writer = StoreWriter(self.store, on_commit=self._after_commit,
-                                  on_idle=self.reclaimer.maybe_run if self.store else None)
+                                  on_idle=self.reclaimer.maybe_run if self.store else None,
+                                  opener=None if self.store else (lambda: Store(store_dir)))
         if settings.gateway_enabled and self.store is not None:
             self.client = GatewayClient(
                 settings.gateway_url, settings.api_key, settings.instance_id,
@@ -170,6 +174,7 @@ class Runtime:
             "totals": totals,
             "counters": dict(self.counters),
             "pending_writes": self.writer.pending(),
+            "writer": self.writer.stats(),
             "store_error": self.store_error or self.writer.last_error,
             "warnings": list(self.warnings),
             "recent_errors": list(self.errors),

@@ -1,10 +1,10 @@
-"""SQLite archive of everything that leaves the context, and the durable ingest outbox.
+"""SQLite archive of everything that leaves the context (the outbox is in ``outbox.py``).
 
 One connection per thread (WAL, so readers never wait for the writer). Hooks never touch
-SQLite themselves: they hand rows to ``StoreWriter``, one background thread that commits
-them in batches, so a 1 MB tool result costs the hook a queue put, not a disk write.
-A store that cannot be opened or written degrades to "no archive" with a clear error; it
-never raises into a turn.
+SQLite themselves: they hand rows to ``StoreWriter`` (``writer.py``), one background thread
+that commits them in batches, so a 1 MB tool result costs the hook a queue put, not a disk
+write. A store that cannot be opened degrades to "no archive" with a clear error; it never
+raises into a turn.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import queue
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+from .outbox import OUTBOX_SCHEMA, Outbox, clean_text, migrate_outbox, sized
 
 log = logging.getLogger("tencentdb_offload.store")
 
@@ -38,16 +39,6 @@ CREATE TABLE IF NOT EXISTS archive(
   UNIQUE(session, item_key));
 CREATE INDEX IF NOT EXISTS archive_call ON archive(tool_call_id);
 CREATE INDEX IF NOT EXISTS archive_created ON archive(created);
-CREATE TABLE IF NOT EXISTS outbox(
-  id INTEGER PRIMARY KEY,
-  session TEXT NOT NULL,
-  kind TEXT NOT NULL,
-  payload TEXT NOT NULL,
-  created REAL NOT NULL,
-  attempts INTEGER NOT NULL DEFAULT 0,
-  dead INTEGER NOT NULL DEFAULT 0,
-  last_error TEXT);
-CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(dead, session, id);
 CREATE TABLE IF NOT EXISTS aliases(
   session_id TEXT PRIMARY KEY,
   conversation TEXT NOT NULL,
@@ -91,8 +82,10 @@ class StoreError(Exception):
     """The archive could not be used; the message says why and what to do."""
 
 
-class Store:
+class Store(Outbox):
     """Synchronous access to the database; safe from any thread."""
+
+    BUSY_TIMEOUT_S = 10.0       # how long a write waits for another process's transaction
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
@@ -107,17 +100,20 @@ class Store:
     def _open_checked(self) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            conn = self._conn()
-            conn.executescript(SCHEMA)
+            self._create()
         except sqlite3.DatabaseError as exc:
             if "not a database" in str(exc) or "malformed" in str(exc):
                 self._quarantine(exc)
-                conn = self._conn()
-                conn.executescript(SCHEMA)
+                self._create()
             else:
                 raise StoreError("cannot open %s: %s" % (self.path, exc)) from exc
         except OSError as exc:
             raise StoreError("cannot create %s: %s" % (self.directory, exc)) from exc
+
+    def _create(self) -> None:
+        conn = self._conn()
+        conn.executescript(SCHEMA + OUTBOX_SCHEMA)
+        migrate_outbox(conn)
 
     def _quarantine(self, exc: Exception) -> None:
         """Move a corrupt database aside (kept for inspection) and start a new one."""
@@ -134,11 +130,13 @@ class Store:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(str(self.path), timeout=self.BUSY_TIMEOUT_S,
+                                   isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute("PRAGMA busy_timeout=%d" % int(self.BUSY_TIMEOUT_S * 1000))
+            # after a checkpoint the WAL shrinks back: a burst must not leave a copy on disk
+            conn.execute("PRAGMA journal_size_limit=%d" % (4 << 20))
             self._local.conn = conn
             with self._lock:
                 self._conns.append(conn)
@@ -170,12 +168,15 @@ class Store:
     def op_archive(session: str, items: List[ArchiveItem], now: float) -> Callable:
         # rows (content hashes, argument JSON) are built on the writer thread, not the caller's
         def op(conn: sqlite3.Connection) -> None:
-            rows = [(session, it.key, it.kind, it.tool_call_id or None, it.tool_name, it.role,
-                     _args_text(it.args), it.content, len(it.content), now) for it in items]
+            rows = []
+            for it in items:
+                text = clean_text(it.content)
+                rows.append((session, it.key, it.kind, it.tool_call_id or None, it.tool_name,
+                             it.role, clean_text(_args_text(it.args)), text, len(text), now))
             conn.executemany(
                 "INSERT OR IGNORE INTO archive(session,item_key,kind,tool_call_id,tool_name,"
                 "role,args,content,chars,created) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-        return op
+        return sized(op, sum(len(it.content) for it in items))
 
     def archive(self, session: str, items: List[ArchiveItem]) -> None:
         if items:
@@ -209,49 +210,6 @@ class Store:
                                    (session,)).fetchone()
         return int(row[0])
 
-    # -- outbox -----------------------------------------------------------------------
-    @staticmethod
-    def op_enqueue(session: str, kind: str, payload: Dict[str, Any], now: float) -> Callable:
-        # serialised on the writer thread, not the hook's: a 1 MB result costs ~1 ms to dump
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO outbox(session,kind,payload,created) VALUES (?,?,?,?)",
-                         (session, kind, json.dumps(payload, ensure_ascii=False, default=str), now))
-        return op
-
-    def pending(self, session: Optional[str] = None, limit: int = 200) -> List[Tuple]:
-        """Undelivered rows (id, session, kind, payload, attempts, payload bytes), oldest first."""
-        conn = self._conn()
-        if session is None:
-            q = ("SELECT id,session,kind,payload,attempts FROM outbox WHERE dead=0 "
-                 "ORDER BY id LIMIT ?")
-            rows = conn.execute(q, (limit,)).fetchall()
-        else:
-            q = ("SELECT id,session,kind,payload,attempts FROM outbox WHERE dead=0 AND session=? "
-                 "ORDER BY id LIMIT ?")
-            rows = conn.execute(q, (session, limit)).fetchall()
-        return [(r[0], r[1], r[2], json.loads(r[3]), r[4], len(r[3])) for r in rows]
-
-    def mark_delivered(self, ids: List[int]) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.executemany("DELETE FROM outbox WHERE id=?", [(i,) for i in ids])
-            conn.execute("INSERT INTO counters(name,value) VALUES('delivered',?) ON CONFLICT(name) "
-                         "DO UPDATE SET value=value+excluded.value", (len(ids),))
-        self.transaction([op])
-
-    def mark_failed(self, ids: List[int], error: str, dead: bool) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.executemany("UPDATE outbox SET attempts=attempts+1, last_error=?, dead=? WHERE id=?",
-                             [(error[:500], 1 if dead else 0, i) for i in ids])
-        self.transaction([op])
-
-    def backlog(self, session: Optional[str] = None) -> int:
-        if session is None:
-            row = self._conn().execute("SELECT count(*) FROM outbox WHERE dead=0").fetchone()
-        else:
-            row = self._conn().execute("SELECT count(*) FROM outbox WHERE dead=0 AND session=?",
-                                       (session,)).fetchone()
-        return int(row[0])
-
     # -- aliases: one conversation across Hermes' session-id rotations ------------------
     def set_alias(self, session_id: str, conversation: str) -> None:
         self.transaction([lambda c: c.execute(
@@ -266,7 +224,7 @@ class Store:
     # -- events (compactions, errors) for status across processes -----------------------
     @staticmethod
     def op_event(session: str, kind: str, data: Dict[str, Any], now: float) -> Callable:
-        text = json.dumps(data, ensure_ascii=False, default=str)
+        text = clean_text(json.dumps(data, ensure_ascii=False, default=str))
         return lambda c: c.execute("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
                                    (now, session, kind, text))
 
@@ -288,11 +246,13 @@ class Store:
         sessions = conn.execute("SELECT count(DISTINCT session) FROM archive").fetchone()[0]
         backlog = conn.execute("SELECT count(*) FROM outbox WHERE dead=0").fetchone()[0]
         dead = conn.execute("SELECT count(*) FROM outbox WHERE dead=1").fetchone()[0]
-        row = conn.execute("SELECT value FROM counters WHERE name='delivered'").fetchone()
+        counters = dict(conn.execute("SELECT name, value FROM counters"))
         size = sum(p.stat().st_size for p in self.directory.glob("store.db*") if p.is_file())
         return {"archived_items": items, "archived_chars": chars, "archived_sessions": sessions,
                 "outbox_backlog": backlog, "outbox_dead": dead,
-                "delivered": row[0] if row else 0, "db_bytes": size, "path": str(self.path)}
+                "delivered": counters.get("delivered", 0),
+                "writes_lost": counters.get("writes_lost", 0),
+                "db_bytes": size, "path": str(self.path)}
 
     def reclaim(self, retention_days: int, now: Optional[float] = None) -> Dict[str, int]:
         """Delete archive, outbox, alias and event rows older than ``retention_days``."""
@@ -308,114 +268,3 @@ class Store:
                 counts[table] = cur.rowcount
         self.transaction([op])
         return counts
-
-
-class StoreWriter:
-    """Background thread that commits queued store operations in batches.
-
-    ``submit`` is what hooks call: it only puts on a queue. ``flush`` waits until everything
-    submitted before it is committed (used before reads that must see fresh rows).
-    """
-
-    IDLE_S = 60.0
-
-    def __init__(self, store: Optional[Store], on_commit: Optional[Callable[[], None]] = None,
-                 on_idle: Optional[Callable[[], None]] = None) -> None:
-        self.store = store
-        self.on_commit = on_commit
-        self.on_idle = on_idle      # housekeeping (retention) runs here, off every hot path
-        self.last_error = ""
-        self.failed_ops = 0
-        self._queue: "queue.Queue[Any]" = queue.Queue()
-        self._submitted = 0
-        self._done = 0
-        self._cond = threading.Condition()
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, name="tencentdb-offload-store",
-                                        daemon=True)
-        self._thread.start()
-
-    def submit(self, *ops: Callable[[sqlite3.Connection], Any]) -> None:
-        with self._cond:
-            self._submitted += 1
-        self._queue.put(ops)
-
-    def flush(self, timeout: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            target = self._submitted
-            while self._done < target:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._thread.is_alive():
-                    return False
-                self._cond.wait(left)
-        return True
-
-    def pending(self) -> int:
-        with self._cond:
-            return self._submitted - self._done
-
-    def _run(self) -> None:
-        if self.on_idle is not None:
-            self._idle()
-        while True:
-            try:
-                first = self._queue.get(timeout=self.IDLE_S)
-            except queue.Empty:
-                self._idle()
-                continue
-            if first is None:
-                break
-            batch = [first]
-            while len(batch) < 512:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._stop = True
-                    break
-                batch.append(nxt)
-            self._commit(batch)
-            with self._cond:
-                self._done += len(batch)
-                self._cond.notify_all()
-            if self.on_commit is not None:
-                try:
-                    self.on_commit()
-                except Exception:  # the callback only wakes another thread
-                    pass
-            if self._stop:
-                break
-
-    def _idle(self) -> None:
-        if self.on_idle is None:
-            return
-        try:
-            self.on_idle()
-        except Exception as exc:
-            self.last_error = "housekeeping failed: %s" % exc
-
-    def _commit(self, batch: List[Tuple[Callable, ...]]) -> None:
-        if self.store is None:
-            self.failed_ops += len(batch)
-            return
-        ops = [op for group in batch for op in group]
-        try:
-            self.store.transaction(ops)
-        except Exception as exc:
-            # One bad row must not lose the batch: retry each group alone.
-            for group in batch:
-                try:
-                    self.store.transaction(list(group))
-                except Exception as one:
-                    self.failed_ops += 1
-                    self.last_error = "store write failed: %s" % one
-                    log.warning("tencentdb-offload: %s", self.last_error)
-            if not self.last_error:
-                self.last_error = "store batch failed and was retried: %s" % exc
-
-    def close(self, timeout: float = 5.0) -> None:
-        self.flush(timeout)
-        self._queue.put(None)
-        self._thread.join(timeout)

@@ -97,13 +97,21 @@ def memory_rows(sessions: int) -> List[Dict[str, Any]]:
     return json.loads(proc.stdout)
 
 
+def outbox_rows(quick: bool) -> List[Dict[str, Any]]:
+    args = [sys.executable, str(HERE / "outbox.py")] + (["--quick"] if quick else [])
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError("outbox case failed: %s" % proc.stderr[-500:])
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~30 s)")
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (hooks, should_compress, compress, ingest, "
-                    "memory, tokens); repeatable")
+                    "memory, outbox, tokens); repeatable")
     args = ap.parse_args(argv)
     only = set(args.only)
 
@@ -153,6 +161,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         n = 1000 if q else 10000
         say("memory: %d sessions, %d archived results (child process)" % (n, n * 10))
         rows += memory_rows(n)
+    if want("outbox"):
+        say("outbox: disk cost of a waiting backlog, peak RSS delivering 10 MB results (child)")
+        rows += outbox_rows(q)
     if want("tokens"):
         say("token estimate vs o200k")
         rows += token_rows(results["skipped"])

@@ -1,29 +1,40 @@
 """The background sender: delivers each session's outbox to the Gateway, in order.
 
-One thread per process. It sends prompt rows (L1.5) alone and consecutive tool pairs in
-batches, marks rows delivered only after the Gateway said ``code: 0``, retries with backoff,
-and refreshes a session's task canvas after new data was accepted. While the circuit
-breaker is open it only runs the cheap half-open probe when it is due.
+One thread per process. It leases a session before sending it (processes sharing a store
+never send the same rows), sends prompt rows (L1.5) alone and consecutive tool pairs in
+batches bounded by bytes (content is loaded per batch, never the whole backlog), marks rows
+delivered only after the Gateway said ``code: 0``, retries with backoff, and refreshes a
+session's task canvas after new data was accepted. While the circuit breaker is open it
+only runs the cheap half-open probe when it is due.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
-from typing import Any, Dict, List, Optional
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..context import canvas
 from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                              GatewayUnavailable)
+from ..archive.outbox import OutboxHead, OutboxRow
 from ..session import SessionRegistry, gateway_session_id
 from .timestamps import gateway_timestamp
 
 log = logging.getLogger("tencentdb_offload.ingest")
 
 MAX_PAIRS_PER_BATCH = 100
+ROWS_PER_PASS = 1000        # row heads (no content) read per session and pass
+BATCH_SHARE = 0.8           # of the body limit: a batch's stored bytes (JSON escaping adds)
+SHRUNK_SHARE = 0.5          # of the body limit: what a single too-large result is cut to
 CONFIG_RETRY_S = 30.0
+LEASE_MIN_S = 30.0
+CUT_NOTE = ("\n\n[... %d characters not sent to the Gateway; the full result is in the local "
+            "archive: tdai_read_cos(tool_call_id=\"%s\") ...]")
 
 
 class IngestWorker:
@@ -34,8 +45,11 @@ class IngestWorker:
         self.registry = registry
         self.canvas = canvas
         self.delivered = 0
-        self.dead = 0
         self.last_error = ""
+        self.owner = "%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
+        # a session's lease outlives any one send (renewed before each); when its holder
+        # dies, another process takes the session over after this long
+        self.lease_s = max(LEASE_MIN_S, 3 * client.ingest_timeout)
         self._wake = threading.Event()
         self._cond = threading.Condition()
         self._passes = 0
@@ -99,50 +113,74 @@ class IngestWorker:
         if not breaker.allow():
             if not breaker.probe_due() or not self.client.probe():
                 return
-        rows = self.store.pending(limit=500)
-        by_session: Dict[str, List[tuple]] = {}
-        for row in rows:
-            by_session.setdefault(row[1], []).append(row)
         now = time.monotonic()
+        waiting = frozenset(s for s, t in self._retry_at.items() if t > now)
+        sessions = self.store.claim(self.owner, self.lease_s, time.time(), skip=waiting)
         refreshed = set()
-        for session, srows in by_session.items():
-            if self._retry_at.get(session, 0) > now:
-                continue
-            ok = self._deliver_session(session, srows)
-            if ok:
-                refreshed.add(session)
-            if not self.client.available:
-                return
-        if by_session and len(rows) == 500:
+        more = False
+        try:
+            while sessions:
+                session = sessions.pop(0)
+                try:
+                    ok, more_here = self._deliver_session(session)
+                finally:
+                    self.store.release(session, self.owner)
+                more = more or more_here
+                if ok:
+                    refreshed.add(session)
+                if not self.client.available:
+                    return
+        finally:
+            for session in sessions:        # not reached (outage): free them for others
+                self.store.release(session, self.owner)
+        if more:
             self._wake.set()     # more rows are waiting
         if self.canvas:
             self._refresh_canvases(refreshed)
 
-    def _deliver_session(self, session: str, rows: List[tuple]) -> bool:
+    def _deliver_session(self, session: str) -> Tuple[bool, bool]:
+        """Send the session's waiting rows in order, one byte-bounded batch at a time.
+        Returns (all sent, rows left for the next pass)."""
         gid = gateway_session_id(session)
         state = self.registry.peek(session)
+        heads = self.store.heads(session, ROWS_PER_PASS)
+        budget = int(self.client.body_limit * BATCH_SHARE)
         i = 0
-        while i < len(rows):
-            if rows[i][2] == "prompt":
-                batch = [rows[i]]
+        while i < len(heads):
+            if heads[i].kind == "prompt":
+                batch = [heads[i]]
                 i += 1
             else:
-                batch = []
-                size = 0
-                while (i < len(rows) and rows[i][2] == "pair" and len(batch) < MAX_PAIRS_PER_BATCH
-                       and (not batch or size + rows[i][5] < self.client.body_limit * 0.8)):
-                    size += rows[i][5]
-                    batch.append(rows[i])
+                batch, size = [], 0
+                while (i < len(heads) and heads[i].kind == "pair" and len(batch) < MAX_PAIRS_PER_BATCH
+                       and (not batch or size + heads[i].bytes < budget)):
+                    size += heads[i].bytes
+                    batch.append(heads[i])
                     i += 1
-            if not self._send(gid, batch, state, session):
-                return False
-        return True
+            if not self.store.renew(session, self.owner, self.lease_s, time.time()):
+                return False, False         # our lease lapsed: another sender has the session
+            if not self._send(gid, self._load(session, batch), state, session):
+                return False, False
+        return True, len(heads) == ROWS_PER_PASS
 
-    def _send(self, gid: str, batch: List[tuple], state: Any, session: str) -> bool:
-        ids = [r[0] for r in batch]
+    def _load(self, session: str, batch: List[OutboxHead]) -> List[OutboxRow]:
+        """Content of a batch; a single result over the body limit loads only the part sent."""
+        limit = self.client.body_limit
+        if len(batch) == 1 and batch[0].bytes > limit * BATCH_SHARE:
+            return self.store.load(session, batch, int(limit * SHRUNK_SHARE))
+        return self.store.load(session, batch)
+
+    def _send(self, gid: str, batch: List[OutboxRow], state: Any, session: str) -> bool:
+        gone = [r for r in batch if r.kind == "pair" and "result" not in r.payload]
+        if gone:        # its archived result was deleted (retention) before it was sent
+            self.store.mark_failed([r.id for r in gone], "archived result deleted", dead=True)
+            batch = [r for r in batch if r not in gone]
+        if not batch:               # delivered or reclaimed since the heads were read
+            return True
+        ids = [r.id for r in batch]
         try:
-            if batch[0][2] == "prompt":
-                p = batch[0][3]
+            if batch[0].kind == "prompt":
+                p = batch[0].payload
                 self.client.ingest(gid, [], prompt=p.get("prompt", ""),
                                    recent_messages=p.get("recent_messages") or None)
                 self._boundary[session] = gateway_timestamp()
@@ -150,7 +188,8 @@ class IngestWorker:
                 prompt, recent = "", None
                 if state is not None:
                     prompt, recent = state.prompt, list(state.recent) or None
-                self.client.ingest(gid, [self._after_boundary(session, r[3]) for r in batch],
+                self.client.ingest(gid, [self._after_boundary(session, self._noted(r))
+                                         for r in batch],
                                    prompt=prompt, recent_messages=recent)
         except BodyTooLarge:
             if len(batch) > 1:
@@ -168,7 +207,6 @@ class IngestWorker:
                 if len(batch) > 1:      # find the row the Gateway refuses, deliver the rest
                     return all(self._send(gid, [r], state, session) for r in batch)
                 self.store.mark_failed(ids, str(exc), dead=True)
-                self.dead += 1
                 log.warning("tencentdb-offload: Gateway refused an outbox row for good: %s", exc)
                 return True
             self._backoff(session, batch)
@@ -185,6 +223,14 @@ class IngestWorker:
             state.canvas_wanted = True
         return True
 
+    @staticmethod
+    def _noted(row: OutboxRow) -> Dict[str, Any]:
+        """A pair loaded as a prefix says where the rest is."""
+        if not row.cut:
+            return row.payload
+        return dict(row.payload, result=row.payload["result"] + CUT_NOTE % (
+            row.cut, row.payload.get("tool_call_id", "")))
+
     def _after_boundary(self, session: str, pair: Dict[str, Any]) -> Dict[str, Any]:
         """The Gateway attaches a pair to the task whose boundary (stamped with the Gateway's
         clock when the turn's prompt arrived) sorts before the pair's timestamp. A pair
@@ -195,22 +241,22 @@ class IngestWorker:
             return dict(pair, timestamp=floor)
         return pair
 
-    def _send_shrunk(self, gid: str, row: tuple, state: Any, session: str) -> bool:
-        """A single pair over the body limit: send it with its result cut to fit.
-
-        The full result stays in the local archive, where tdai_read_cos reads it."""
-        pair = dict(row[3])
-        text = pair.get("result")
+    def _send_shrunk(self, gid: str, row: OutboxRow, state: Any, session: str) -> bool:
+        """A single pair over the body limit: send it with its result cut to fit (halved
+        again if escaping still makes it too large). The full result stays in the local
+        archive, where tdai_read_cos reads it."""
+        text = row.payload.get("result")
         text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
-        keep = max(1000, int(self.client.body_limit * 0.6))
-        pair["result"] = (text[:keep] + "\n\n[... %d characters not sent to the Gateway; the full "
-                          "result is in the local archive: tdai_read_cos(tool_call_id=\"%s\") ...]"
-                          % (len(text) - keep, pair.get("tool_call_id", "")))
-        return self._send(gid, [(row[0], row[1], row[2], pair, row[4], len(pair["result"]))],
+        keep = min(len(text) // 2, int(self.client.body_limit * SHRUNK_SHARE))
+        if keep < 200:
+            self.store.mark_failed([row.id], "too large for the Gateway even when cut", dead=True)
+            return True
+        payload = dict(row.payload, result=text[:keep])
+        return self._send(gid, [row._replace(payload=payload, cut=row.cut + len(text) - keep)],
                           state, session)
 
-    def _backoff(self, session: str, batch: List[tuple]) -> None:
-        attempts = max(r[4] for r in batch) + 1
+    def _backoff(self, session: str, batch: List[OutboxRow]) -> None:
+        attempts = max(r.attempts for r in batch) + 1
         self._retry_at[session] = time.monotonic() + min(60.0, 0.5 * (2 ** min(attempts, 7)))
 
     def _refresh_canvases(self, sessions: set) -> None:

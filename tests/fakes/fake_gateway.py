@@ -14,7 +14,8 @@ Gateway v2.0.1-beta.2), including its bugs, because the plugin must survive them
 * compaction (§4) step by step: overhead, fast-path replay (incl. the OpenAI dangling
   ``tool_calls`` gap), mild / aggressive / emergency (incl. MMD messages put back at
   index 0, before the system message), history and active canvas injection;
-* faults: ``refuse``, ``hang``, ``5xx``, ``409``, ``reset``, ``garbage``, ``wrong_shape``.
+* faults: ``refuse``, ``hang``, ``5xx``, ``409``, ``reset``, ``garbage``, ``wrong_shape``;
+  ``latency_s`` delays every answer (a slow but healthy Gateway).
 
 Usage::
 
@@ -1222,6 +1223,7 @@ class FakeGateway:
         self._running = False
         self._conns: set = set()
         self._started_at = time.monotonic()
+        self.latency_s = 0.0                   # added before every answer
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -1384,6 +1386,8 @@ class FakeGateway:
         rec = Recorded(h.command, path, headers, self._body_for_record(raw, headers))
         with self._state_lock:
             self.requests.append(rec)
+        if self.latency_s > 0:
+            time.sleep(self.latency_s)
         fault = self._take_fault(path)
         if fault is not None:
             self._apply_fault(h, rec, fault, path)

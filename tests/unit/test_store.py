@@ -1,7 +1,8 @@
 import threading
 import time
 
-from tencentdb_offload.archive.store import ArchiveItem, Store, StoreWriter
+from tencentdb_offload.archive.store import ArchiveItem, Store
+from tencentdb_offload.archive.writer import StoreWriter
 from tencentdb_offload import build_runtime
 
 from helpers import env_for
@@ -25,10 +26,11 @@ def test_outbox_order_delivery_and_dead_rows(tmp_path):
     now = time.time()
     st.transaction([Store.op_enqueue("s", "prompt", {"prompt": "p"}, now)] +
                    [Store.op_enqueue("s", "pair", {"n": i}, now) for i in range(3)])
-    rows = st.pending("s")
-    assert [r[2] for r in rows] == ["prompt", "pair", "pair", "pair"]
-    st.mark_delivered([rows[0][0], rows[1][0]])
-    st.mark_failed([rows[2][0]], "400 bad", dead=True)
+    rows = st.heads("s")
+    assert [r.kind for r in rows] == ["prompt", "pair", "pair", "pair"]
+    assert [r.payload for r in st.load("s", rows)][:2] == [{"prompt": "p"}, {"n": 0}]
+    st.mark_delivered([rows[0].id, rows[1].id])
+    st.mark_failed([rows[2].id], "400 bad", dead=True)
     assert st.backlog("s") == 1
     stats = st.stats()
     assert stats["delivered"] == 2 and stats["outbox_dead"] == 1

@@ -1,0 +1,261 @@
+"""The store writer: one background thread that commits queued store operations in batches.
+
+``submit`` is what hooks call: it only puts on a queue (no SQLite on the caller's thread).
+When the store cannot be written (disk full, another process holding the write lock, no
+store at all) the writes stay in memory, in order, and are retried with backoff; while the
+store is failing, what waits is capped (``MAX_WAITING_BYTES``) and anything over the cap is
+counted as lost, reported in ``stats()`` and, once the store works again, in the store's
+``writes_lost`` counter. A normal interpreter exit waits (bounded) for queued writes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import queue
+import sqlite3
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+log = logging.getLogger("tencentdb_offload.store")
+
+Op = Callable[[sqlite3.Connection], Any]
+Group = Tuple[int, Tuple[Op, ...]]          # (bytes held, the operations of one submit)
+_WAKE = (0, ())                             # retry now (flush); commits nothing
+_STORE_PROBLEMS = (sqlite3.OperationalError, OSError)   # locked, full, I/O: retry later
+
+
+class StoreWriter:
+    """Commits submitted operations in order; ``flush`` waits for what was submitted before."""
+
+    IDLE_S = 60.0
+    MAX_WAITING_BYTES = 64 << 20     # held in memory while the store is failing
+    RETRY_MIN_S, RETRY_MAX_S = 0.5, 30.0
+    EXIT_FLUSH_S = 10.0              # a normal exit waits at most this long for queued writes
+
+    def __init__(self, store: Any, on_commit: Optional[Callable[[], None]] = None,
+                 on_idle: Optional[Callable[[], None]] = None,
+                 opener: Optional[Callable[[], Any]] = None) -> None:
+        self.store = store
+        self.on_commit = on_commit
+        self.on_idle = on_idle      # housekeeping (retention) runs here, off every hot path
+        self.opener = opener        # retried while there is no store
+        self.last_error = ""
+        self.lost = 0               # writes given up: over the cap, or refused by SQLite
+        self._lost_unrecorded = 0
+        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._held: List[Group] = []       # failed on a store problem, oldest first
+        self._held_bytes = 0
+        self._queued_bytes = 0
+        self._failures = 0
+        self._retry_at = 0.0
+        self._submitted = 0
+        self._done = 0
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="tencentdb-offload-store",
+                                        daemon=True)
+        self._thread.start()
+        _LIVE.add(self)
+
+    # -- callers ------------------------------------------------------------------------
+    def submit(self, *ops: Op) -> None:
+        size = sum(getattr(op, "size", 0) for op in ops)
+        with self._cond:
+            if self._held and self._held_bytes + self._queued_bytes + size > self.MAX_WAITING_BYTES:
+                self.lost += 1
+                self._lost_unrecorded += 1
+                return
+            self._submitted += 1
+            self._queued_bytes += size
+        self._queue.put((size, ops))
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything submitted before is committed; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            target = self._submitted
+            if self._done < target and self._held:
+                self._retry_at = 0.0            # a waiting caller: retry now, not after backoff
+                self._queue.put(_WAKE)
+            while self._done < target:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def pending(self) -> int:
+        with self._cond:
+            return self._submitted - self._done
+
+    @property
+    def healthy(self) -> bool:
+        """True when the store exists and no write is waiting for a retry: what was
+        submitted is (or is about to be) in the archive."""
+        with self._cond:
+            return self.store is not None and not self._held
+
+    def stats(self) -> Dict[str, Any]:
+        with self._cond:
+            return {"healthy": self.store is not None and not self._held,
+                    "pending": self._submitted - self._done,
+                    "retrying": len(self._held),
+                    "waiting_bytes": self._held_bytes + self._queued_bytes,
+                    "lost": self.lost, "last_error": self.last_error}
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.flush(timeout)
+        self._queue.put(None)
+        self._thread.join(timeout)
+        _LIVE.discard(self)
+
+    # -- the thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        if self.on_idle is not None:
+            self._idle()
+        while True:
+            wait = self.IDLE_S if not self._held else max(0.0, self._retry_at - time.monotonic())
+            try:
+                first = self._queue.get(timeout=wait)
+            except queue.Empty:
+                if self._held:
+                    self._commit([])
+                else:
+                    self._idle()
+                continue
+            if first is None:
+                break
+            batch, stop = self._drain(first)
+            if self._held and time.monotonic() < self._retry_at:
+                self._hold(batch)                       # keep order: behind what waits
+            else:
+                self._commit(batch)
+            if stop:
+                break
+
+    def _drain(self, first: Group) -> Tuple[List[Group], bool]:
+        batch = [first] if first[1] else []
+        while len(batch) < 512:
+            try:
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, False
+            if nxt is None:
+                return batch, True
+            if nxt[1]:
+                batch.append(nxt)
+        return batch, False
+
+    def _idle(self) -> None:
+        if self.on_idle is None or self.store is None:
+            return
+        try:
+            self.on_idle()
+        except Exception as exc:
+            self.last_error = "housekeeping failed: %s" % exc
+
+    def _hold(self, groups: List[Group]) -> None:
+        with self._cond:
+            self._held.extend(groups)
+            moved = sum(g[0] for g in groups)
+            self._held_bytes += moved
+            self._queued_bytes -= moved
+
+    def _settle(self, groups: List[Group], lost: int = 0) -> None:
+        """These groups are finished (committed, or given up and counted)."""
+        with self._cond:
+            self._done += len(groups)
+            self._queued_bytes -= sum(g[0] for g in groups)
+            self.lost += lost
+            self._lost_unrecorded += lost
+            self._cond.notify_all()
+
+    def _commit(self, batch: List[Group]) -> None:
+        with self._cond:
+            groups, self._held = self._held + batch, []
+            self._queued_bytes += self._held_bytes
+            self._held_bytes = 0
+        if not groups:
+            return
+        if self.store is None and not self._open():
+            self._failed(groups, "no store: %s" % self.last_error)
+            return
+        try:
+            self.store.transaction([op for g in groups for op in g[1]])
+        except _STORE_PROBLEMS as exc:
+            self._failed(groups, "store write failed: %s" % exc)
+            return
+        except Exception:
+            # one bad row must not lose the batch: commit each group alone
+            for i, g in enumerate(groups):
+                try:
+                    self.store.transaction(list(g[1]))
+                except _STORE_PROBLEMS as exc:
+                    self._failed(groups[i:], "store write failed: %s" % exc)
+                    return
+                except Exception as one:
+                    self.last_error = "a write was refused and dropped: %s" % one
+                    log.warning("tencentdb-offload: %s", self.last_error)
+                    self._settle([g], lost=1)
+                    continue
+                self._settle([g])
+            self._recovered()
+            return
+        self._settle(groups)
+        self._recovered()
+
+    def _failed(self, groups: List[Group], error: str) -> None:
+        self._hold(groups)
+        self._failures += 1
+        self._retry_at = time.monotonic() + min(self.RETRY_MAX_S,
+                                                self.RETRY_MIN_S * 2 ** min(self._failures - 1, 8))
+        self.last_error = "%s; %d write(s) wait in memory and are retried" % (error, len(self._held))
+        if self._failures == 1 or self._failures % 10 == 0:
+            log.warning("tencentdb-offload: %s", self.last_error)
+
+    def _recovered(self) -> None:
+        if self._failures:
+            self._failures = 0
+            self.last_error = ""
+        with self._cond:
+            lost, self._lost_unrecorded = self._lost_unrecorded, 0
+        if lost:
+            try:
+                self.store.transaction([lambda c: c.execute(
+                    "INSERT INTO counters(name,value) VALUES('writes_lost',?) ON CONFLICT(name) "
+                    "DO UPDATE SET value=value+excluded.value", (lost,))])
+            except Exception:
+                with self._cond:
+                    self._lost_unrecorded += lost
+        if self.on_commit is not None:
+            try:
+                self.on_commit()
+            except Exception:  # the callback only wakes another thread
+                pass
+
+    def _open(self) -> bool:
+        if self.opener is None:
+            self.last_error = self.last_error or "the store could not be opened"
+            return False
+        try:
+            self.store = self.opener()
+        except Exception as exc:
+            self.last_error = str(exc)
+            return False
+        return True
+
+
+_LIVE: "weakref.WeakSet[StoreWriter]" = weakref.WeakSet()
+
+
+def _flush_at_exit() -> None:
+    """Runs before daemon threads stop: queued hook rows reach the disk (bounded wait)."""
+    deadline = time.monotonic() + StoreWriter.EXIT_FLUSH_S
+    for writer in list(_LIVE):
+        writer.flush(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_flush_at_exit)
