@@ -103,7 +103,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (hooks, should_compress, compress, ingest, "
-                    "memory, tokens); repeatable")
+                    "memory, recall, tokens); repeatable")
     args = ap.parse_args(argv)
     only = set(args.only)
 
@@ -153,6 +153,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         n = 1000 if q else 10000
         say("memory: %d sessions, %d archived results (child process)" % (n, n * 10))
         rows += memory_rows(n)
+    if want("recall"):
+        say("recall: paging and searching 50 MB archived results (child process)")
+        import recall_paging
+        rows += recall_paging.rows()
     if want("tokens"):
         say("token estimate vs o200k")
         rows += token_rows(results["skipped"])
