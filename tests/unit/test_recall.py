@@ -7,7 +7,7 @@ import tracemalloc
 import pytest
 
 import tencentdb_offload as plugin
-from fakes.fake_gateway import FakeGateway
+from fakes.gateway import FakeGateway
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.engine import TencentDBOffloadEngine
 from tencentdb_offload.hooks import HookHandlers
