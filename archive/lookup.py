@@ -16,8 +16,10 @@ from typing import Any, Dict, Generator, List, Optional
 # the conversation and the session ids aliased to it; two placeholders, both the key
 _SCOPE = "session IN (SELECT ? UNION SELECT session_id FROM aliases WHERE conversation=?)"
 _CHUNK = 1 << 18            # bytes decoded at a time when walking to a non-ASCII offset
+_SMALL = 64 * 1024          # chars up to which a row is searched whole, with its neighbours
+_BATCH = 1 << 20            # chars of small rows fetched in one query
 SNIPPET_BEFORE = 200
-SNIPPET_AFTER = 300
+_SNIPPET = SNIPPET_BEFORE + 300
 
 
 def read_page(conn: sqlite3.Connection, conversation: str, tool_call_id: str,
@@ -106,25 +108,47 @@ def _folded_chunks(conn: sqlite3.Connection, rowid: int) -> Generator[str, None,
                 return
 
 
+def _found(folded: str, words: List[str]) -> int:
+    """1 + where the first word starts when every word is in ``folded``, else 0."""
+    at = folded.find(words[0])
+    return at + 1 if at >= 0 and all(w in folded for w in words[1:]) else 0
+
+
 def search(conn: sqlite3.Connection, conversation: str, words: List[str],
            limit: int) -> List[Dict[str, Any]]:
     """Items of this conversation containing every word (any case), newest first, with snippets."""
     folded = [w.casefold() for w in words if w] or [""]
-    # ids first (no content: ordering them sorts small rows), then each row until ``limit`` match
+    # ids first (no content: ordering them sorts small rows), then the rows until ``limit`` match
     rows = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created FROM archive "
                         "WHERE " + _SCOPE + " ORDER BY id DESC",
                         (conversation, conversation)).fetchall()
     keys = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created")
     out: List[Dict[str, Any]] = []
-    for row in rows:
-        at = _locate(conn, row[0], folded)
-        if not at:
+    i = 0
+    while i < len(rows) and len(out) < limit:
+        if rows[i][5] > _SMALL:            # a big row: folded a chunk at a time
+            at = _locate(conn, rows[i][0], folded)
+            if at:
+                out.append(dict(zip(keys, rows[i]), snippet=_page(
+                    conn, rows[i][0], rows[i][5], _snippet_start(at), _SNIPPET)))
+            i += 1
             continue
-        item = dict(zip(keys, row))
-        # folding rarely changes lengths (ß -> ss), so the folded position is near enough
-        start = max(0, at - 1 - SNIPPET_BEFORE)
-        item["snippet"] = _page(conn, row[0], row[5], start, SNIPPET_BEFORE + SNIPPET_AFTER)
-        out.append(item)
-        if len(out) >= limit:
-            break
+        j, size = i, 0                     # small rows: fetched together (one query, not one each)
+        while j < len(rows) and rows[j][5] <= _SMALL and size < _BATCH and j - i < 500:
+            size, j = size + rows[j][5], j + 1
+        batch = rows[i:j]
+        texts = dict(conn.execute("SELECT id,content FROM archive WHERE id IN (%s)"
+                                  % ",".join("?" * len(batch)), [r[0] for r in batch]))
+        for row in batch:
+            text = str(texts.get(row[0]) or "")
+            at = _found(text.casefold(), folded)
+            if at and len(out) < limit:
+                start = _snippet_start(at)
+                out.append(dict(zip(keys, row), snippet=text[start:start + _SNIPPET]))
+        i = j
     return out
+
+
+def _snippet_start(at: int) -> int:
+    # folding rarely changes lengths (ß -> ss), so the folded position is near enough
+    return max(0, at - 1 - SNIPPET_BEFORE)
