@@ -179,3 +179,12 @@ def test_paging_non_ascii_is_exact_and_bounded(store, tmp_path):
         offset = reply["next_offset"]
     assert "".join(got) == text
     assert call(eng, READ, tool_call_id="u", offset=len(text) + 5)["returned"] == 0
+
+
+def test_search_is_newest_first_across_small_and_big_rows(store):
+    for call_id, text in (("r1", "ein Wort"), ("r2", "x" * 100_000 + " WORT"), ("r3", "wort drei")):
+        store.archive("c", [ArchiveItem("tool_result", text, call_id, "t")])
+    assert [h["tool_call_id"] for h in store.search("c", "wort", 2)] == ["r3", "r2"]
+    hits = store.search("c", "wort", 5)
+    assert [h["tool_call_id"] for h in hits] == ["r3", "r2", "r1"]
+    assert hits[1]["snippet"].endswith(" WORT") and len(hits[1]["snippet"]) <= 500
