@@ -16,7 +16,6 @@ READ = "tdai_read_cos"
 SEARCH = "tdai_offload_search"
 DEFAULT_PAGE = 20_000
 MAX_PAGE = 100_000
-_REF = re.compile(r"refs/([^/]+?)(?:\.md)?$")
 
 SCHEMAS: List[Dict[str, Any]] = [
     {
@@ -55,6 +54,22 @@ SCHEMAS: List[Dict[str, Any]] = [
 ]
 
 
+MAX_QUERY = 1_000           # chars of a search query (8 words are used)
+MAX_ID = 256               # chars of a tool_call_id; longer ones are never stored ids
+ECHO = 120                 # chars of a model-supplied value repeated in an answer
+# a ref as the Gateway writes it: offload/<session dir>/refs/<tool_call_id>.md
+_REF = re.compile(r"offload/([^/]+)/refs/([^/\\\x00-\x1f]{1,%d})\.md" % MAX_ID)
+_DIR_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _echo(value: Any) -> str:
+    """A model-supplied value, capped: a 10 MB id must not come back as a 10 MB error."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= ECHO:
+        return repr(text)
+    return "%r… (%d chars)" % (text[:ECHO], len(text))
+
+
 def _error(message: str, **extra: Any) -> str:
     return json.dumps({"ok": False, "error": message, **extra}, ensure_ascii=False)
 
@@ -62,17 +77,29 @@ def _error(message: str, **extra: Any) -> str:
 def _int(value: Any, default: int, lo: int, hi: int) -> int:
     try:
         return max(lo, min(hi, int(value)))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default
 
 
-def ref_to_call_id(path: str) -> str:
-    match = _REF.search(path.strip())
-    return match.group(1) if match else ""
+def ref_of_session(path: str, gateway_session: str) -> str:
+    """The tool_call_id a ref names when it is a well-formed ref of this session, else ''.
+
+    The Gateway stores a session under its id with every char outside ``[A-Za-z0-9._-]``
+    replaced by '_' (gateway-contract.md §2), so that is the directory a ref of ours names.
+    """
+    match = _REF.fullmatch(path)
+    if match is None or match.group(1) != _DIR_UNSAFE.sub("_", gateway_session):
+        return ""
+    call_id = match.group(2)
+    return "" if call_id in (".", "..") else call_id
 
 
 class RecallTools:
-    """Tool handlers over the archive. ``store`` may be None (archive unavailable)."""
+    """Tool handlers over the archive. ``store`` may be None (archive unavailable).
+
+    Every answer comes from the calling conversation only: its archive (with the session
+    ids aliased to it), or refs of its own Gateway session.
+    """
 
     def __init__(self, store: Any, flush: Callable[[], None],
                  read_ref: Optional[Callable[[str, str], Optional[Dict[str, Any]]]] = None) -> None:
@@ -89,60 +116,76 @@ class RecallTools:
             if name == SEARCH:
                 return self._search(args, session_key)
         except Exception as exc:  # a tool call must always get an answer
-            return _error("%s failed: %s" % (name, exc))
-        return _error("unknown tool %r" % name)
+            return _error("%s failed: %s" % (name, _echo(str(exc))))
+        return _error("unknown tool %s" % _echo(name))
 
     def _read(self, args: Dict[str, Any], session_key: str, gateway_session: str) -> str:
-        call_id = str(args.get("tool_call_id") or "").strip()
-        path = str(args.get("path") or "").strip()
-        if not call_id and path:
-            call_id = ref_to_call_id(path)
-        if not call_id:
+        call_id = _text(args.get("tool_call_id"))
+        path = _text(args.get("path"))
+        ref_id = ref_of_session(path, gateway_session) if path else ""
+        if not call_id and not path:
             return _error("pass tool_call_id or path (offload/<session>/refs/<id>.md)")
+        if not call_id and not _REF.fullmatch(path):
+            return _error("path %s is not an archive path; expected "
+                          "offload/<session>/refs/<tool_call_id>.md" % _echo(path))
+        wanted = call_id or ref_id
         offset = _int(args.get("offset"), 0, 0, 1 << 40)
         limit = _int(args.get("limit"), DEFAULT_PAGE, 1, MAX_PAGE)
         item = None
-        if self.store is not None:
+        if wanted and len(wanted) <= MAX_ID and self.store is not None:
             self.flush()
-            item = self.store.read_item(session_key, call_id)
-        if item is None and self.read_ref is not None and path:
-            remote = self.read_ref(gateway_session, path)
-            if remote:
-                text = remote.get("content") or remote.get("text") or ""
-                item = {"tool_call_id": call_id, "tool_name": remote.get("tool_name", ""),
-                        "content": str(text), "source": "gateway"}
+            item = self.store.read_page(session_key, wanted, offset, limit)
+        if item is None and ref_id and self.read_ref is not None:
+            item = self._remote(gateway_session, path, ref_id, offset, limit)
         if item is None:
             if self.store is None:
                 return _error("the archive is unavailable (see /tencentdb-offload status)")
-            return _error("nothing archived under %r" % call_id,
+            # another conversation's item reads exactly like a missing one
+            return _error("nothing archived under %s in this conversation"
+                          % _echo(wanted or path),
                           hint="use tdai_offload_search to find archived items")
-        text = item["content"]
-        page = text[offset:offset + limit]
+        page, total = item["content"], item["total_chars"]
         nxt = offset + len(page)
         return json.dumps({
-            "ok": True, "tool_call_id": call_id, "tool_name": item.get("tool_name", ""),
-            "offset": offset, "returned": len(page), "total_chars": len(text),
-            "next_offset": nxt if nxt < len(text) else None,
+            "ok": True, "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
+            "offset": offset, "returned": len(page), "total_chars": total,
+            "next_offset": nxt if nxt < total else None,
             "source": item.get("source", "archive"), "content": page,
         }, ensure_ascii=False)
 
+    def _remote(self, gateway_session: str, path: str, call_id: str, offset: int,
+                limit: int) -> Optional[Dict[str, Any]]:
+        """A ref of this session from the Gateway's read-ref, when it has one."""
+        assert self.read_ref is not None
+        remote = self.read_ref(gateway_session, path)
+        if not remote:
+            return None
+        text = str(remote.get("content") or remote.get("text") or "")
+        return {"tool_call_id": call_id, "tool_name": str(remote.get("tool_name") or ""),
+                "content": text[offset:offset + limit], "total_chars": len(text),
+                "source": "gateway"}
+
     def _search(self, args: Dict[str, Any], session_key: str) -> str:
-        query = str(args.get("query") or "").strip()
+        query = _text(args.get("query"))
         if not query:
             return _error("query must not be empty")
+        if len(query) > MAX_QUERY:
+            return _error("query is %d chars; use at most %d (a few words)"
+                          % (len(query), MAX_QUERY))
         if self.store is None:
             return _error("the archive is unavailable (see /tencentdb-offload status)")
         limit = _int(args.get("limit"), 5, 1, 20)
         self.flush()
-        hits = self.store.search(session_key, query, limit)
-        first = query.split()[0].lower()
-        results = []
-        for h in hits:
-            text = h["content"]
-            at = max(0, text.lower().find(first))
-            start = max(0, at - 200)
-            results.append({"tool_call_id": h["tool_call_id"], "tool_name": h["tool_name"],
-                            "kind": h["kind"], "role": h["role"], "chars": h["chars"],
-                            "snippet": text[start:at + 300]})
+        results = [{"tool_call_id": h["tool_call_id"], "tool_name": h["tool_name"],
+                    "kind": h["kind"], "role": h["role"], "chars": h["chars"],
+                    "snippet": h["snippet"]}
+                   for h in self.store.search(session_key, query, limit)]
         return json.dumps({"ok": True, "query": query, "count": len(results),
                            "results": results}, ensure_ascii=False)
+
+
+def _text(value: Any) -> str:
+    """A string argument, trimmed; anything else (numbers, null) as text, never an object."""
+    if value is None or isinstance(value, (dict, list)):
+        return ""
+    return str(value).strip()

@@ -21,6 +21,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from .outbox import OUTBOX_SCHEMA, Outbox, clean_text, migrate_outbox, sized
 
+from . import lookup
+
 log = logging.getLogger("tencentdb_offload.store")
 
 SCHEMA = """
@@ -182,28 +184,14 @@ class Store(Outbox):
         if items:
             self.transaction([self.op_archive(session, items, time.time())])
 
-    def read_item(self, session: str, tool_call_id: str) -> Optional[Dict[str, Any]]:
-        """An archived tool result by id: this session first, then any session."""
-        conn = self._conn()
-        row = conn.execute(
-            "SELECT session,tool_call_id,tool_name,args,content,created FROM archive "
-            "WHERE tool_call_id=? ORDER BY (session=?) DESC, id LIMIT 1",
-            (tool_call_id, session)).fetchone()
-        if row is None:
-            return None
-        return dict(zip(("session", "tool_call_id", "tool_name", "args", "content",
-                         "created"), row))
+    def read_page(self, conversation: str, tool_call_id: str, offset: int = 0,
+                  limit: int = 20_000) -> Optional[Dict[str, Any]]:
+        """A page of an archived tool result of this conversation (never another's)."""
+        return lookup.read_page(self._conn(), conversation, tool_call_id, offset, limit)
 
-    def search(self, session: str, query: str, limit: int = 5) -> List[Dict[str, Any]]:
-        """Archived items of ``session`` containing every word of ``query`` (newest first)."""
-        words = [w for w in query.split() if w][:8] or [""]
-        where = " AND ".join(["instr(lower(content), ?) > 0"] * len(words))
-        args: List[Any] = [session] + [w.lower() for w in words] + [limit]
-        rows = self._conn().execute(
-            "SELECT id,kind,tool_call_id,tool_name,role,content,chars,created FROM archive "
-            "WHERE session=? AND " + where + " ORDER BY id DESC LIMIT ?", args).fetchall()
-        keys = ("id", "kind", "tool_call_id", "tool_name", "role", "content", "chars", "created")
-        return [dict(zip(keys, r)) for r in rows]
+    def search(self, conversation: str, query: str, limit: int = 5) -> List[Dict[str, Any]]:
+        """This conversation's items containing every word of ``query``, any case, newest first."""
+        return lookup.search(self._conn(), conversation, query.split()[:8], limit)
 
     def count_archived(self, session: str) -> int:
         row = self._conn().execute("SELECT count(*) FROM archive WHERE session=?",

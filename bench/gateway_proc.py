@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fake Gateway (tests/fakes/fake_gateway.py) in its own process, as a real Gateway is,
+"""The fake Gateway (tests/fakes/gateway/) in its own process, as a real Gateway is,
 so its CPU time does not share the benchmarked process's GIL.
 
 Protocol: prints ``READY <url>`` and then answers one JSON line per JSON command on stdin:
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fakes"))
-import fake_gateway as fg  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from fakes.gateway import server, transport  # noqa: E402
 
 ns = time.perf_counter_ns
 _tls = threading.local()
@@ -30,11 +30,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--body-limit", type=int, default=1_048_576)
     args = ap.parse_args()
-    gw = fg.FakeGateway(body_limit=args.body_limit)
+    gw = server.FakeGateway(body_limit=args.body_limit)
     times: list = []
     lock = threading.Lock()
 
-    orig_read = fg._Handler.read_body
+    orig_read = transport._Handler.read_body
 
     def read_body(self):            # body upload time is the client's, not the server's
         t0 = ns()
@@ -43,10 +43,10 @@ def main() -> int:
         finally:
             _tls.read_ns = ns() - t0
 
-    fg._Handler.read_body = read_body
+    transport._Handler.read_body = read_body
     orig_serve = gw._serve
 
-    plain_reply = fg._Handler.reply
+    plain_reply = transport._Handler.reply
 
     def reply(self, *a, **k):
         note = getattr(_tls, "note", None)
@@ -54,7 +54,7 @@ def main() -> int:
             note()      # before the first reply byte: the client cannot be done earlier
         return plain_reply(self, *a, **k)
 
-    fg._Handler.reply = reply
+    transport._Handler.reply = reply
 
     def serve(h):
         _tls.read_ns = 0

@@ -111,7 +111,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (hooks, should_compress, compress, ingest, "
-                    "memory, outbox, tokens); repeatable")
+                    "memory, outbox, recall, tokens); repeatable")
     args = ap.parse_args(argv)
     only = set(args.only)
 
@@ -164,6 +164,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if want("outbox"):
         say("outbox: disk cost of a waiting backlog, peak RSS delivering 10 MB results (child)")
         rows += outbox_rows(q)
+    if want("recall"):
+        say("recall: paging and searching 50 MB archived results (child process)")
+        import recall_paging
+        rows += recall_paging.rows()
     if want("tokens"):
         say("token estimate vs o200k")
         rows += token_rows(results["skipped"])

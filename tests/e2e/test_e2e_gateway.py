@@ -49,9 +49,9 @@ if not harness.hermes_bin().exists():  # pragma: no cover - wrong interpreter
 
 def _fake_gateway_class():
     try:
-        from tests.fakes.fake_gateway import FakeGateway
+        from tests.fakes.gateway import FakeGateway
     except Exception as exc:  # the fake is written in parallel; say so instead of erroring
-        pytest.fail(f"tests/fakes/fake_gateway.py is not usable: {exc!r}")
+        pytest.fail(f"tests/fakes/gateway/ is not usable: {exc!r}")
     return FakeGateway
 
 

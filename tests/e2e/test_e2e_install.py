@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
-from tests.fakes.fake_gateway import FakeGateway  # noqa: E402
+from tests.fakes.gateway import FakeGateway  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # for ``tests.fakes``; appended so plugin modules never shadow
     sys.path.append(str(ROOT))
 
-from tests.fakes.fake_gateway import FakeGateway  # noqa: E402
+from tests.fakes.gateway import FakeGateway  # noqa: E402
 
 NAME = "tencentdb-offload"
 GOOD_CONFIG = """# written by a person, not JSON

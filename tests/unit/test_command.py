@@ -1,4 +1,4 @@
-from fakes.fake_gateway import FakeGateway
+from fakes.gateway import FakeGateway
 from tencentdb_offload.command import make_command
 
 from helpers import conversation, make_engine

@@ -1,4 +1,4 @@
-"""Tests of the fake Gateway itself (tests/fakes/fake_gateway.py), over real sockets.
+"""Tests of the fake Gateway itself (tests/fakes/gateway/), over real sockets.
 
 The plugin's tests trust this fake to behave like the real Gateway described in
 the shared gateway-contract.md research notes, so every behaviour and fault is pinned here.
@@ -26,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # for ``tests.fakes``; appended so nothing is shadowed
     sys.path.append(str(REPO_ROOT))
 
-from tests.fakes.fake_gateway import FakeGateway, estimate_message_tokens  # noqa: E402
+from tests.fakes.gateway import FakeGateway, estimate_message_tokens  # noqa: E402
 
 INGEST, COMPACT, QUERY = "/v2/offload/ingest", "/v2/offload/compact", "/v2/offload/query-mmd"
 AUTH = {"Authorization": "Bearer test-key", "X-TDAI-Service-Id": "svc-1"}
@@ -972,7 +972,7 @@ def test_restart_keeps_port_and_state(gw):
 
 
 def test_main_serves_until_killed():
-    script = REPO_ROOT / "tests" / "fakes" / "fake_gateway.py"
+    script = REPO_ROOT / "tests" / "fakes" / "gateway"
     proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "--api-key", "k"],
                             stdout=subprocess.PIPE, text=True)
     try:

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from fakes.fake_gateway import FakeGateway
+from fakes.gateway import FakeGateway
 from tencentdb_offload.memory_gateway.client import (BodyTooLarge, CircuitBreaker, GatewayClient,
                                               GatewayProtocolError,
                                               GatewayRejected, GatewayTimeout,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fakes.fake_gateway import FakeGateway
+from fakes.gateway import FakeGateway
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.context.tokens import messages_tokens

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import tencentdb_offload as plugin
-from fakes.fake_gateway import INGEST, FakeGateway
+from fakes.gateway import INGEST, FakeGateway
 from tencentdb_offload.hooks import HookHandlers
 
 from helpers import env_for

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes.fake_gateway import INGEST, FakeGateway
+from fakes.gateway import INGEST, FakeGateway
 
 from helpers import env_for
 

@@ -13,8 +13,8 @@ def test_archive_read_search_and_dedup(tmp_path):
     st.archive("conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep", "tool", "{}")])
     st.archive("conv", [ArchiveItem("tool_result", "second copy ignored", "c1", "grep")])
     st.archive("conv", [ArchiveItem("message", "中文 消息 内容", role="user")])
-    assert st.read_item("conv", "c1")["content"] == "alpha beta gamma"
-    assert st.read_item("other", "c1")["session"] == "conv"      # falls back to any session
+    assert st.read_page("conv", "c1")["content"] == "alpha beta gamma"
+    assert st.read_page("other", "c1") is None       # another conversation's item is not found
     assert [h["tool_call_id"] for h in st.search("conv", "BETA alpha")] == ["c1"]
     assert st.search("conv", "消息")[0]["role"] == "user"
     assert st.search("other", "alpha") == []
@@ -44,7 +44,7 @@ def test_reclaim_deletes_only_old_rows(tmp_path):
                     Store.op_enqueue("s", "pair", {"n": 1}, old)])
     counts = st.reclaim(30)
     assert counts["archive"] == 1 and counts["outbox"] == 1
-    assert [h["content"] for h in st.search("s", "")] == ["new"]
+    assert [h["snippet"] for h in st.search("s", "")] == ["new"]
     assert st.reclaim(0) == {}
 
 

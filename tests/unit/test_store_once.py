@@ -7,7 +7,7 @@ import time
 import pytest
 
 import tencentdb_offload as plugin
-from fakes.fake_gateway import INGEST, FakeGateway
+from fakes.gateway import INGEST, FakeGateway
 from tencentdb_offload.archive.store import Store
 from tencentdb_offload.hooks import HookHandlers
 
@@ -113,7 +113,7 @@ def test_lone_surrogates_are_stored_and_sent_not_rejected(tmp_path, gw):
     try:
         assert rt.flush("s1", 10)
         assert rt.writer.stats()["lost"] == 0
-        stored = rt.store.read_item("s1", "c1")["content"]
+        stored = rt.store.read_page("s1", "c1", 0, 10_000)["content"]
         assert stored.startswith("bad decode ") and stored.endswith(" tail") and "\ufffd" in stored
         assert gw.ingested_pairs("hermes-s1")[0]["result"] == stored
         assert any(r.path == INGEST for r in gw.requests)

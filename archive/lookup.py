@@ -1,0 +1,154 @@
+"""Read-side queries of the archive for the recall tools: one conversation only, paged, folded.
+
+Every query is scoped to a conversation: its key plus the Hermes session ids aliased to it
+(0.17 rotates the id at each compaction), never another conversation's rows. Pages are read
+from the stored value in place (SQLite incremental blob I/O), so a page of a 50 MB result
+costs a page, not 50 MB. Search folds case with Python's ``str.casefold`` (SQLite's
+``lower``/``LIKE`` fold ASCII only), a row and a chunk at a time.
+"""
+
+from __future__ import annotations
+
+import codecs
+import sqlite3
+from typing import Any, Dict, Generator, List, Optional
+
+# the conversation and the session ids aliased to it; two placeholders, both the key
+_SCOPE = "session IN (SELECT ? UNION SELECT session_id FROM aliases WHERE conversation=?)"
+_CHUNK = 1 << 18            # bytes decoded at a time when walking to a non-ASCII offset
+_SMALL = 64 * 1024          # chars up to which a row is searched whole, with its neighbours
+_BATCH = 1 << 20            # chars of small rows fetched in one query
+SNIPPET_BEFORE = 200
+_SNIPPET = SNIPPET_BEFORE + 300
+
+
+def read_page(conn: sqlite3.Connection, conversation: str, tool_call_id: str,
+              offset: int, limit: int) -> Optional[Dict[str, Any]]:
+    """``limit`` chars from ``offset`` of an archived tool result of this conversation."""
+    row = conn.execute(
+        "SELECT id,tool_call_id,tool_name,chars,created FROM archive WHERE tool_call_id=? AND "
+        + _SCOPE + " ORDER BY id LIMIT 1", (tool_call_id, conversation, conversation)).fetchone()
+    if row is None:
+        return None
+    rowid, call_id, tool_name, chars, created = row
+    page = _page(conn, rowid, chars, offset, limit)
+    return {"tool_call_id": call_id, "tool_name": tool_name or "", "total_chars": chars,
+            "created": created, "content": page}
+
+
+def _page(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit: int) -> str:
+    if offset >= chars:
+        return ""
+    if not hasattr(conn, "blobopen"):         # Python < 3.11: SQLite cuts the page itself
+        return conn.execute("SELECT substr(content,?,?) FROM archive WHERE id=?",
+                            (offset + 1, limit, rowid)).fetchone()[0]
+    with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
+        if len(blob) == chars:                # one byte per char (ASCII): seek straight there
+            blob.seek(offset)
+            return blob.read(limit).decode("utf-8", "replace")
+        return _walk(blob, offset, limit)
+
+
+def _walk(blob: Any, offset: int, limit: int) -> str:
+    """Decode UTF-8 a chunk at a time: skip ``offset`` chars, keep ``limit``. Memory: a chunk."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    skip, out, kept = offset, [], 0
+    while kept < limit:
+        data = blob.read(_CHUNK)
+        text = decoder.decode(data, final=not data)
+        if skip:
+            cut = min(skip, len(text))
+            text, skip = text[cut:], skip - cut
+        if text:
+            out.append(text[:limit - kept])
+            kept += len(out[-1])
+        if not data:
+            break
+    return "".join(out)
+
+
+def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
+    """1 + where the first word starts in the folded text when every word occurs, else 0.
+
+    Big values are folded a chunk at a time (the last few chars carried over, so a word
+    across a chunk edge is still found): memory stays at a chunk whatever the row's size.
+    """
+    missing = set(range(len(words)))
+    first, base, tail = -1, 0, ""
+    keep = max(len(w) for w in words)
+    chunks = _folded_chunks(conn, rowid)
+    try:
+        for chunk in chunks:
+            text = tail + chunk
+            for i in sorted(missing):
+                at = text.find(words[i])
+                if at >= 0:
+                    missing.discard(i)
+                    first = base + at if i == 0 else first
+            if not missing:
+                break
+            cut = max(0, len(text) - keep + 1)
+            tail, base = text[cut:], base + cut
+    finally:
+        chunks.close()          # releases the blob handle when the words are found early
+    return first + 1 if not missing else 0
+
+
+def _folded_chunks(conn: sqlite3.Connection, rowid: int) -> Generator[str, None, None]:
+    if not hasattr(conn, "blobopen"):         # Python < 3.11: the whole value at once
+        yield str(conn.execute("SELECT content FROM archive WHERE id=?",
+                               (rowid,)).fetchone()[0]).casefold()
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
+        while True:
+            data = blob.read(_CHUNK)
+            yield decoder.decode(data, final=not data).casefold()
+            if not data:
+                return
+
+
+def _found(folded: str, words: List[str]) -> int:
+    """1 + where the first word starts when every word is in ``folded``, else 0."""
+    at = folded.find(words[0])
+    return at + 1 if at >= 0 and all(w in folded for w in words[1:]) else 0
+
+
+def search(conn: sqlite3.Connection, conversation: str, words: List[str],
+           limit: int) -> List[Dict[str, Any]]:
+    """Items of this conversation containing every word (any case), newest first, with snippets."""
+    folded = [w.casefold() for w in words if w] or [""]
+    # ids first (no content: ordering them sorts small rows), then the rows until ``limit`` match
+    rows = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created FROM archive "
+                        "WHERE " + _SCOPE + " ORDER BY id DESC",
+                        (conversation, conversation)).fetchall()
+    keys = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created")
+    out: List[Dict[str, Any]] = []
+    i = 0
+    while i < len(rows) and len(out) < limit:
+        if rows[i][5] > _SMALL:            # a big row: folded a chunk at a time
+            at = _locate(conn, rows[i][0], folded)
+            if at:
+                out.append(dict(zip(keys, rows[i]), snippet=_page(
+                    conn, rows[i][0], rows[i][5], _snippet_start(at), _SNIPPET)))
+            i += 1
+            continue
+        j, size = i, 0                     # small rows: fetched together (one query, not one each)
+        while j < len(rows) and rows[j][5] <= _SMALL and size < _BATCH and j - i < 500:
+            size, j = size + rows[j][5], j + 1
+        batch = rows[i:j]
+        texts = dict(conn.execute("SELECT id,content FROM archive WHERE id IN (%s)"
+                                  % ",".join("?" * len(batch)), [r[0] for r in batch]))
+        for row in batch:
+            text = str(texts.get(row[0]) or "")
+            at = _found(text.casefold(), folded)
+            if at and len(out) < limit:
+                start = _snippet_start(at)
+                out.append(dict(zip(keys, row), snippet=text[start:start + _SNIPPET]))
+        i = j
+    return out
+
+
+def _snippet_start(at: int) -> int:
+    # folding rarely changes lengths (ß -> ss), so the folded position is near enough
+    return max(0, at - 1 - SNIPPET_BEFORE)
