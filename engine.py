@@ -199,6 +199,8 @@ class TencentDBOffloadEngine(ContextEngine):
         if isinstance(current_tokens, int) and current_tokens > 0 and not force:
             before_real = max(before_real, current_tokens)
 
+        recallable = rt.writer.healthy      # if not: trim harder, fewer leave, no recall promised
+        trim = s.trim_chars if recallable else min(s.trim_chars, 600)
         clean, canvas_removed = canvas.strip_all(messages)
         result, level, path, report, error, cut = None, "", "local", {}, "", []
         if rt.client is not None and rt.client.available:
@@ -208,12 +210,14 @@ class TencentDBOffloadEngine(ContextEngine):
         if block:                                       # every later request carries it
             budget = max(256, budget - estimate_text(block) - PER_MESSAGE)
         if result is not None and sum(map(count, result)) > budget:
-            finish = local_compact(result, budget, keep_first=s.keep_first, trim_chars=s.trim_chars,
-                                   archived_total=state.stats.archived, count=count)
+            finish = local_compact(result, budget, keep_first=s.keep_first, trim_chars=trim,
+                                   archived_total=state.stats.archived, recallable=recallable,
+                                   count=count)
             result, path = finish.messages, "gateway+local"
         if result is None:
-            result = local_compact(clean, budget, keep_first=s.keep_first, trim_chars=s.trim_chars,
-                                   archived_total=state.stats.archived, count=count).messages
+            result = local_compact(clean, budget, keep_first=s.keep_first, trim_chars=trim,
+                                   archived_total=state.stats.archived, recallable=recallable,
+                                   count=count).messages
             level = "local"
         after_est = sum(map(count, result))
         # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object

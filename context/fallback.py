@@ -106,7 +106,9 @@ def trim_user(msg: Message, limit: int) -> Optional[Message]:
     return M.with_content(msg, M.trim_text(text, limit, "full text: tdai_offload_search"))
 
 
-def notice_text(removed: Sequence[Message], total_archived: int) -> str:
+def notice_text(removed: Sequence[Message], total_archived: int, recallable: bool = True) -> str:
+    """The one line the model reads where messages left. It promises recall only when the
+    archive is being written (``recallable``); otherwise it says the texts wait."""
     calls: List[Tuple[str, str]] = []
     for m in removed:
         for tid, (name, _args) in M.call_args(m).items():
@@ -117,8 +119,13 @@ def notice_text(removed: Sequence[Message], total_archived: int) -> str:
             "tdai_offload_search(query) to find archived text, or tdai_read_cos(tool_call_id) "
             "to read an archived tool result in full."
             % (M.NOTICE_MARK, len(removed), max(total_archived, len(removed))))
+    if not recallable:
+        text = ("%s %d earlier message(s) were moved out of the context to keep it within budget. "
+                "The archive cannot be written right now: their full texts are held and retried, "
+                "and tdai_read_cos / tdai_offload_search can return them only once it recovers."
+                % (M.NOTICE_MARK, len(removed)))
     if listed:
-        text += " Archived tool calls include: " + listed + "."
+        text += " Tool calls moved out include: " + listed + "."
     return text
 
 
@@ -136,7 +143,7 @@ def _notice(text: str, prev: Optional[Message], nxt: Optional[Message]) -> Optio
 
 
 def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int = 3,
-                  trim_chars: int = 2000, archived_total: int = 0,
+                  trim_chars: int = 2000, archived_total: int = 0, recallable: bool = True,
                   count: Optional[Callable[[Any], int]] = None) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
@@ -254,15 +261,15 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
         if i not in chosen:
             continue
         if not notice_done and i != prev_kept + 1:
-            _place_notice(out, versions[i], notice_text(removed, archived_total + len(removed)))
+            _place_notice(out, versions[i], notice_text(removed, archived_total + len(removed), recallable))
             notice_done = True
         out.extend(versions[i])
         prev_kept = i
     if not notice_done:
-        _place_notice(out, [], notice_text(removed, archived_total + len(removed)))
+        _place_notice(out, [], notice_text(removed, archived_total + len(removed), recallable))
     result = M.repair(out)
     if not [m for m in result if M.role(m) != "system"]:
-        result = result + [{"role": "user", "content": notice_text(removed, archived_total)}]
+        result = result + [{"role": "user", "content": notice_text(removed, archived_total, recallable)}]
     after = sum(count(m) for m in result)
     return CompactResult(result, removed, trimmed, before, after, after <= budget)
 

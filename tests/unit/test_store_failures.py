@@ -138,3 +138,34 @@ def test_no_store_yet_rows_wait_and_are_written_once_it_can_be_opened(tmp_path, 
     finally:
         rt.close()
     assert Store(blocker / "sub").count_archived("s") == 1
+
+
+def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(tmp_path, quick_busy):
+    from helpers import conversation, make_engine
+    from tencentdb_offload.context import messages as M
+
+    def notice(out):
+        return next(M.text_of(m) for m in out if M.NOTICE_MARK in M.text_of(m))
+
+    conv = conversation(120, 1500)           # trimming alone cannot reach the target
+    rt_ok, eng_ok = make_engine(tmp_path / "ok")
+    healthy = eng_ok.compress(conv, current_tokens=70_000)
+    assert "Nothing is lost" in notice(healthy)
+    rt_ok.close()
+
+    rt, eng = make_engine(tmp_path / "locked")
+    blocker = sqlite3.connect(str(rt.store.path), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        rt.writer.submit(Store.op_archive("s1", [_item(1)], time.time()))
+        assert _wait(lambda: not rt.writer.healthy)
+        out = eng.compress(conv, current_tokens=70_000)
+        text = notice(out)
+        assert "Nothing is lost" not in text and "cannot be written" in text
+        assert M.validation_errors(out) == []
+        assert len(out) > len(healthy), "with no archive, fewer messages leave"
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert rt.writer.flush(10) and rt.writer.healthy
+    rt.close()
