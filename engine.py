@@ -19,18 +19,16 @@ from .context import canvas, departures
 from .context import messages as M
 from .context.fallback import has_compressible, local_compact, prune_results
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text, messages_tokens
-from .memory_gateway.client import GatewayError
-from .memory_gateway.compaction import GatewayCompactor
 from .session import compaction_line
 
 log = logging.getLogger("tencentdb_offload.engine")
 
 NAME = "tencentdb-offload"
-FLUSH_BEFORE_COMPACT_S = 2.0
 PRUNE_FROM = 0.6            # the cheap step starts at 60 % of the trigger (the warm-up point)
 PER_AGENT = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
              "last_real_prompt_tokens", "threshold_tokens", "context_length", "compression_count",
-             "threshold_percent", "protect_first_n", "protect_last_n", "_key", "_session_id", "model")
+             "threshold_percent", "protect_first_n", "protect_last_n", "_key", "_session_id", "model",
+             "awaiting_real_usage_after_compression")
 
 
 class TencentDBOffloadEngine(ContextEngine):
@@ -40,22 +38,21 @@ class TencentDBOffloadEngine(ContextEngine):
         self.threshold_percent = s.threshold
         self.protect_first_n = s.keep_first
         self.protect_last_n = 6
-        self.last_prompt_tokens = 0
-        self.last_completion_tokens = 0
-        self.last_total_tokens = 0
-        self.last_real_prompt_tokens = 0     # the host logs it when preflight is deferred
-        self.threshold_tokens = 0
-        self.context_length = 0
-        self.compression_count = 0
+        for attr in PER_AGENT[:7]:           # counters (the host reads last_real_prompt_tokens)
+            setattr(self, attr, 0)
+        self.awaiting_real_usage_after_compression = False   # 0.22 sets it after compactions
         self.model = ""
         self._key = "default"
         self._session_id = ""
-        self._last_compress_aborted = False
-        self._last_compression_made_progress = False
+        self._last_compress_aborted = self._last_compression_made_progress = False
 
     @property
     def name(self) -> str:
         return NAME
+
+    @property
+    def summary_target_ratio(self) -> float:     # 0.22 reads it for idle compaction
+        return self.runtime.settings.compact_ratio / self.runtime.settings.threshold
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "TencentDBOffloadEngine":
         twin = self.__class__.__new__(self.__class__)
@@ -110,6 +107,7 @@ class TencentDBOffloadEngine(ContextEngine):
 
     # -- budget ---------------------------------------------------------------------------
     def update_from_response(self, usage: Dict[str, Any], **_: Any) -> None:
+        self.awaiting_real_usage_after_compression = False    # as the built-in does (0.22)
         if not isinstance(usage, dict):
             return
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
@@ -149,7 +147,10 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def should_defer_preflight_to_real_usage(self, rough_tokens: int = 0, **_: Any) -> bool:
         # After a compaction our own target check already holds; wait for real usage.
-        return self.last_prompt_tokens == -1
+        return self.awaiting_real_usage_after_compression or self.last_prompt_tokens == -1
+
+    def pending_compression_operation(self, messages: Any = None, **_: Any) -> None:
+        return None            # upstream main: None = an ordinary compaction
 
     def has_content_to_compress(self, messages: Any = None, **_: Any) -> bool:
         s = self.runtime.settings
@@ -192,8 +193,11 @@ class TencentDBOffloadEngine(ContextEngine):
         target = self._target()
         overhead = state.overhead_estimate or rt.last_overhead_estimate
         if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
-            # no calibration yet: the host's real count of (about) this list is the best anchor
-            state.calibrator.observe(overhead + sum(map(count, messages)), current_tokens)
+            # no calibration yet: the host's real count of (about) this list is the best anchor;
+            # what it counts beyond the messages is system prompt + tool schemas
+            est = sum(map(count, messages))
+            overhead = overhead or max(0, current_tokens - est)
+            state.calibrator.observe(overhead + est, current_tokens)
         budget = max(256, state.calibrator.to_estimate(target) - overhead)
         before_real = state.calibrator.to_real(overhead + sum(map(count, messages)))
         if isinstance(current_tokens, int) and current_tokens > 0 and not force:
@@ -244,26 +248,18 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def _via_gateway(self, state, clean, target, overhead, count):
         """(messages, level, report, results cut before sending, error); messages None on failure."""
-        rt = self.runtime
-        try:
-            rt.flush(state.key, FLUSH_BEFORE_COMPACT_S)      # ingest before compact
-            outcome = GatewayCompactor(rt.client).run(
-                state.gateway_id, clean, target_tokens=target,
-                context_length=self.context_length or 128_000, calibrator=state.calibrator,
-                overhead_estimate=overhead, count=count)
-        except GatewayError as exc:
-            error = str(exc)
-        except Exception as exc:   # a reply we could not even repair
-            error = "Gateway reply unusable: %s" % exc
-        else:
-            if departures.keeps_current_turn(clean, outcome.messages):
-                if outcome.canvas:
-                    state.set_canvas(outcome.canvas, replace=False)
-                state.remember_summaries(departures.gateway_summaries(outcome.messages))
-                return outcome.messages, outcome.level, outcome.report, outcome.body_trimmed, ""
-            error = "Gateway reply lost the current turn"
-        rt.note_error("gateway compaction failed, compacting locally: %s" % error)
-        return None, "", {}, [], error
+        outcome, error = self.runtime.gateway_compact(
+            state, clean, target=target, context_length=self.context_length or 128_000,
+            overhead=overhead, count=count)
+        if outcome is not None and not departures.keeps_current_turn(clean, outcome.messages):
+            outcome, error = None, "Gateway reply lost the current turn"
+        if outcome is None:
+            self.runtime.note_error("gateway compaction failed, compacting locally: %s" % error)
+            return None, "", {}, [], error
+        if outcome.canvas:
+            state.set_canvas(outcome.canvas, replace=False)
+        state.remember_summaries(departures.gateway_summaries(outcome.messages))
+        return outcome.messages, outcome.level, outcome.report, outcome.body_trimmed, ""
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,
                                 **_: Any) -> Tuple[Any, int]:

@@ -11,10 +11,11 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .config import Settings
 from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
+from .memory_gateway.compaction import GatewayCompactor
 from .memory_gateway.ingest import IngestWorker
 from .session import Reclaimer, SessionRegistry, SessionState
 from .archive.store import ArchiveItem, Store, StoreError
@@ -22,6 +23,7 @@ from .archive.writer import StoreWriter
 from .archive.recall import RecallTools
 
 log = logging.getLogger("tencentdb_offload")
+FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
 
 
 class Runtime:
@@ -128,6 +130,20 @@ class Runtime:
                      if d.kind != "tool_result" or d.tool_call_id not in state.processed_ids]
         if items:
             self.writer.submit(Store.op_archive(state.key, items, self.now()))
+
+    def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
+                        context_length: int, overhead: int, count: Any) -> Tuple[Any, str]:
+        """Deliver the session's backlog (bounded: L1 summaries first), then ask the Gateway to
+        compact. Returns (outcome, "") or (None, why); never raises."""
+        try:
+            self.flush(state.key, FLUSH_BEFORE_COMPACT_S)
+            return GatewayCompactor(self.client).run(
+                state.gateway_id, messages, target_tokens=target, context_length=context_length,
+                calibrator=state.calibrator, overhead_estimate=overhead, count=count), ""
+        except GatewayError as exc:
+            return None, str(exc)
+        except Exception as exc:   # a reply we could not even repair
+            return None, "Gateway reply unusable: %s" % exc
 
     def record_compaction(self, state: SessionState, event: Dict[str, Any]) -> None:
         for stats in (state.stats, self.registry.totals):

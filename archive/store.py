@@ -102,7 +102,7 @@ class Store(Outbox):
     def _open_checked(self) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._create()
+            _while_locked(self._create, self.BUSY_TIMEOUT_S)
         except sqlite3.DatabaseError as exc:
             if "not a database" in str(exc) or "malformed" in str(exc):
                 self._quarantine(exc)
@@ -134,7 +134,9 @@ class Store(Outbox):
         if conn is None:
             conn = sqlite3.connect(str(self.path), timeout=self.BUSY_TIMEOUT_S,
                                    isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            # switching to WAL answers "locked" at once (no busy wait) while another process
+            # creates or recovers the file: a second process starting is normal, so wait
+            _while_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"), self.BUSY_TIMEOUT_S)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=%d" % int(self.BUSY_TIMEOUT_S * 1000))
             # after a checkpoint the WAL shrinks back: a burst must not leave a copy on disk
@@ -256,3 +258,18 @@ class Store(Outbox):
                 counts[table] = cur.rowcount
         self.transaction([op])
         return counts
+
+
+def _while_locked(step: Callable[[], Any], seconds: float) -> Any:
+    """Run ``step``, retrying for up to ``seconds`` while SQLite says the file is locked/busy."""
+    deadline = time.monotonic() + seconds
+    pause = 0.01
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(0.25, pause * 2)

@@ -95,3 +95,4 @@ def test_writer_runs_housekeeping_when_idle(tmp_path):
     finally:
         StoreWriter.IDLE_S = saved
     assert len(calls) >= 2            # at start-up and again when due
+
