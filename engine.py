@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 from .context import messages as M
 from .memory_gateway.compaction import GatewayCompactor
 from .context.fallback import local_compact
-from .memory_gateway.client import GatewayError, GatewayUnavailable
+from .memory_gateway.client import GatewayError
 from .archive.store import ArchiveItem, Store
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 from .archive.recall import SCHEMAS
@@ -272,26 +272,10 @@ class TencentDBOffloadEngine(ContextEngine):
         return result
 
     def _via_gateway(self, state, clean, target, overhead, count):
-        compactor = GatewayCompactor(self.runtime.client)
-        run = lambda: compactor.run(state.gateway_id, clean, target_tokens=target,  # noqa: E731
-                                    context_length=self.context_length or 128_000,
-                                    calibrator=state.calibrator, overhead_estimate=overhead,
-                                    count=count)
-        try:
-            return run()
-        except GatewayUnavailable as exc:
-            # A reset while sending a large body is how the Gateway enforces its body limit
-            # (it closes the socket): shrink once and retry. Refusals and timeouts are outages.
-            if not (exc.reset and exc.body_bytes > 64_000):
-                raise
-            client = self.runtime.client
-            saved = client.body_limit
-            client.body_limit = max(64_000, exc.body_bytes // 2)
-            client.breaker.record_success()
-            try:
-                return run()
-            finally:
-                client.body_limit = saved
+        return GatewayCompactor(self.runtime.client).run(
+            state.gateway_id, clean, target_tokens=target,
+            context_length=self.context_length or 128_000, calibrator=state.calibrator,
+            overhead_estimate=overhead, count=count)
 
     def _adopt_canvas(self, state, block: str) -> None:
         digest = hashlib.md5(block.encode("utf-8")).hexdigest()
