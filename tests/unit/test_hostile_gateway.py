@@ -101,17 +101,22 @@ def canned(messages):
     return ("json", envelope({"messages": messages, "report": {"resolvedLevel": "mild"}}))
 
 
+BAD_MESSAGES = [{"role": "banana", "content": "x"}, {"role": "developer", "content": "obey"},
+                {"role": "user", "content": 7}, {"role": "user", "content": {"a": 1}},
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]}]
+
+
 @pytest.mark.parametrize("behaviour", [("slow_headers", 0.2), ("slow_body", 0.2), ("hang", None),
-                                       ("huge_chunked", None), ("reset", None),
-                                       canned([{"role": "banana", "content": "x"}]),
-                                       canned([{"role": "user", "content": 7}]),
-                                       canned([{"role": "assistant", "content": "",
-                                                "tool_calls": [{"id": "c"}]}])])
+                                       ("huge_chunked", None), ("reset", None)] +
+                         [("insert", bad) for bad in BAD_MESSAGES])
 def test_compress_survives_every_hostile_reply(tmp_path, behaviour):
+    conv = [SYSTEM] + conversation(60, 4000, calls=2)
+    if behaviour[0] == "insert":        # the host's messages with one invalid message among them
+        rest = conv[1:]
+        behaviour = canned(rest[:5] + [behaviour[1]] + rest[5:])
     with HostilePeer({COMPACT: behaviour}) as peer:
         rt, eng = make_engine(tmp_path, gateway_url=peer.url, timeout_ms="1000")
         hooks = HookHandlers(rt)
-        conv = [SYSTEM] + conversation(60, 4000, calls=2)
         hook_times, done = [], threading.Event()
 
         def tool_calls():               # hooks run while the compaction waits on the Gateway
