@@ -75,6 +75,11 @@ class Settings:
         """Every setting, the API key redacted: safe to print or return from status."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["api_key"] = redact(self.api_key)
+        out["instance_id"] = self.instance_id if header_safe(self.instance_id) else "(invalid, hidden)"
+        if self.gateway_url and not _url_problem(self.gateway_url):
+            out["gateway_url"] = BaseURL(self.gateway_url).display
+        elif self.gateway_url:
+            out["gateway_url"] = "(invalid, hidden)"
         return out
 
 

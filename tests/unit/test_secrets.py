@@ -99,3 +99,9 @@ def test_bad_url_with_credentials_is_redacted_in_the_warning(url):
     with pytest.raises(ValueError) as err:
         GatewayClient(url, "k", "svc")
     assert SECRET not in str(err.value)
+
+
+def test_settings_built_by_hand_never_show_credentials():
+    s = Settings(gateway_url="http://admin:%s@127.0.0.1:1" % SECRET, instance_id="x\n" + SECRET)
+    assert SECRET not in json.dumps(s.public()) and "admin" not in json.dumps(s.public())
+    assert not s.gateway_enabled
