@@ -88,11 +88,25 @@ class Connection:
             self._fill(deadline, True)
 
     def _exactly(self, n: int, deadline: float) -> bytes:
-        while len(self.buf) < n:
-            self._fill(deadline, True)
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
+        if len(self.buf) >= n:
+            out = bytes(self.buf[:n])
+            del self.buf[:n]
+            return out
+        body = bytearray(n)                 # a body of known size: read into place, no copies
+        have = len(self.buf)
+        body[:have] = self.buf
+        self.buf.clear()
+        view = memoryview(body)
+        while have < n:
+            self.sock.settimeout(_left(deadline))
+            try:
+                got = self.sock.recv_into(view[have:], n - have)
+            except socket.timeout as exc:
+                raise ExchangeTimeout("deadline passed") from exc
+            if not got:
+                raise PeerClosed("connection closed by the peer", True)
+            have += got
+        return body
 
     def exchange(self, request: bytes, deadline: float,
                  max_reply: int) -> Tuple[int, Dict[str, str], bytes]:
