@@ -3,8 +3,8 @@ Memory Gateway and keeps working, losing nothing, without it.
 
 ``register(ctx)`` gets the process runtime (built once, see ``wiring``) and registers an engine
 on it; hooks, the slash command and (on hosts without ``select_context``) the canvas guard are
-registered once per process. It never raises: a plugin that fails to load makes Hermes fall back
-to its built-in compressor without telling the user.
+registered once per process. Nothing in it raises on bad settings: a plugin that fails to load
+makes Hermes fall back to its built-in compressor without telling the user.
 """
 
 from __future__ import annotations
@@ -23,12 +23,7 @@ log = logging.getLogger("tencentdb_offload")
 
 
 def register(ctx: Any) -> None:
-    try:
-        runtime = shared_runtime()
-    except Exception as exc:   # last line of defence: settings and store problems never get here
-        log.error("tencentdb-offload: cannot start (%s: %s); Hermes keeps its own compressor",
-                  type(exc).__name__, exc)
-        raise
+    runtime = shared_runtime()
     ctx.register_context_engine(TencentDBOffloadEngine(runtime))
     # Hook and command registrations are per process: the host stores them once (0.22 calls
     # register() per agent and warns on a repeated command). A no-op context (0.22's engine

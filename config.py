@@ -3,25 +3,40 @@
 Hermes loads ``$HERMES_HOME/.env`` into ``os.environ`` before plugins register, so the
 environment is the primary source. A ``tencentdb_offload:`` block in config.yaml (read
 with Hermes' own loader when it is importable) fills in what the environment does not set.
-A bad value never raises: it produces one warning naming the variable, the bad value and
-the default used.
+No value stops the plugin from loading: a bad one produces one warning naming the variable
+(secrets by name only) and what is used instead. A malformed Gateway URL, or an API key /
+instance id that cannot be sent in an HTTP header, turns the Gateway off (local compaction)
+rather than silently talking to the default URL or sending a mangled credential.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from .memory_gateway.transport import BaseURL, header_safe
+
 PREFIX = "TENCENTDB_OFFLOAD_"
 OFF_WORDS = {"", "off", "none", "disabled", "false", "0"}
+SMALLEST_WINDOW = 4_096     # a fraction giving 0 tokens of this window is a typo
+SECRETS = ("API_KEY", "INSTANCE_ID")
+GATEWAY_OFF = ("GATEWAY_URL",) + SECRETS   # bad values here turn the Gateway off
 
 
 def hermes_home(env: Mapping[str, str] = os.environ) -> Path:
     """Hermes' home: ``$HERMES_HOME`` or ``~/.hermes`` (same rule as the host)."""
     raw = env.get("HERMES_HOME", "").strip()
-    return Path(raw).expanduser() if raw else Path.home() / ".hermes"
+    return _expand(raw) if raw else Path.home() / ".hermes"
+
+
+def _expand(raw: str) -> Path:
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:            # ~user with no such user: the host would not expand it either
+        return Path(raw)
 
 
 @dataclass(frozen=True)
@@ -44,17 +59,27 @@ class Settings:
 
     @property
     def gateway_enabled(self) -> bool:
-        return bool(self.gateway_url)
+        return bool(self.gateway_url) and not _url_problem(self.gateway_url) and \
+            header_safe(self.api_key or "local") and header_safe(self.instance_id or "default")
 
     def resolved_store_dir(self, env: Mapping[str, str] = os.environ) -> Path:
-        if self.store_dir:
+        """The store directory; an unusable ``store_dir`` (or home) gives the default."""
+        if self.store_dir and not _path_problem(self.store_dir):
             return Path(self.store_dir).expanduser()
-        return hermes_home(env) / "tencentdb-offload"
+        home = hermes_home(env)
+        if "\0" in str(home):
+            home = Path.home() / ".hermes"
+        return home / "tencentdb-offload"
 
     def public(self) -> Dict[str, Any]:
         """Every setting, the API key redacted: safe to print or return from status."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["api_key"] = redact(self.api_key)
+        out["instance_id"] = self.instance_id if header_safe(self.instance_id) else "(invalid, hidden)"
+        if self.gateway_url and not _url_problem(self.gateway_url):
+            out["gateway_url"] = BaseURL(self.gateway_url).display
+        elif self.gateway_url:
+            out["gateway_url"] = "(invalid, hidden)"
         return out
 
 
@@ -70,9 +95,28 @@ def _parse_url(raw: str) -> str:
     text = raw.strip()
     if text.lower() in OFF_WORDS:
         return ""
+    problem = _url_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return BaseURL(text).display      # credentials dropped (see load_settings)
+
+
+def _url_problem(text: str) -> str:
     if not (text.startswith("http://") or text.startswith("https://")):
-        raise ValueError("must start with http:// or https:// (or be 'off')")
-    return text.rstrip("/")
+        return "must start with http:// or https:// (or be 'off')"
+    try:
+        BaseURL(text)
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+def _header_value(raw: str) -> str:
+    text = _non_empty(raw)
+    if not header_safe(text):
+        raise ValueError("contains characters that cannot be sent in an HTTP header "
+                         "(line breaks, control or non-ASCII characters such as smart quotes)")
+    return text
 
 
 def _parse_bool(raw: str) -> bool:
@@ -110,14 +154,39 @@ def _non_empty(raw: str) -> str:
 
 
 def _path(raw: str) -> str:
-    return raw.strip()
+    text = raw.strip()
+    problem = _path_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+def _path_problem(text: str) -> str:
+    if "\0" in text:
+        return "contains a NUL byte"
+    try:
+        Path(text).expanduser()
+        os.fsencode(text)
+    except RuntimeError:
+        return "names the home of a user that does not exist"
+    except (UnicodeError, ValueError):
+        return "is not a valid file name on this system"
+    return ""
+
+
+def _shown(suffix: str, raw: Any) -> str:
+    """A bad value as it may be printed: secrets never, URLs without credentials, short."""
+    if suffix in SECRETS:
+        return "(hidden)"
+    text = re.sub(r"//[^/@]*@", "//***@", repr(raw))
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 # name (suffix after PREFIX) -> (Settings field, parser)
 SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "GATEWAY_URL": ("gateway_url", _parse_url),
-    "API_KEY": ("api_key", _non_empty),
-    "INSTANCE_ID": ("instance_id", _non_empty),
+    "API_KEY": ("api_key", _header_value),
+    "INSTANCE_ID": ("instance_id", _header_value),
     "COMPACT_RATIO": ("compact_ratio", _ranged_float(0.0, 1.0)),
     "THRESHOLD": ("threshold", _ranged_float(0.0, 1.0)),
     "TIMEOUT_MS": ("timeout_ms", _ranged_int(100, 600_000)),
@@ -160,20 +229,38 @@ def load_settings(env: Mapping[str, str] = os.environ,
     block = block if isinstance(block, Mapping) else {}
     for suffix, (attr, parse) in SPEC.items():
         var = PREFIX + suffix
-        if var in env:
-            raw, source = env[var], var
-        elif attr in block or suffix.lower() in block:
-            raw = block.get(attr, block.get(suffix.lower()))
-            source = "tencentdb_offload.%s" % attr
-        else:
-            continue
         try:
+            if var in env:
+                raw, source = env[var], var
+            elif attr in block or suffix.lower() in block:
+                raw = block.get(attr, block.get(suffix.lower()))
+                source = "tencentdb_offload.%s" % attr
+            else:
+                continue
             values[attr] = parse(str(raw) if not isinstance(raw, bool) else ("true" if raw else "false"))
-        except (TypeError, ValueError) as exc:
-            shown = "(hidden)" if suffix == "API_KEY" else repr(raw)
-            warnings.append("%s=%s is invalid (%s); using the default %r"
-                            % (source, shown, exc, getattr(defaults, attr)
-                               if suffix != "API_KEY" else "(default)"))
+        except Exception as exc:     # any value, any type: a warning, never a failed load
+            reason = str(exc) if isinstance(exc, ValueError) else "unreadable value"
+            if suffix in GATEWAY_OFF:
+                values["gateway_url"] = ""
+                instead = "the Gateway is off (local compaction only) until it is fixed"
+            else:
+                instead = "using the default %r" % (getattr(defaults, attr),)
+            warnings.append("%s=%s is invalid (%s); %s" % (source, _shown(suffix, raw), reason[:200],
+                                                         instead))
+            continue
+        if suffix == "GATEWAY_URL" and values[attr] and "@" in str(raw).split("//", 1)[-1].split("/", 1)[0]:
+            warnings.append("%s holds credentials (user:password@); they are ignored, never sent or "
+                            "shown: put the key in %sAPI_KEY" % (source, PREFIX))
+        if suffix == "STORE_DIR" and values[attr] and not Path(values[attr]).expanduser().is_absolute():
+            warnings.append("%s=%s is a relative path: the store would land in whatever directory "
+                            "Hermes is started from; use an absolute path" % (source, _shown(suffix, raw)))
+    for attr in ("threshold", "compact_ratio"):
+        value = values.get(attr, getattr(defaults, attr))
+        if int(value * SMALLEST_WINDOW) < 1:
+            var = PREFIX + attr.upper()
+            warnings.append("%s=%g is so small that a %d-token window would trigger at 0 tokens; "
+                            "using the default %g" % (var, value, SMALLEST_WINDOW, getattr(defaults, attr)))
+            values[attr] = getattr(defaults, attr)
     settings = Settings(**values)
     if settings.compact_ratio >= settings.threshold:
         fixed = round(settings.threshold * 2 / 3, 4)

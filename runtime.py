@@ -66,7 +66,8 @@ class Runtime:
                 settings.gateway_url, settings.api_key, settings.instance_id,
                 timeout_ms=settings.timeout_ms, ingest_timeout_ms=settings.ingest_timeout_ms,
                 body_limit=settings.body_limit, breaker=CircuitBreaker(),
-                probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0))
+                probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0),
+                shared_dir=self.store.directory)
             self.worker = IngestWorker(self.client, self.store, self.registry,
                                        canvas=settings.canvas)
         elif settings.gateway_enabled:
@@ -136,6 +137,7 @@ class Runtime:
         """Deliver the session's backlog (bounded: L1 summaries first), then ask the Gateway to
         compact. Returns (outcome, "") or (None, why); never raises."""
         try:
+            self.client.ensure_reachable()    # a Gateway known or found down costs no flush wait
             self.flush(state.key, FLUSH_BEFORE_COMPACT_S)
             return GatewayCompactor(self.client).run(
                 state.gateway_id, messages, target_tokens=target, context_length=context_length,
@@ -166,14 +168,15 @@ class Runtime:
             return None
 
     def health(self) -> Dict[str, Any]:
-        """Probe the Gateway now (for ``/tencentdb-offload health`` and doctor)."""
+        """Probe the Gateway now (for ``/tencentdb-offload health`` and doctor), answering
+        within the probe timeout (at most 1 s) whatever the Gateway does."""
         if self.client is None:
             return {"ok": False, "reason": "no Gateway configured (local mode)"}
         started = time.monotonic()
         try:
-            data = self.client.health(force=True)
+            data = self.client.health(force=True, timeout=self.client.probe_timeout)
         except GatewayError as exc:
-            return {"ok": False, "reason": str(exc)}
+            return {"ok": False, "reason": str(exc), "shared": self.client.shared_status()}
         if not self.client.available:
             self.client.breaker.record_success()
             self.worker.wake()

@@ -49,9 +49,21 @@ def shared_runtime() -> Runtime:
     with space.lock:
         runtime = space.runtimes.get(home)
         if runtime is None or runtime.closed:
-            runtime = build_runtime(block=read_config_block())
+            runtime = _runtime_or_safe_default(home)
             space.runtimes[home] = runtime
             atexit.register(runtime.close)
+        return runtime
+
+
+def _runtime_or_safe_default(home: str) -> Runtime:
+    """Settings never raise; if anything else does, the plugin still loads, local-only with
+    defaults, and says why (a plugin that fails to load is silently replaced by Hermes)."""
+    try:
+        return build_runtime(block=read_config_block())
+    except Exception as exc:
+        runtime = build_runtime(env={"HERMES_HOME": home, "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"})
+        runtime.note_error("could not start with your settings (%s: %s); running local-only "
+                           "with defaults" % (type(exc).__name__, exc))
         return runtime
 
 

@@ -111,7 +111,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (hooks, should_compress, compress, ingest, "
-                    "memory, outbox, recall, tokens); repeatable")
+                    "memory, outbox, recall, hostile, tokens); repeatable")
     args = ap.parse_args(argv)
     only = set(args.only)
 
@@ -155,6 +155,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         if want("ingest"):
             say("ingest worker throughput")
             rows += cases.bench_ingest(gw, q)
+        if want("hostile"):
+            import network
+            say("hostile: hung Gateway in fresh processes; cost of the deadline + reply cap")
+            rows += network.bench_hung_fresh_process(q)
+            rows += network.bench_reply_cap(gw, q)
     finally:
         gw.stop()
     if want("memory"):

@@ -5,25 +5,32 @@ Knows nothing about Hermes. Callers see typed errors (``GatewayUnavailable``,
 ``socket.timeout``. A circuit breaker shared by every caller in the process makes a dead
 Gateway cost microseconds after the first failure: while it is open, calls fail at once;
 only ``probe()`` (called from the background worker, never from a turn) touches the network
-until ``/health`` answers again. Keep-alive connections are reused per thread.
+until ``/health`` answers again. Keep-alive connections are reused per thread. Every call has
+one deadline for the whole exchange and a cap on the reply size (see ``transport``); what
+this process learns about the Gateway's health is shared with the others on the same store
+(see ``shared_health``), so a fresh process does not wait on a Gateway known to be down.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
-import ssl
 import threading
 import time
-import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
+
+from .breaker import CircuitBreaker
+from .shared_health import SharedHealth
+from .transport import (BadReply, BaseURL, Connection, ExchangeTimeout, PeerClosed, ReplyTooLarge,
+                        build_request, header_safe, host_header)
 
 INGEST = "/v2/offload/ingest"
 COMPACT = "/v2/offload/compact"
 QUERY_MMD = "/v2/offload/query-mmd"
 READ_REF = "/v2/offload/read-ref"
 HEALTH = "/health"
+FRESH_S = 30.0          # heard from the Gateway this recently: no /health before a compaction
+DOWN_TRUST_S = 30.0
+RESET_MEANS_TOO_LARGE = 64_000   # the Gateway enforces its body limit by closing the socket     # another process saw it down this recently: do not even ask
 
 
 class GatewayError(Exception):
@@ -74,74 +81,50 @@ class GatewayProtocolError(GatewayError):
     """The Gateway answered 200 with something that is not the V2 envelope we expect."""
 
 
+class GatewayConfigError(GatewayError):
+    """A setting makes every call impossible (e.g. a key that cannot go in a header); not sent."""
+
+
 class GatewayNotSupported(GatewayRejected):
     """The route does not exist on this Gateway (HTTP 404)."""
-
-
-class CircuitBreaker:
-    """closed → open on an outage → half-open probe after a backoff → closed or open again."""
-
-    def __init__(self, base_backoff: float = 1.0, max_backoff: float = 60.0) -> None:
-        self.base = base_backoff
-        self.max = max_backoff
-        self.state = "closed"
-        self.failures = 0
-        self.retry_at = 0.0
-        self.last_error = ""
-        self._lock = threading.Lock()
-
-    def allow(self) -> bool:
-        """May a normal call go to the network now? (Never blocks.)"""
-        return self.state == "closed"
-
-    def probe_due(self, now: Optional[float] = None) -> bool:
-        return self.state == "open" and (now or time.monotonic()) >= self.retry_at
-
-    def record_success(self) -> None:
-        with self._lock:
-            self.state, self.failures, self.last_error = "closed", 0, ""
-
-    def record_outage(self, error: str) -> None:
-        with self._lock:
-            self.failures += 1
-            self.last_error = error
-            backoff = min(self.max, self.base * (2 ** min(self.failures - 1, 10)))
-            self.state = "open"
-            self.retry_at = time.monotonic() + backoff
-
-    def snapshot(self) -> Dict[str, Any]:
-        left = max(0.0, self.retry_at - time.monotonic()) if self.state == "open" else 0.0
-        return {"state": self.state, "failures": self.failures,
-                "retry_in_s": round(left, 1), "last_error": self.last_error}
 
 
 class GatewayClient:
     def __init__(self, base_url: str, api_key: str, instance_id: str, *,
                  timeout_ms: int = 90_000, ingest_timeout_ms: int = 5_000,
                  body_limit: int = 1_000_000, breaker: Optional[CircuitBreaker] = None,
-                 probe_timeout_s: float = 1.0, health_ttl_s: float = 10.0) -> None:
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("gateway URL must look like http://host:port")
-        self.base_url = base_url.rstrip("/")
-        self._scheme = parts.scheme
-        self._host = parts.hostname
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        self._prefix = parts.path.rstrip("/")
-        self._api_key = api_key or "local"      # the Gateway requires a non-empty Bearer
+                 probe_timeout_s: float = 1.0, health_ttl_s: float = 10.0,
+                 reply_limit: int = 0, shared_dir: Any = None) -> None:
+        url = BaseURL(base_url)             # ValueError (without the URL) when malformed
+        self.base_url = url.display         # credentials are never kept, sent or shown
+        self._scheme, self._host, self._port, self._prefix = url.scheme, url.host, url.port, url.prefix
+        self._host_header = host_header(url.host, url.port, url.scheme)
         self.instance_id = instance_id or "default"
+        bad = [name for name, value in (("TENCENTDB_OFFLOAD_API_KEY", api_key or "local"),
+                                        ("TENCENTDB_OFFLOAD_INSTANCE_ID", self.instance_id))
+               if not header_safe(value)]
+        self._api_key = "" if bad else (api_key or "local")  # the Gateway requires a Bearer
+        if bad:
+            self.instance_id = "(invalid)"
         self.timeout = timeout_ms / 1000.0
         self.ingest_timeout = ingest_timeout_ms / 1000.0
         self.body_limit = body_limit
+        # a reply may be larger than its request (UTF-8 vs escapes, repairs), never unbounded
+        self.reply_limit = reply_limit or max(16 << 20, 4 * body_limit)
         self.breaker = breaker or CircuitBreaker()
         self.probe_timeout = probe_timeout_s
         self.health_ttl = health_ttl_s
+        self.shared = SharedHealth(shared_dir, base_url) if shared_dir is not None else None
         self.read_ref_supported: Optional[bool] = None
         self.last_health: Dict[str, Any] = {}
         self.last_health_at = 0.0
+        self.last_ok_at = -FRESH_S           # monotonic time of the last answer in this process
         self.last_latency_ms = 0.0
         self.last_error = ""
-        self.config_error = ""
+        self.fatal_config = ("%s contains characters that cannot be sent in an HTTP header "
+                             "(only printable ASCII); Gateway calls are off until it is fixed"
+                             % " and ".join(bad)) if bad else ""
+        self.config_error = self.fatal_config
         self._local = threading.local()
 
     def __repr__(self) -> str:
@@ -194,15 +177,20 @@ class GatewayClient:
         now = time.monotonic()
         if not force and self.last_health and now - self.last_health_at < self.health_ttl:
             return self.last_health
-        status, payload = self._request("GET", HEALTH, None, timeout or self.ingest_timeout)
+        try:
+            status, payload = self._request("GET", HEALTH, None, timeout or self.ingest_timeout)
+        except GatewayUnavailable as exc:
+            self._share(False, str(exc))
+            raise
         try:
             data = json.loads(payload.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise GatewayProtocolError("health reply is not JSON") from exc
         if status != 200 or not isinstance(data, dict) or data.get("status") not in ("ok", "degraded"):
             raise GatewayProtocolError("health says %r (HTTP %d)" % (
-                data.get("status") if isinstance(data, dict) else data, status))
+                str(data.get("status") if isinstance(data, dict) else data)[:80], status))
         self.last_health, self.last_health_at = data, now
+        self._heard()
         return data
 
     def probe(self) -> bool:
@@ -215,13 +203,45 @@ class GatewayClient:
         self.breaker.record_success()
         return True
 
+    def ensure_reachable(self) -> None:
+        """Raise ``GatewayUnavailable`` quickly unless the Gateway is known to be up.
+
+        A process that has heard from the Gateway in the last ``FRESH_S`` goes ahead. Otherwise
+        a recent "down" verdict from another process on the same store fails at once, and
+        anything else costs one ``/health`` of at most ``probe_timeout``: a hung Gateway costs
+        a new process about a second, not the whole compaction timeout.
+        """
+        if self.fatal_config:
+            raise GatewayConfigError(self.fatal_config)
+        if not self.breaker.allow():
+            raise GatewayUnavailable("circuit open after: %s" % (self.breaker.last_error or "failure"))
+        if time.monotonic() - self.last_ok_at < FRESH_S:
+            return
+        known = self.shared.read() if self.shared else None
+        if known and not known.get("up") and known["age_s"] < DOWN_TRUST_S:
+            reason = "another process found the Gateway down %.0f s ago (%s)" % (
+                known["age_s"], str(known.get("error") or "no answer")[:200])
+            self.breaker.record_outage(reason)
+            raise GatewayUnavailable(reason)
+        try:
+            self.health(force=True, timeout=self.probe_timeout)
+        except GatewayError as exc:
+            self.last_error = "health check before compaction failed: %s" % exc
+            self.breaker.record_outage(self.last_error)
+            raise GatewayUnavailable(self.last_error) from exc
+
+    def shared_status(self) -> Optional[Dict[str, Any]]:
+        """The verdict shared by all processes on this store (``up``, ``age_s``, ``error``)."""
+        known = self.shared.read() if self.shared else None
+        return {k: known[k] for k in ("up", "age_s", "error", "pid") if k in known} if known else None
+
     @property
     def available(self) -> bool:
         return self.breaker.allow()
 
     def status(self) -> Dict[str, Any]:
         return {"url": self.base_url, "instance_id": self.instance_id,
-                "breaker": self.breaker.snapshot(),
+                "breaker": self.breaker.snapshot(), "shared_health": self.shared_status(),
                 "version": self.last_health.get("version", ""),
                 "health": self.last_health.get("status", "unknown"),
                 "last_latency_ms": round(self.last_latency_ms, 1),
@@ -234,8 +254,18 @@ class GatewayClient:
             conn.close()
             self._local.conn = None
 
+    def _heard(self) -> None:
+        self.last_ok_at = time.monotonic()
+        self._share(True)
+
+    def _share(self, up: bool, error: str = "") -> None:
+        if self.shared is not None:
+            self.shared.record(up, error)
+
     # -- transport --------------------------------------------------------------------
     def _call(self, path: str, body: Any, timeout: float) -> Dict[str, Any]:
+        if self.fatal_config:
+            raise GatewayConfigError(self.fatal_config)
         if not self.breaker.allow():
             raise GatewayUnavailable("circuit open after: %s" % (self.breaker.last_error or "failure"))
         payload = body if isinstance(body, (bytes, bytearray)) else \
@@ -248,7 +278,9 @@ class GatewayClient:
         except GatewayUnavailable as exc:
             exc.body_bytes = len(payload)
             self.last_error = str(exc)
-            self.breaker.record_outage(str(exc))
+            if not (exc.reset and len(payload) > RESET_MEANS_TOO_LARGE):
+                self.breaker.record_outage(str(exc))   # (a cut-off large body is a size refusal)
+                self._share(False, str(exc))
             raise
         self.last_latency_ms = (time.monotonic() - started) * 1000
         try:
@@ -259,14 +291,16 @@ class GatewayClient:
                 self.config_error = str(exc)
             if exc.status >= 500:
                 self.breaker.record_outage(str(exc))
+            else:
+                self._heard()
             raise
         except GatewayProtocolError as exc:
             self.last_error = str(exc)
             raise
         self.breaker.record_success()
         self.config_error = ""
+        self._heard()
         return data
-
     @staticmethod
     def _parse(path: str, status: int, raw: bytes) -> Dict[str, Any]:
         try:
@@ -291,48 +325,48 @@ class GatewayClient:
             raise GatewayProtocolError("reply to %s has data of type %s" % (path, type(data).__name__))
         return data
 
-    def _connection(self, timeout: float) -> Tuple[http.client.HTTPConnection, bool]:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.timeout = timeout
-            if conn.sock is not None:
-                conn.sock.settimeout(timeout)
-            return conn, True
-        if self._scheme == "https":
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
-                                               context=ssl.create_default_context())
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-        self._local.conn = conn
-        return conn, False
-
     def _request(self, method: str, path: str, payload: Optional[bytes],
                  timeout: float) -> Tuple[int, bytes]:
+        """One exchange, all of it (connect, send, headers, body) within ``timeout``."""
+        if self.fatal_config:
+            raise GatewayConfigError(self.fatal_config)
+        deadline = time.monotonic() + timeout
         headers = {"Authorization": "Bearer " + self._api_key,
-                   "x-tdai-service-id": self.instance_id,
-                   "Accept": "application/json"}
+                   "x-tdai-service-id": self.instance_id, "Accept": "application/json"}
         if payload is not None:
             headers["Content-Type"] = "application/json"
+        request = build_request(method, self._host_header, self._prefix + path, headers, payload)
+        where = self.base_url + path
         for attempt in (1, 2):
-            conn, reused = self._connection(timeout)
+            conn: Optional[Connection] = getattr(self._local, "conn", None)
+            reused = conn is not None
             try:
-                conn.request(method, self._prefix + path, body=payload, headers=headers)
-                resp = conn.getresponse()
-                raw = resp.read()
-                if resp.getheader("connection", "").lower() == "close":
+                if conn is None:
+                    conn = self._local.conn = Connection(self._scheme, self._host, self._port,
+                                                         deadline)
+                status, _headers, raw = conn.exchange(request, deadline, self.reply_limit)
+                if not conn.reusable:
                     self.close()
-                return resp.status, raw
-            except (socket.timeout, TimeoutError) as exc:
+                return status, raw
+            except (ExchangeTimeout, TimeoutError) as exc:
                 self.close()
-                raise GatewayTimeout("no answer from %s%s within %.1fs" % (
-                    self.base_url, path, timeout)) from exc
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                raise GatewayTimeout("no complete answer from %s within %.1fs" % (
+                    where, timeout)) from exc
+            except ReplyTooLarge as exc:
                 self.close()
-                if reused and attempt == 1:
+                raise GatewayProtocolError("reply from %s is larger than %d bytes; not read" % (
+                    where, exc.limit)) from exc
+            except BadReply as exc:
+                self.close()
+                raise GatewayUnavailable("%s did not answer in HTTP (%s)" % (where, exc)) from exc
+            except (PeerClosed, BrokenPipeError, ConnectionResetError) as exc:
+                self.close()
+                fresh_start = not getattr(exc, "started", True) or not isinstance(exc, PeerClosed)
+                if reused and attempt == 1 and fresh_start:
                     continue        # a kept-alive socket the server had closed: one fresh try
                 raise GatewayUnavailable("connection to %s lost (%s)" % (
                     self.base_url, type(exc).__name__), reset=True) from exc
-            except (OSError, http.client.HTTPException) as exc:
+            except OSError as exc:
                 self.close()
                 raise GatewayUnavailable("cannot reach %s (%s)" % (
                     self.base_url, getattr(exc, "strerror", None) or type(exc).__name__)) from exc

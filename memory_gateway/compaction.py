@@ -8,6 +8,10 @@ send ``context_window = ceil(target / 0.75)``, so the cascade's last step ends e
 target (``COMPACT_RATIO × context_length``) and each step only runs if the previous one did
 not get there. ``total_tokens`` and ``message_tokens`` are our calibrated estimates in the
 provider's units; ``ratio`` is the honest ``total / context_length`` (clamped to 2).
+
+The Gateway never decides what the model is told about itself: system messages in a reply
+are ignored and the host's are kept as given; any other message must have a valid shape
+(``reply_shape``) or the whole reply is refused, so the engine compacts locally.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..context import canvas
 from ..context import messages as M
-from .client import GatewayClient, GatewayProtocolError, encode_compact
+from .client import GatewayClient, GatewayProtocolError, GatewayUnavailable, encode_compact
+from .reply_shape import shape_problems
 from ..context.tokens import Calibrator, TokenMemo
 
 Message = Dict[str, Any]
 CASCADE_END = 0.75
 BODY_TIERS = (8_000, 2_000, 500)
+RESET_RETRY_MIN = 64_000    # smallest body tried again after a reset (see client)
 
 
 def context_window_for(target_tokens: int) -> int:
@@ -52,7 +58,6 @@ class GatewayOutcome:
     level: str
     canvas: str = ""
     body_trimmed: List[Message] = field(default_factory=list)
-    repairs: Dict[str, int] = field(default_factory=dict)
 
 
 def strip_for_wire(messages: Sequence[Message]) -> Tuple[List[Message], Dict[str, Any]]:
@@ -114,22 +119,26 @@ def shrink_to_body_limit(messages: List[Message], limit: int,
     return out, originals
 
 
-def clean_reply(reply: List[Any], sidecars: Dict[str, Any]) -> Tuple[List[Message], str, Dict[str, int]]:
+def clean_reply(reply: List[Any], sidecars: Dict[str, Any],
+                host_systems: Sequence[Message] = ()) -> Tuple[List[Message], str]:
     """Repair what the Gateway returned (see gateway contract, known bugs).
 
-    Removes every canvas block/message (returning the newest active one so the engine can
-    place it once), drops duplicate history canvases, strips ``_`` markers, moves system
-    messages back to the front, removes dangling OpenAI ``tool_calls`` left by its replay,
-    drops orphan results, merges consecutive roles, and restores ``api_content`` on messages
-    that came back unchanged.
+    Refuses a reply with a message of invalid shape (``GatewayProtocolError``); drops the
+    reply's system messages and puts ``host_systems`` first, as given; removes every canvas
+    block/message (returning the newest active one so the engine can place it once), drops
+    duplicate history canvases, strips ``_`` markers, removes dangling OpenAI ``tool_calls``
+    left by its replay, drops orphan results, merges consecutive roles, and restores
+    ``api_content`` on messages that came back unchanged.
     """
+    problems = shape_problems(reply)
+    if problems:
+        raise GatewayProtocolError("compact reply refused: %s" % problems)
     rep = M.RepairReport()
     newest_canvas = ""
     seen_history = set()
     kept: List[Any] = []
     for m in reply:
-        if not isinstance(m, dict):
-            rep.add("dropped_unknown")
+        if m.get("role") == "system":
             continue
         text = M.text_of(m) if M.role(m) == "user" else ""
         if m.get("_mmdContextMessage") or (text and canvas.OPEN in text):
@@ -154,19 +163,36 @@ def clean_reply(reply: List[Any], sidecars: Dict[str, Any]) -> Tuple[List[Messag
             if api is not None:
                 stripped, _n = canvas.strip(api) if isinstance(api, str) else (api, 0)
                 repaired[i] = dict(m, api_content=stripped)
-    return repaired, newest_canvas, dict(rep)
+    return list(host_systems) + repaired, newest_canvas
 
 
 class GatewayCompactor:
+    """One compaction through the Gateway; raises ``GatewayError`` so the caller compacts locally.
+
+    Never changes the client: a body the Gateway cut off (a reset after a large body is how
+    it enforces its limit) is retried once under a smaller limit local to this call.
+    """
+
     def __init__(self, client: GatewayClient) -> None:
         self.client = client
 
     def run(self, session_id: str, messages: List[Message], *, target_tokens: int,
             context_length: int, calibrator: Calibrator, overhead_estimate: int,
             count: Optional[Callable[[Any], int]] = None) -> GatewayOutcome:
-        count = count or TokenMemo()
+        self.client.ensure_reachable()      # fast GatewayUnavailable when known or found down
+        args = (session_id, messages, target_tokens, context_length, calibrator,
+                overhead_estimate, count or TokenMemo())
+        try:
+            return self._attempt(int(self.client.body_limit * 0.95), *args)
+        except GatewayUnavailable as exc:
+            if not (exc.reset and exc.body_bytes > RESET_RETRY_MIN):
+                raise
+            return self._attempt(max(RESET_RETRY_MIN, exc.body_bytes // 2), *args)
+
+    def _attempt(self, limit: int, session_id: str, messages: List[Message], target_tokens: int,
+                 context_length: int, calibrator: Calibrator, overhead_estimate: int,
+                 count: Callable[[Any], int]) -> GatewayOutcome:
         wire, sidecars = strip_for_wire(messages)
-        limit = int(self.client.body_limit * 0.95)
         body_trimmed: List[Message] = []
 
         def encode(msgs: List[Message], ascii_only: bool = True) -> bytes:
@@ -189,6 +215,6 @@ class GatewayCompactor:
         report = data.get("report") or {}
         if not isinstance(report, dict):
             raise GatewayProtocolError("compact report is not an object")
-        repaired, canvas, repairs = clean_reply(data["messages"], sidecars)
-        return GatewayOutcome(repaired, report, effective_level(report), canvas,
-                              body_trimmed, repairs)
+        host_systems = [m for m in messages if M.role(m) == "system"]
+        repaired, block = clean_reply(data["messages"], sidecars, host_systems)
+        return GatewayOutcome(repaired, report, effective_level(report), block, body_trimmed)

@@ -1,0 +1,82 @@
+"""What every process on this store knows about the Gateway's health, with its age.
+
+``hermes chat -q`` runs one process per turn, so an in-memory circuit breaker forgets a hung
+Gateway at every turn. The last verdict ("up" / "down", when, why) lives in a small JSON file
+in the store directory, replaced atomically (write a temporary file, then ``os.replace``), one
+entry per Gateway URL (keyed by a hash, so no URL or credential is written). A missing or
+unreadable file only means "nothing known".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+FILE_NAME = "gateway-health.json"
+REWRITE_UP_S = 30.0          # an unchanged "up" verdict is refreshed at most this often
+MAX_ENTRIES = 16
+
+
+class SharedHealth:
+    def __init__(self, directory: Path, url: str) -> None:
+        self.path = Path(directory) / FILE_NAME
+        self.key = hashlib.sha256(url.encode("utf-8", "replace")).hexdigest()[:16]
+        self._written: Optional[Dict[str, Any]] = None
+
+    def read(self) -> Optional[Dict[str, Any]]:
+        """This Gateway's last verdict plus ``age_s``, or None when nothing is known."""
+        try:
+            with open(self.path, "r", encoding="utf-8") as fh:
+                data = json.load(fh)
+            entry = data.get(self.key) if isinstance(data, dict) else None
+            if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)):
+                return None
+        except (OSError, ValueError):
+            return None
+        return dict(entry, age_s=round(max(0.0, time.time() - entry["at"]), 1))
+
+    def record(self, up: bool, error: str = "") -> None:
+        """Note a verdict; an unchanged "up" is rewritten only every ``REWRITE_UP_S``."""
+        now = time.time()
+        last = self._written
+        if up and last and last["up"] and now - last["at"] < REWRITE_UP_S:
+            return
+        entry = {"up": up, "at": now, "error": error[:300], "pid": os.getpid()}
+        self._written = entry
+        try:
+            self._write(entry)
+        except (OSError, ValueError):
+            pass                      # an unwritable store costs sharing, never a compaction
+
+    def _write(self, entry: Dict[str, Any]) -> None:
+        try:
+            with open(self.path, "r", encoding="utf-8") as fh:
+                data = json.load(fh)
+            if not isinstance(data, dict):
+                data = {}
+        except (OSError, ValueError):
+            data = {}
+        data[self.key] = entry
+        if len(data) > MAX_ENTRIES:   # old Gateway URLs age out
+            keep = sorted(data, key=lambda k: _at(data[k]), reverse=True)[:MAX_ENTRIES]
+            data = {k: data[k] for k in keep}
+        fd, tmp = tempfile.mkstemp(dir=str(self.path.parent), prefix=".gateway-health-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
+def _at(entry: Any) -> float:
+    return entry.get("at", 0) if isinstance(entry, dict) and isinstance(entry.get("at"), (int, float)) else 0

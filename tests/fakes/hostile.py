@@ -1,0 +1,141 @@
+"""A raw-socket hostile Gateway: trickles headers or bodies, sends huge replies, hangs, resets,
+or answers with a canned /compact reply. One behaviour per path; ``/health`` answers ok
+unless told otherwise. Real sockets on 127.0.0.1; ``close()`` releases every stalled peer.
+
+    with HostilePeer({"/v2/offload/compact": ("slow_body", 0.5)}) as peer:
+        GatewayClient(peer.url, ...)
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+HEALTH_OK = ("json", {"status": "ok", "version": "hostile"})
+
+
+def envelope(data: Any) -> Dict[str, Any]:
+    return {"code": 0, "message": "ok", "data": data}
+
+
+class HostilePeer:
+    """Behaviours (``(kind, arg)``): ``json`` (arg = object, sent fast), ``slow_headers`` and
+    ``slow_body`` (arg = seconds between bytes), ``huge`` (arg = declared Content-Length; bytes
+    are streamed until the client leaves), ``huge_chunked`` (no length, endless chunks),
+    ``hang`` (read the request, never answer), ``reset`` (RST after the request)."""
+
+    def __init__(self, routes: Optional[Dict[str, Tuple[str, Any]]] = None) -> None:
+        self.routes: Dict[str, Tuple[str, Any]] = {"/health": HEALTH_OK}
+        self.routes.update(routes or {})
+        self.default: Tuple[str, Any] = ("json", envelope({}))
+        self.requests: List[Tuple[str, str, Dict[str, str]]] = []
+        self.sent_bytes = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._conns: List[socket.socket] = []
+        self._srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._srv.bind(("127.0.0.1", 0))
+        self._srv.listen(64)
+        self.port = self._srv.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def __enter__(self) -> "HostilePeer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._srv.close()
+        with self._lock:
+            for conn in self._conns:
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+
+    # -- serving ----------------------------------------------------------------------------
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._srv.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        buf = b""
+        try:
+            while not self._stop.is_set():
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                headers = {k.strip().lower(): v.strip() for k, _, v in
+                           (line.partition(":") for line in lines[1:])}
+                need = int(headers.get("content-length", "0"))
+                while len(buf) < need:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[need:]
+                self.requests.append((method, path, headers))
+                if not self._answer(conn, self.routes.get(path, self.default)):
+                    return
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def _answer(self, conn: socket.socket, behaviour: Tuple[str, Any]) -> bool:
+        """Send one reply; False when the connection is finished."""
+        kind, arg = behaviour
+        if kind == "json":
+            body = json.dumps(arg).encode("utf-8")
+            conn.sendall(_head(len(body)) + body)
+            return True
+        if kind == "hang":
+            self._stop.wait()
+            return False
+        if kind == "reset":
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
+        if kind in ("slow_headers", "slow_body"):
+            body = json.dumps(envelope({})).encode()
+            head = _head(len(body))
+            fast, slow = (b"", head + body) if kind == "slow_headers" else (head, body)
+            conn.sendall(fast)
+            for i in range(len(slow)):
+                if self._stop.wait(arg):
+                    return False
+                conn.sendall(slow[i:i + 1])
+            return True
+        chunk = b"x" * 65536
+        if kind == "huge":
+            conn.sendall(_head(arg))
+        else:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+            chunk = b"10000\r\n" + chunk + b"\r\n"
+        while not self._stop.is_set():
+            conn.sendall(chunk)
+            self.sent_bytes += len(chunk)
+        return False
+
+
+def _head(length: int) -> bytes:
+    return ("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            "Connection: keep-alive\r\n\r\n" % length).encode("ascii")
