@@ -185,16 +185,9 @@ def load_settings(env: Mapping[str, str] = os.environ,
 
 
 def read_config_block() -> Optional[Dict[str, Any]]:
-    """The ``tencentdb_offload:`` block of Hermes' config.yaml, via Hermes' loader.
+    """The ``tencentdb_offload:`` block of ``$HERMES_HOME/config.yaml`` (see ``hermes_config``).
 
-    Returns None outside Hermes or when the block is absent or unreadable.
+    Returns None when the file or the block is absent or unreadable.
     """
-    try:
-        from hermes_cli.config import load_config  # type: ignore
-    except Exception:
-        return None
-    try:
-        block = (load_config() or {}).get("tencentdb_offload")
-    except Exception:
-        return None
-    return dict(block) if isinstance(block, Mapping) else None
+    from .hermes_config import read_config
+    return read_config(hermes_home()).block()
