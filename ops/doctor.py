@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Mapping, Tuple
 from ..config import PREFIX
 from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
-from .env import effective_env, plural, unreadable
+from ..command import plural
+from .env import effective_env, unreadable
 from .hermes_probe import check_hermes
 from .settings_check import check_settings, explicit_gateway, source_of
 

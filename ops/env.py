@@ -63,11 +63,6 @@ def resolve_settings(overrides: Optional[Mapping[str, str]] = None
     return env, config, settings, warnings
 
 
-def plural(n: int, word: str, many: str = "") -> str:
-    """``1 item``, ``2 items``, ``1,234 items``."""
-    return "%s %s" % (format(n, ","), word if n == 1 else (many or word + "s"))
-
-
 # --- status -----------------------------------------------------------------------------
 
 def _ro(path: Path) -> sqlite3.Connection:

@@ -128,6 +128,10 @@ def test_demo_local_numbers_match_the_engine_state(home, tmp_path):
     assert row["compactions"] == len(events) and row["archived_items"] == archived
     text = run_cli("status", "--store", str(store), home=home)
     assert text.returncode == 0 and "recent compactions:" in text.stdout
+    last = text.stdout.splitlines()[1]
+    assert last.startswith("  last compaction: ") and "locally" in last and "tdai_read_cos" in last
+    assert format(events[-1]["tokens_before"], ",") in last and "tokens saved %s" % format(
+        s["tokens_saved"], ",") in text.stdout
     assert not any(home.iterdir()), "the demo wrote into HERMES_HOME"
 
 
