@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import build_runtime
 from ..context import messages as M
 from ..memory_gateway.client import GatewayError, GatewayRejected
+from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
 from ..config import PREFIX
 from ..hermes_config import ConfigFile
@@ -253,12 +254,36 @@ def _origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: Con
     return "default"
 
 
+def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
+          system_prompt: str, tools: List[Dict[str, Any]]) -> Tuple[int, int]:
+    """(prompt tokens, requests) of a quiet local pass over ``session`` with ``tools``."""
+    quiet = argparse.Namespace(**dict(vars(args), gateway=None, store=None))
+    runtime, info, tmp = _runtime(quiet)
+    try:
+        driver = Driver(runtime, "calibrate-%s" % uuid.uuid4().hex[:8], info["context_length"],
+                        system_prompt, TOOLS + tools)
+        for user, steps in session:
+            driver.run_turn(user, steps)
+        runtime.flush_writes()
+        return sum(r["prompt_tokens"] for r in driver.requests), len(driver.requests)
+    finally:
+        runtime.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
 def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
         system_prompt: str, label: str, source: Dict[str, Any]) -> int:
+    extra = schema_tokens(source, lambda tools: _sent(args, session, system_prompt, tools))
+    if extra:
+        source["schema_tokens_estimated"] = extra
+        source.setdefault("not_reconstructed", []).append(
+            "the tool schemas Hermes sent (state.db does not keep them): a stand-in of %s tokens "
+            "per request, from the session's usage totals" % format(extra, ","))
     runtime, info, tmp = _runtime(args)
     try:
         sid = "%s-%s" % (label, uuid.uuid4().hex[:8])
-        driver = Driver(runtime, sid, info["context_length"], system_prompt, TOOLS)
+        driver = Driver(runtime, sid, info["context_length"], system_prompt, TOOLS + stand_in(extra))
         for user, steps in session:
             driver.run_turn(user, steps)
         recall = driver.recall()

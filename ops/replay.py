@@ -117,14 +117,21 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
             if "active" in cols else "1"
         order = "id" if "id" in cols else "rowid"
         flag = "compacted" if "compacted" in cols else "0"
-        rows = conn.execute("SELECT %s, %s FROM messages WHERE session_id=? AND (%s) ORDER BY %s"
-                            % (",".join(want), flag, keep, order), (sid,)).fetchall()
+        stamp = "timestamp" if "timestamp" in cols else "0"
+        rows = conn.execute("SELECT %s, %s, %s FROM messages WHERE session_id=? AND (%s) ORDER BY %s"
+                            % (",".join(want), stamp, flag, keep, order), (sid,)).fetchall()
         if not rows:
             raise CliError("no session %r in %s (see `hermes sessions list`)" % (sid, db))
         system, parent = "", None
         if "system_prompt" in scols:
             row = conn.execute("SELECT system_prompt FROM sessions WHERE id=?", (sid,)).fetchone()
             system = (row[0] or "") if row else ""
+        usage: Dict[str, int] = {}
+        if "input_tokens" in scols and "api_call_count" in scols:
+            row = conn.execute("SELECT input_tokens, api_call_count FROM sessions WHERE id=?",
+                               (sid,)).fetchone()
+            if row and row[0] and row[1]:
+                usage = {"input_tokens": int(row[0]), "api_calls": int(row[1])}
         if "parent_session_id" in scols:
             row = conn.execute("SELECT parent_session_id FROM sessions WHERE id=?", (sid,)).fetchone()
             parent = row[0] if row else None
@@ -134,9 +141,9 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                                    % keep, (sid,)).fetchone()[0]
     finally:
         conn.close()
-    msgs = [_clean(dict(zip(want, r[:-1])), "message %d" % (i + 1)) for i, r in enumerate(rows)]
+    msgs = [_clean(dict(zip(want, r[:-2])), "message %d" % (i + 1)) for i, r in enumerate(rows)]
     compacted = sum(1 for r in rows if r[-1])
-    original, copies, summaries = original_stream(msgs)
+    original, copies, summaries = original_stream(msgs, [float(r[-2] or 0) for r in rows])
     gaps = []
     if copies:
         gaps.append("%d %s that compactions wrote back (kept or shortened messages) skipped; the "
@@ -149,7 +156,7 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                     "compaction): the turns before it are in that session" % parent)
     return original, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
                               "inactive_rows_skipped": skipped, "compacted_rows": compacted,
-                              "rows_read": len(msgs), "not_reconstructed": gaps}
+                              "rows_read": len(msgs), "not_reconstructed": gaps, **usage}
 
 
 SUMMARY_MARKS = ("[tencentdb-offload]", "[CONTEXT COMPACTION", "[CONTEXT SUMMARY]")
@@ -166,24 +173,43 @@ def _key(m: Message) -> Any:
     return (m.get("role"), json.dumps(m.get("content"), sort_keys=True, default=str))
 
 
-def original_stream(msgs: List[Message]) -> Tuple[List[Message], int, int]:
-    """The conversation as it happened, from rows that include what compactions replaced:
-    drops the copies a compaction writes back and the summaries it adds.
-    Returns (messages, copies dropped, summaries dropped)."""
+BATCH_S = 0.01      # rows a compaction writes back are inserted together, microseconds apart
+
+
+def original_stream(msgs: List[Message], stamps: List[float]) -> Tuple[List[Message], int, int]:
+    """The conversation as it happened, from rows that include what compactions replaced.
+
+    A compaction writes back the messages it kept (with their original timestamps, or all
+    with the same new one) and a summary. A row is such a copy when its tool-call id was
+    seen, when its timestamp goes back in time, or when it repeats an earlier text inside a
+    batch of rows that holds such a copy; summaries carry a marker. Returns (messages,
+    copies dropped, summaries dropped)."""
+    n = len(msgs)
+    keys = [_key(m) for m in msgs]
+    strong = [k[0] in ("result", "calls") for k in keys]
+    batch = [0] * n                     # batch number per row: stamps closer than BATCH_S
+    for i in range(1, n):
+        batch[i] = batch[i - 1] + (0 if abs(stamps[i] - stamps[i - 1]) < BATCH_S else 1)
+    seen: set = set()
+    copy_batches: set = set()
+    for i in range(n):                  # batches holding a repeated tool call or result
+        if strong[i] and keys[i] in seen:
+            copy_batches.add(batch[i])
+        seen.add(keys[i])
     out: List[Message] = []
-    seen = set()
+    seen, latest = set(), float("-inf")
     copies = summaries = 0
-    for m in msgs:
+    for i, m in enumerate(msgs):
         content = m.get("content")
-        text = content if isinstance(content, str) else ""
-        if text.lstrip().startswith(SUMMARY_MARKS):
+        if isinstance(content, str) and content.lstrip().startswith(SUMMARY_MARKS):
             summaries += 1
             continue
-        key = _key(m)
-        if key in seen:
+        repeated = keys[i] in seen
+        if (repeated and (strong[i] or batch[i] in copy_batches)) or stamps[i] < latest:
             copies += 1
             continue
-        seen.add(key)
+        seen.add(keys[i])
+        latest = max(latest, stamps[i])
         out.append(m)
     return out, copies, summaries
 

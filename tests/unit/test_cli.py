@@ -322,19 +322,19 @@ def _compacted_state_db(path: Path) -> tuple:
     first, later = msgs[:24], msgs[24:]
     sid = "20260102_000000_c0ffee"
 
-    def put(m, active=1, compacted=0):
+    def put(m, ts, active=1, compacted=0):
         conn.execute("INSERT INTO messages(session_id, role, content, tool_call_id, tool_calls, "
-                     "timestamp, active, compacted) VALUES (?,?,?,?,?,0,?,?)",
+                     "timestamp, active, compacted) VALUES (?,?,?,?,?,?,?,?)",
                      (sid, m["role"], m.get("content"), m.get("tool_call_id"),
-                      json.dumps(m["tool_calls"]) if m.get("tool_calls") else None, active, compacted))
-    for m in first:
-        put(m, active=0, compacted=1)
-    put({"role": "user", "content": "[CONTEXT COMPACTION — REFERENCE ONLY] earlier turns ..."})
-    for m in first[-3:]:
-        put(m)                                   # the kept tail, written back by the compaction
-    for m in later:
-        put(m)
-    put({"role": "user", "content": "rewound"}, active=0, compacted=0)
+                      json.dumps(m["tool_calls"]) if m.get("tool_calls") else None, ts, active, compacted))
+    for i, m in enumerate(first):
+        put(m, 1000.0 + i, active=0, compacted=1)
+    put({"role": "user", "content": "[CONTEXT COMPACTION — REFERENCE ONLY] earlier turns ..."}, 2000.0)
+    for i, m in enumerate(first[-3:]):           # the kept tail, written back by the compaction
+        put(m, 2000.0 + (i + 1) * 1e-6)          # (one batch, microseconds apart)
+    for i, m in enumerate(later):
+        put(m, 3000.0 + i)
+    put({"role": "user", "content": "rewound"}, 4000.0, active=0, compacted=0)
     conn.execute("INSERT INTO sessions VALUES (?, 'cli', 'sys', ?, NULL)", (sid, 4 + len(later)))
     conn.commit()
     conn.close()
