@@ -255,8 +255,8 @@ def _origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: Con
 
 
 def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
-          system_prompt: str, tools: List[Dict[str, Any]]) -> Tuple[int, int]:
-    """(prompt tokens, requests) of a quiet local pass over ``session`` with ``tools``."""
+          system_prompt: str, tools: List[Dict[str, Any]]) -> Tuple[int, int, int]:
+    """(prompt tokens, requests, compactions) of a quiet local pass over ``session``."""
     quiet = argparse.Namespace(**dict(vars(args), gateway=None, store=None))
     runtime, info, tmp = _runtime(quiet)
     try:
@@ -265,7 +265,8 @@ def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[
         for user, steps in session:
             driver.run_turn(user, steps)
         runtime.flush_writes()
-        return sum(r["prompt_tokens"] for r in driver.requests), len(driver.requests)
+        return (sum(r["prompt_tokens"] for r in driver.requests), len(driver.requests),
+                len(driver.compactions))
     finally:
         runtime.close()
         if tmp is not None:
@@ -279,7 +280,7 @@ def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[St
         source["schema_tokens_estimated"] = extra
         source.setdefault("not_reconstructed", []).append(
             "the tool schemas Hermes sent (state.db does not keep them): a stand-in of %s tokens "
-            "per request, from the session's usage totals" % format(extra, ","))
+            "per request, fitted to the session's usage totals and compactions" % format(extra, ","))
     runtime, info, tmp = _runtime(args)
     try:
         sid = "%s-%s" % (label, uuid.uuid4().hex[:8])

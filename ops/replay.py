@@ -143,7 +143,7 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
         conn.close()
     msgs = [_clean(dict(zip(want, r[:-2])), "message %d" % (i + 1)) for i, r in enumerate(rows)]
     compacted = sum(1 for r in rows if r[-1])
-    original, copies, summaries = original_stream(msgs, [float(r[-2] or 0) for r in rows])
+    original, copies, summaries, runs = original_stream(msgs, [float(r[-2] or 0) for r in rows])
     gaps = []
     if copies:
         gaps.append("%d %s that compactions wrote back (kept or shortened messages) skipped; the "
@@ -156,7 +156,8 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                     "compaction): the turns before it are in that session" % parent)
     return original, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
                               "inactive_rows_skipped": skipped, "compacted_rows": compacted,
-                              "rows_read": len(msgs), "not_reconstructed": gaps, **usage}
+                              "rows_read": len(msgs), "not_reconstructed": gaps,
+                              "live_compactions": runs if "compacted" in cols else None, **usage}
 
 
 SUMMARY_MARKS = ("[tencentdb-offload]", "[CONTEXT COMPACTION", "[CONTEXT SUMMARY]")
@@ -176,14 +177,15 @@ def _key(m: Message) -> Any:
 BATCH_S = 0.01      # rows a compaction writes back are inserted together, microseconds apart
 
 
-def original_stream(msgs: List[Message], stamps: List[float]) -> Tuple[List[Message], int, int]:
+def original_stream(msgs: List[Message], stamps: List[float]
+                    ) -> Tuple[List[Message], int, int, int]:
     """The conversation as it happened, from rows that include what compactions replaced.
 
     A compaction writes back the messages it kept (with their original timestamps, or all
     with the same new one) and a summary. A row is such a copy when its tool-call id was
     seen, when its timestamp goes back in time, or when it repeats an earlier text inside a
-    batch of rows that holds such a copy; summaries carry a marker. Returns (messages,
-    copies dropped, summaries dropped)."""
+    batch of rows that holds such a copy; summaries carry a marker. Each run of such rows is
+    one compaction. Returns (messages, copies dropped, summaries dropped, compactions)."""
     n = len(msgs)
     keys = [_key(m) for m in msgs]
     strong = [k[0] in ("result", "calls") for k in keys]
@@ -198,20 +200,22 @@ def original_stream(msgs: List[Message], stamps: List[float]) -> Tuple[List[Mess
         seen.add(keys[i])
     out: List[Message] = []
     seen, latest = set(), float("-inf")
-    copies = summaries = 0
+    copies = summaries = runs = 0
+    dropped = False
     for i, m in enumerate(msgs):
         content = m.get("content")
         if isinstance(content, str) and content.lstrip().startswith(SUMMARY_MARKS):
-            summaries += 1
+            summaries, runs, dropped = summaries + 1, runs + (not dropped), True
             continue
         repeated = keys[i] in seen
         if (repeated and (strong[i] or batch[i] in copy_batches)) or stamps[i] < latest:
-            copies += 1
+            copies, runs, dropped = copies + 1, runs + (not dropped), True
             continue
+        dropped = False
         seen.add(keys[i])
         latest = max(latest, stamps[i])
         out.append(m)
-    return out, copies, summaries
+    return out, copies, summaries, runs
 
 
 def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:

@@ -75,6 +75,9 @@ def render(report: Dict[str, Any]) -> str:
     out.append("  compactions: %s (Gateway %s, local %s); levels: %s"
                % (_n(s["compactions"]), _n(s["gateway_compactions"]), _n(s["local_compactions"]),
                   levels))
+    if src.get("live_compactions") is not None:
+        out.append("  the live session compacted %s (runs of rows written back in state.db)"
+                   % ("once" if src["live_compactions"] == 1 else "%s times" % _n(src["live_compactions"])))
     out.append("  tokens saved: %s" % _n(s["tokens_saved"]))
     out.append("  largest context sent: %s tokens = %.1f%% of the %s window%s"
                % (_n(s["largest_request_tokens"]), s["largest_request_pct"],

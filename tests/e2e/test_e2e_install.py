@@ -37,10 +37,9 @@ def readme_blocks() -> list:
 
 def with_url(command: str, url: str) -> str:
     """The install line with this test's repository URL in place of the README's."""
-    words = command.split("#")[0].split()
-    if words[:3] == ["hermes", "plugins", "install"]:
-        words[3] = url
-        return " ".join(words)
+    line = command.split("  #")[0].strip()
+    if line.startswith("hermes plugins install "):   # "<placeholder>" or a real URL
+        return re.sub(r"<[^>]+>|\S+://\S+", url, line, count=1)
     return command
 
 

@@ -350,6 +350,7 @@ def test_replay_reads_compacted_rows_and_the_configured_window(home):
     assert rep["context_length"] == 64_000 and "config.yaml" in rep["window_from"]
     assert rep["threshold"] == 0.7 and "config.yaml" in rep["threshold_from"]
     assert src["compacted_rows"] == 24 and src["inactive_rows_skipped"] == 1
+    assert src["live_compactions"] == 1
     assert s["messages_read"] == len(msgs) and s["turns"] == 12
     assert any("3 rows that compactions wrote back" in g for g in src["not_reconstructed"])
     assert any("1 compaction summary" in g for g in src["not_reconstructed"])
