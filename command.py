@@ -2,60 +2,109 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+import time
+from typing import Any, Callable, Dict, List, Optional
 
 HELP = """/tencentdb-offload [subcommand]
-  status   (default) mode, thresholds, sessions, compactions, levels, tokens saved,
-           archive size, Gateway health and breaker, outbox backlog, last errors
+  status   (default) the last compaction first, then mode, thresholds, sessions,
+           compactions, levels, tokens saved, archive size, Gateway health and breaker,
+           outbox backlog, last errors
   health   probe the Gateway now (GET /health)
   flush    deliver the ingest outbox to the Gateway now (waits up to 10 s)
   reclaim  delete archive/outbox data older than TENCENTDB_OFFLOAD_RETENTION_DAYS
-  help     this text"""
+  help     this text
+In `hermes chat -q` this text goes to the model as a prompt; for a one-shot status run
+`python3 <plugin dir> status` instead."""
 
 
 def _kb(n: int) -> str:
     return "%.1f MB" % (n / 1e6) if n >= 1e6 else "%.1f KB" % (n / 1e3)
 
 
-def render_status(st: Dict[str, Any]) -> str:
+def _n(n: Any) -> str:
+    return format(int(n or 0), ",")
+
+
+def plural(n: Any, word: str, many: str = "") -> str:
+    """``1 item``, ``2 items``, ``1,234 items``."""
+    return "%s %s" % (_n(n), word if int(n or 0) == 1 else (many or word + "s"))
+
+
+RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
+
+
+def describe_compaction(ev: Dict[str, Any]) -> str:
+    """One line about a compaction event (``Store.op_event`` "compaction" data)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ev["ts"])) if ev.get("ts") else "?"
+    path = str(ev.get("path") or "?")
+    where = ("through the Gateway" if path == "gateway" else "locally" if path == "local" else
+             "through the Gateway, then locally" if path == "gateway+local" else path)
+    level = ev.get("level") or ""
+    text = "%s, %s%s: %s → %s tokens; %s archived" % (
+        when, where, " (level %s)" % level if level and level != path else "",
+        _n(ev.get("tokens_before")), _n(ev.get("tokens_after")), plural(ev.get("archived"), "message"))
+    if ev.get("session"):
+        text += " (session %s)" % ev["session"]
+    if ev.get("error"):
+        text += "; error: %s" % ev["error"]
+    return text + "; " + RECALL
+
+
+def last_compaction(runtime: Any) -> Optional[Dict[str, Any]]:
+    """The newest compaction this store knows, from any process (None without a store)."""
+    if runtime.store is None:
+        return None
+    runtime.flush_writes()
+    found = runtime.store.events("compaction", limit=1)
+    return found[0] if found else None
+
+
+def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> str:
     s = st["settings"]
     t = st["totals"]
+    store = st.get("store") or {}
     lines: List[str] = [
         "tencentdb-offload — mode: %s" % st["mode"],
-        "  trigger %.0f%% of the window, target %.0f%%; keep first %d; trim results over %d chars"
-        % (s["threshold"] * 100, s["compact_ratio"] * 100, s["keep_first"], s["trim_chars"]),
-        "  sessions in memory: %d (evicted %d)" % (st["sessions_in_memory"], st["sessions_evicted"]),
-        "  compactions: %d (gateway %d, local %d); levels: %s"
-        % (t["compactions"], t["gateway_compactions"], t["local_compactions"],
-           ", ".join("%s %d" % kv for kv in sorted(t["levels"].items())) or "none"),
-        "  tokens: %d before -> %d after (saved %d); archived this process: %d"
-        % (t["tokens_before"], t["tokens_after"], t["tokens_saved"], t["archived"]),
-        "  canvas: injected %d, stale blocks removed %d"
-        % (t["canvas_injections"], t["canvas_blocks_removed"]),
+        "  last compaction: %s" % (describe_compaction(last) if last else "none yet"),
+        "  compaction at %.0f%% of the window, down to %.0f%%; keep first %s; trim results over %s"
+        % (s["threshold"] * 100, s["compact_ratio"] * 100, plural(s["keep_first"], "message"),
+           plural(s["trim_chars"], "char")),
+        "  sessions in memory: %s (at most %s; %s evicted, their archive stays) — this Hermes "
+        "process only; the archive holds %s from every process"
+        % (_n(st["sessions_in_memory"]), _n(s["max_sessions"]), _n(st["sessions_evicted"]),
+           plural(store.get("archived_sessions", 0), "session")),
+        "  compactions this process: %s (Gateway %s, local %s); levels: %s"
+        % (_n(t["compactions"]), _n(t["gateway_compactions"]), _n(t["local_compactions"]),
+           ", ".join("%s %s" % (k, _n(v)) for k, v in sorted(t["levels"].items())) or "none"),
+        "  tokens: %s before → %s after (saved %s); archived this process: %s"
+        % (_n(t["tokens_before"]), _n(t["tokens_after"]), _n(t["tokens_saved"]),
+           plural(t["archived"], "item")),
+        "  canvas: injected %s, stale blocks removed %s"
+        % (_n(t["canvas_injections"]), _n(t["canvas_blocks_removed"])),
     ]
-    store = st.get("store") or {}
     if "error" in store or st.get("store_error"):
         lines.append("  archive: UNAVAILABLE — %s" % (st.get("store_error") or store.get("error")))
     elif store:
-        lines.append("  archive: %d items (%s of text) in %d sessions; db %s"
-                     % (store["archived_items"], _kb(store["archived_chars"]),
-                        store["archived_sessions"], _kb(store["db_bytes"])))
+        lines.append("  archive: %s (%s of text) in %s; database %s"
+                     % (plural(store["archived_items"], "item"), _kb(store["archived_chars"]),
+                        plural(store["archived_sessions"], "session"), _kb(store["db_bytes"])))
     gw = st.get("gateway")
     if gw:
         b = gw["breaker"]
-        lines.append("  gateway: %s (instance %s) health %s %s; breaker %s%s"
-                     % (gw["url"], gw["instance_id"], gw["health"], gw.get("version", ""),
-                        b["state"], " (retry in %.0fs)" % b["retry_in_s"] if b["state"] == "open" else ""))
-        lines.append("  outbox: %d waiting, %d refused for good, %d delivered"
-                     % (store.get("outbox_backlog", 0), store.get("outbox_dead", 0),
-                        store.get("delivered", 0)))
+        lines.append("  Gateway: %s (instance %s), health %s%s; breaker %s%s"
+                     % (gw["url"], gw["instance_id"], gw["health"],
+                        " (version %s)" % gw["version"] if gw.get("version") else "",
+                        b["state"], " (retry in %.0f s)" % b["retry_in_s"] if b["state"] == "open" else ""))
+        lines.append("  outbox: %s waiting, %s refused for good, %s delivered"
+                     % (_n(store.get("outbox_backlog", 0)), _n(store.get("outbox_dead", 0)),
+                        _n(store.get("delivered", 0))))
         if gw.get("config_error"):
             lines.append("  CONFIG PROBLEM: %s — check TENCENTDB_OFFLOAD_API_KEY / _INSTANCE_ID / _GATEWAY_URL"
                          % gw["config_error"])
         if gw.get("last_error"):
-            lines.append("  last gateway error: %s" % gw["last_error"])
+            lines.append("  last Gateway error: %s" % gw["last_error"])
     else:
-        lines.append("  gateway: off (local compaction only)")
+        lines.append("  Gateway: off (local compaction only)")
     for w in st.get("warnings", [])[-3:]:
         lines.append("  warning: %s" % w)
     for e in st.get("recent_errors", [])[-3:]:
@@ -69,19 +118,21 @@ def make_command(runtime: Any) -> Callable[[str], str]:
         sub = words[0].lower() if words else "status"
         try:
             if sub == "status":
-                return render_status(runtime.status())
+                last = last_compaction(runtime)      # flushes pending writes first
+                return render_status(runtime.status(), last)
             if sub == "help":
                 return HELP
             if sub == "health":
                 h = runtime.health()
                 if h["ok"]:
-                    return "gateway up: status %s, version %s, %.1f ms" % (
+                    return "Gateway up: status %s, version %s, %.1f ms" % (
                         h["status"], h["version"] or "?", h["latency_ms"])
-                return "gateway not usable: %s" % h["reason"]
+                return "Gateway not usable: %s" % h["reason"]
             if sub == "flush":
                 done = runtime.flush(None, 10.0)
                 left = runtime.store.backlog() if runtime.store else 0
-                return "outbox %s; %d row(s) waiting" % ("delivered" if done else "not fully delivered", left)
+                return "outbox %s; %s waiting" % ("delivered" if done else "not fully delivered",
+                                                  plural(left, "row"))
             if sub == "reclaim":
                 if runtime.reclaimer.retention_days <= 0:
                     return "retention is off (TENCENTDB_OFFLOAD_RETENTION_DAYS=0): nothing deleted"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from .hermes_config import hermes_home, read_config
 from .memory_gateway.transport import BaseURL, header_safe
 
 PREFIX = "TENCENTDB_OFFLOAD_"
@@ -24,12 +25,6 @@ OFF_WORDS = {"", "off", "none", "disabled", "false", "0"}
 SMALLEST_WINDOW = 4_096     # a fraction giving 0 tokens of this window is a typo
 SECRETS = ("API_KEY", "INSTANCE_ID")
 GATEWAY_OFF = ("GATEWAY_URL",) + SECRETS   # bad values here turn the Gateway off
-
-
-def hermes_home(env: Mapping[str, str] = os.environ) -> Path:
-    """Hermes' home: ``$HERMES_HOME`` or ``~/.hermes`` (same rule as the host)."""
-    raw = env.get("HERMES_HOME", "").strip()
-    return _expand(raw) if raw else Path.home() / ".hermes"
 
 
 def _expand(raw: str) -> Path:
@@ -174,7 +169,7 @@ def _path_problem(text: str) -> str:
     return ""
 
 
-def _shown(suffix: str, raw: Any) -> str:
+def shown_value(suffix: str, raw: Any) -> str:
     """A bad value as it may be printed: secrets never, URLs without credentials, short."""
     if suffix in SECRETS:
         return "(hidden)"
@@ -245,7 +240,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
                 instead = "the Gateway is off (local compaction only) until it is fixed"
             else:
                 instead = "using the default %r" % (getattr(defaults, attr),)
-            warnings.append("%s=%s is invalid (%s); %s" % (source, _shown(suffix, raw), reason[:200],
+            warnings.append("%s=%s is invalid (%s); %s" % (source, shown_value(suffix, raw), reason[:200],
                                                          instead))
             continue
         if suffix == "GATEWAY_URL" and values[attr] and "@" in str(raw).split("//", 1)[-1].split("/", 1)[0]:
@@ -253,7 +248,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
                             "shown: put the key in %sAPI_KEY" % (source, PREFIX))
         if suffix == "STORE_DIR" and values[attr] and not Path(values[attr]).expanduser().is_absolute():
             warnings.append("%s=%s is a relative path: the store would land in whatever directory "
-                            "Hermes is started from; use an absolute path" % (source, _shown(suffix, raw)))
+                            "Hermes is started from; use an absolute path" % (source, shown_value(suffix, raw)))
     for attr in ("threshold", "compact_ratio"):
         value = values.get(attr, getattr(defaults, attr))
         if int(value * SMALLEST_WINDOW) < 1:
@@ -272,16 +267,8 @@ def load_settings(env: Mapping[str, str] = os.environ,
 
 
 def read_config_block() -> Optional[Dict[str, Any]]:
-    """The ``tencentdb_offload:`` block of Hermes' config.yaml, via Hermes' loader.
+    """The ``tencentdb_offload:`` block of ``$HERMES_HOME/config.yaml`` (see ``hermes_config``).
 
-    Returns None outside Hermes or when the block is absent or unreadable.
+    Returns None when the file or the block is absent or unreadable.
     """
-    try:
-        from hermes_cli.config import load_config  # type: ignore
-    except Exception:
-        return None
-    try:
-        block = (load_config() or {}).get("tencentdb_offload")
-    except Exception:
-        return None
-    return dict(block) if isinstance(block, Mapping) else None
+    return read_config(hermes_home()).block()

@@ -54,16 +54,19 @@ def _positive(text: str) -> int:
 
 
 def _tuning(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--context-length", type=_context_length, default=128_000, metavar="N",
-                   help="model context window in tokens (default 128000, at least 64000)")
+    p.add_argument("--context-length", type=_context_length, metavar="N",
+                   help="model context window in tokens, at least 64000 (default: replay reads "
+                        "model.context_length from config.yaml; otherwise 128000)")
     p.add_argument("--threshold", type=_fraction, metavar="F",
                    help="compaction trigger, fraction of the window (default: the configured "
                         "TENCENTDB_OFFLOAD_THRESHOLD, 0.75)")
     p.add_argument("--ratio", type=_fraction, metavar="F",
                    help="target after a compaction, fraction of the window (default: the "
                         "configured TENCENTDB_OFFLOAD_COMPACT_RATIO, 0.5)")
-    p.add_argument("--gateway", metavar="URL|off",
-                   help="Gateway to use instead of TENCENTDB_OFFLOAD_GATEWAY_URL ('off': local)")
+    p.add_argument("--gateway", metavar="URL",
+                   help="send the session to this Gateway (default: none; the configured "
+                        "TENCENTDB_OFFLOAD_GATEWAY_URL is never used, so no synthetic or replayed "
+                        "session lands in your memory)")
     p.add_argument("--store", metavar="DIR",
                    help="keep the archive in DIR (default: a temporary directory, removed at exit)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -79,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "coding task: English, Chinese and code, large tool outputs, one "
                           "heartbeat turn) through the engine exactly as Hermes does, then "
                           "report every compaction, the context size per turn and a recall. "
-                          "Uses the configured Gateway when it is healthy, else local mode.")
+                          "Runs local-only unless --gateway URL is given.")
     _tuning(demo)
     demo.add_argument("--turns", type=_positive, default=40, metavar="N",
                       help="user turns in the session (default 40)")
@@ -90,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "messages) through the same driver as demo and print the same report. "
                          "SOURCE is a Hermes session id (read-only from $HERMES_HOME/state.db), "
                          "a JSON or JSONL file of OpenAI-format messages, or a Hermes session "
-                         "export (an object with a 'messages' list, or JSONL of them).")
+                         "export (an object with a 'messages' list, or JSONL of them). The window and "
+                         "thresholds are the ones the session ran with (config.yaml, .env), unless "
+                         "given as flags; rows Hermes marked as compacted are replayed too. Runs "
+                         "local-only unless --gateway URL is given.")
     rep.add_argument("source", metavar="SOURCE", help="session id, or path to a .json/.jsonl file")
     rep.add_argument("--session", metavar="ID", help="which session of a multi-session export")
     _tuning(rep)

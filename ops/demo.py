@@ -14,10 +14,15 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import build_runtime
 from ..context import messages as M
 from ..memory_gateway.client import GatewayError, GatewayRejected
+from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
-from .env import CliError, resolve_settings
+from ..config import PREFIX
+from ..hermes_config import ConfigFile
+from .env import CliError, _ro, resolve_settings
 from .replay import load_source
 from .report import render
+
+DEFAULT_WINDOW = 128_000
 
 # --- the synthetic session ------------------------------------------------------------
 
@@ -189,12 +194,14 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
         overrides["TENCENTDB_OFFLOAD_THRESHOLD"] = repr(args.threshold)
     if args.ratio is not None:
         overrides["TENCENTDB_OFFLOAD_COMPACT_RATIO"] = repr(args.ratio)
-    if args.gateway:
-        overrides["TENCENTDB_OFFLOAD_GATEWAY_URL"] = args.gateway
-    env, block, _settings, _warnings = resolve_settings(overrides)
-    runtime = build_runtime(env=env, block=block)
+    # never the configured Gateway: a demo or replay would land in the user's real memory
+    overrides["TENCENTDB_OFFLOAD_GATEWAY_URL"] = args.gateway or "off"
+    env, config, _settings, _warnings = resolve_settings(overrides)
+    runtime = build_runtime(env=env, block=config.block())
     info: Dict[str, Any] = {"store_dir": store_dir, "store_kept": tmp is None,
                             "warnings": list(runtime.warnings)}
+    info.update(_window(args, config), threshold_from=_origin(args.threshold, "THRESHOLD", env, config),
+                ratio_from=_origin(args.ratio, "COMPACT_RATIO", env, config))
     if not runtime.settings.enabled or runtime.store is None:
         runtime.close()
         if tmp is not None:
@@ -202,7 +209,8 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
         raise CliError(runtime.store_error or "TENCENTDB_OFFLOAD_ENABLED is false: the engine "
                        "would pass messages through")
     if runtime.client is None:
-        info.update(mode="local", reason="no Gateway configured (TENCENTDB_OFFLOAD_GATEWAY_URL=off)")
+        info.update(mode="local", reason="local only: %s never uses the configured Gateway (it "
+                    "would store this session in your memory); --gateway URL tests one" % args.command)
         return runtime, info, tmp
     url = runtime.settings.gateway_url
     try:
@@ -218,17 +226,65 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     except GatewayError as exc:
         runtime.close()
         env["TENCENTDB_OFFLOAD_GATEWAY_URL"] = "off"
-        runtime = build_runtime(env=env, block=block)
+        runtime = build_runtime(env=env, block=config.block())
         info.update(mode="local", reason="Gateway %s not usable (%s)" % (url, exc))
         return runtime, info, tmp
 
 
+def _window(args: argparse.Namespace, config: ConfigFile) -> Dict[str, Any]:
+    """The context window: the flag, else (replay) the session's ``model.context_length``."""
+    if args.context_length:
+        return {"context_length": args.context_length, "window_from": "--context-length"}
+    value = config.get("model", "context_length")
+    if args.command == "replay" and isinstance(value, int) and not isinstance(value, bool):
+        if value < 64_000:
+            raise CliError("model.context_length in %s is %s, below Hermes' minimum of 64,000; "
+                           "give --context-length N" % (config.path, format(value, ",")))
+        return {"context_length": value, "window_from": "model.context_length in %s" % config.path}
+    return {"context_length": DEFAULT_WINDOW, "window_from": "default"}
+
+
+def _origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: ConfigFile) -> str:
+    if flag is not None:
+        return "--" + ("ratio" if suffix == "COMPACT_RATIO" else "threshold")
+    if PREFIX + suffix in env:
+        return PREFIX + suffix
+    if suffix.lower() in (config.block() or {}):
+        return "tencentdb_offload.%s in %s" % (suffix.lower(), config.path)
+    return "default"
+
+
+def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
+          system_prompt: str, tools: List[Dict[str, Any]]) -> Tuple[int, int, int]:
+    """(prompt tokens, requests, compactions) of a quiet local pass over ``session``."""
+    quiet = argparse.Namespace(**dict(vars(args), gateway=None, store=None))
+    runtime, info, tmp = _runtime(quiet)
+    try:
+        driver = Driver(runtime, "calibrate-%s" % uuid.uuid4().hex[:8], info["context_length"],
+                        system_prompt, TOOLS + tools)
+        for user, steps in session:
+            driver.run_turn(user, steps)
+        runtime.flush_writes()
+        return (sum(r["prompt_tokens"] for r in driver.requests), len(driver.requests),
+                len(driver.compactions))
+    finally:
+        runtime.close()
+        if tmp is not None:
+            tmp.cleanup()
+
+
 def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
         system_prompt: str, label: str, source: Dict[str, Any]) -> int:
+    extra = schema_tokens(source, lambda tools: _sent(args, session, system_prompt, tools))
+    if extra:
+        source["schema_tokens_estimated"] = extra
+        source.setdefault("not_reconstructed", []).append(
+            "the tool schemas Hermes sent (state.db does not keep them): a stand-in of %s tokens "
+            "per request, fitted to the session's usage totals and compactions" % format(extra, ","))
     runtime, info, tmp = _runtime(args)
     try:
         sid = "%s-%s" % (label, uuid.uuid4().hex[:8])
-        driver = Driver(runtime, sid, args.context_length, system_prompt, TOOLS)
+        driver = Driver(runtime, sid, info["context_length"], system_prompt, TOOLS + stand_in(extra))
         for user, steps in session:
             driver.run_turn(user, steps)
         recall = driver.recall()
@@ -258,6 +314,7 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
     largest = max((r["prompt_tokens"] for r in d.requests), default=0)
     invalid = [r for r in d.requests if not r["valid"]]
     archived = rt.store.count_archived(status["session"]) if rt.store is not None else 0
+    kinds = _archived_kinds(Path(info["store_dir"]), status["session"])
     store_stats = rt.store.stats() if rt.store is not None else {}
     problems = []
     if invalid:
@@ -273,9 +330,12 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
         "session_id": d.sid, "conversation": status["session"],
         "gateway_session": status["gateway_session"] if info["mode"] == "gateway" else None,
         "store_dir": info["store_dir"], "store_kept": info["store_kept"],
-        "context_length": d.ctx, "threshold": s.threshold, "ratio": s.compact_ratio,
+        "context_length": d.ctx, "window_from": info["window_from"],
+        "threshold_from": info["threshold_from"], "ratio_from": info["ratio_from"],
+        "threshold": s.threshold, "ratio": s.compact_ratio,
         "threshold_tokens": d.engine.threshold_tokens, "target_tokens": int(d.ctx * s.compact_ratio),
-        "turns": d.turns, "compactions": d.compactions,
+        "turns": [dict(t, over_trigger=t["action"] == "-" and t["peak_tokens"] >= d.engine.threshold_tokens)
+                  for t in d.turns], "compactions": d.compactions,
         "summary": {
             "turns": len(d.turns), "messages_read": source.get("messages", 0),
             "messages_now": len(d.messages), "requests": len(d.requests),
@@ -289,6 +349,8 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
             "largest_request_tokens": largest,
             "largest_request_pct": round(100.0 * largest / d.ctx, 1),
             "archived_items": archived, "tool_results": len(d.originals),
+            "archived_tool_results": kinds.get("tool_result", 0),
+            "archived_messages": kinds.get("message", 0),
             "calibration": status["calibration"],
             "outbox_backlog": store_stats.get("outbox_backlog", 0),
             "delivered": store_stats.get("delivered", 0),
@@ -296,6 +358,17 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
             "problems": problems},
         "recall": recall,
     }
+
+
+def _archived_kinds(store_dir: Path, session: str) -> Dict[str, int]:
+    """Archived rows of ``session`` per kind (tool results as they arrived; messages a
+    compaction removed)."""
+    conn = _ro(store_dir / "store.db")
+    try:
+        return dict(conn.execute("SELECT kind, count(*) FROM archive WHERE session=? GROUP BY kind",
+                                 (session,)).fetchall())
+    finally:
+        conn.close()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

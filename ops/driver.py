@@ -23,6 +23,7 @@ from ..wiring import open_session
 Message = Dict[str, Any]
 Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it
 PROVIDER_FRAMING = 600                        # tokens a provider adds around every request
+PROVIDER_CHARS_PER_TOKEN = 3.6
 _CJK = re.compile("[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
 
 
@@ -32,10 +33,10 @@ def provider_tokens(request: Dict[str, Any]) -> int:
     chars = cjk = 0
     for m in request.get("messages") or ():
         text = M.text_of(m)
-        chars += len(text) + 4 * 3.6
+        chars += len(text) + 4 * PROVIDER_CHARS_PER_TOKEN
         cjk += len(_CJK.findall(text))
     schema = json.dumps(request.get("tools") or [], ensure_ascii=False)
-    return int(PROVIDER_FRAMING + (chars - cjk + len(schema)) / 3.6 + cjk * 1.0)
+    return int(PROVIDER_FRAMING + (chars - cjk + len(schema)) / PROVIDER_CHARS_PER_TOKEN + cjk * 1.0)
 
 
 def rough_tokens(request: Dict[str, Any]) -> int:

@@ -1,6 +1,7 @@
 """Where ``replay`` reads a real session from: a Hermes session id (read-only from
-``$HERMES_HOME/state.db``, tolerant of the 0.17 and 0.19 schemas), a JSON or JSONL file of
-messages, or a Hermes session export. Never writes anything."""
+``$HERMES_HOME/state.db``, tolerant of the 0.17, 0.19 and 0.22 schemas, including the rows a
+compaction replaced), a JSON or JSONL file of messages, or a Hermes session export. Never
+writes anything."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .env import CliError, effective_env
-from ..config import hermes_home
+from ..hermes_config import hermes_home
 
 Message = Dict[str, Any]
 
@@ -111,25 +112,110 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
             if len(rows) == 1:
                 sid = rows[0][0]
         want = [c for c in ("role", "content", "tool_call_id", "tool_calls", "tool_name") if c in cols]
-        where = " AND active=1" if "active" in cols else ""
+        # compacted=1 (0.19+): rows a compaction replaced, still on disk; active=0 alone: rewound
+        keep = ("active=1 OR compacted=1" if "compacted" in cols else "active=1") \
+            if "active" in cols else "1"
         order = "id" if "id" in cols else "rowid"
-        rows = conn.execute("SELECT %s FROM messages WHERE session_id=?%s ORDER BY %s"
-                            % (",".join(want), where, order), (sid,)).fetchall()
+        flag = "compacted" if "compacted" in cols else "0"
+        stamp = "timestamp" if "timestamp" in cols else "0"
+        rows = conn.execute("SELECT %s, %s, %s FROM messages WHERE session_id=? AND (%s) ORDER BY %s"
+                            % (",".join(want), stamp, flag, keep, order), (sid,)).fetchall()
         if not rows:
             raise CliError("no session %r in %s (see `hermes sessions list`)" % (sid, db))
-        system = ""
+        system, parent = "", None
         if "system_prompt" in scols:
             row = conn.execute("SELECT system_prompt FROM sessions WHERE id=?", (sid,)).fetchone()
             system = (row[0] or "") if row else ""
+        usage: Dict[str, int] = {}
+        if "input_tokens" in scols and "api_call_count" in scols:
+            row = conn.execute("SELECT input_tokens, api_call_count FROM sessions WHERE id=?",
+                               (sid,)).fetchone()
+            if row and row[0] and row[1]:
+                usage = {"input_tokens": int(row[0]), "api_calls": int(row[1])}
+        if "parent_session_id" in scols:
+            row = conn.execute("SELECT parent_session_id FROM sessions WHERE id=?", (sid,)).fetchone()
+            parent = row[0] if row else None
         skipped = 0
         if "active" in cols:
-            skipped = conn.execute("SELECT count(*) FROM messages WHERE session_id=? AND active=0",
-                                   (sid,)).fetchone()[0]
+            skipped = conn.execute("SELECT count(*) FROM messages WHERE session_id=? AND NOT (%s)"
+                                   % keep, (sid,)).fetchone()[0]
     finally:
         conn.close()
-    msgs = [_clean(dict(zip(want, r)), "message %d" % (i + 1)) for i, r in enumerate(rows)]
-    return msgs, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
-                          "inactive_rows_skipped": skipped}
+    msgs = [_clean(dict(zip(want, r[:-2])), "message %d" % (i + 1)) for i, r in enumerate(rows)]
+    compacted = sum(1 for r in rows if r[-1])
+    original, copies, summaries, runs = original_stream(msgs, [float(r[-2] or 0) for r in rows])
+    gaps = []
+    if copies:
+        gaps.append("%d %s that compactions wrote back (kept or shortened messages) skipped; the "
+                    "originals are replayed" % (copies, "row" if copies == 1 else "rows"))
+    if summaries:
+        gaps.append("%d compaction %s skipped (written by a compaction, not by the conversation)"
+                    % (summaries, "summary" if summaries == 1 else "summaries"))
+    if parent:
+        gaps.append("this session continues %s (Hermes 0.17 starts a new session at each "
+                    "compaction): the turns before it are in that session" % parent)
+    return original, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
+                              "inactive_rows_skipped": skipped, "compacted_rows": compacted,
+                              "rows_read": len(msgs), "not_reconstructed": gaps,
+                              "live_compactions": runs if "compacted" in cols else None, **usage}
+
+
+SUMMARY_MARKS = ("[tencentdb-offload]", "[CONTEXT COMPACTION", "[CONTEXT SUMMARY]")
+
+
+def _key(m: Message) -> Any:
+    """Identity of a message across the copies compactions write: tool results by call id,
+    tool calls by their ids, other messages by role and text."""
+    if m.get("tool_call_id"):
+        return ("result", m["tool_call_id"])
+    calls = m.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        return ("calls",) + tuple(str(c.get("id")) if isinstance(c, dict) else "" for c in calls)
+    return (m.get("role"), json.dumps(m.get("content"), sort_keys=True, default=str))
+
+
+BATCH_S = 0.01      # rows a compaction writes back are inserted together, microseconds apart
+
+
+def original_stream(msgs: List[Message], stamps: List[float]
+                    ) -> Tuple[List[Message], int, int, int]:
+    """The conversation as it happened, from rows that include what compactions replaced.
+
+    A compaction writes back the messages it kept (with their original timestamps, or all
+    with the same new one) and a summary. A row is such a copy when its tool-call id was
+    seen, when its timestamp goes back in time, or when it repeats an earlier text inside a
+    batch of rows that holds such a copy; summaries carry a marker. Each run of such rows is
+    one compaction. Returns (messages, copies dropped, summaries dropped, compactions)."""
+    n = len(msgs)
+    keys = [_key(m) for m in msgs]
+    strong = [k[0] in ("result", "calls") for k in keys]
+    batch = [0] * n                     # batch number per row: stamps closer than BATCH_S
+    for i in range(1, n):
+        batch[i] = batch[i - 1] + (0 if abs(stamps[i] - stamps[i - 1]) < BATCH_S else 1)
+    seen: set = set()
+    copy_batches: set = set()
+    for i in range(n):                  # batches holding a repeated tool call or result
+        if strong[i] and keys[i] in seen:
+            copy_batches.add(batch[i])
+        seen.add(keys[i])
+    out: List[Message] = []
+    seen, latest = set(), float("-inf")
+    copies = summaries = runs = 0
+    dropped = False
+    for i, m in enumerate(msgs):
+        content = m.get("content")
+        if isinstance(content, str) and content.lstrip().startswith(SUMMARY_MARKS):
+            summaries, runs, dropped = summaries + 1, runs + (not dropped), True
+            continue
+        repeated = keys[i] in seen
+        if (repeated and (strong[i] or batch[i] in copy_batches)) or stamps[i] < latest:
+            copies, runs, dropped = copies + 1, runs + (not dropped), True
+            continue
+        dropped = False
+        seen.add(keys[i])
+        latest = max(latest, stamps[i])
+        out.append(m)
+    return out, copies, summaries, runs
 
 
 def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
@@ -143,5 +229,3 @@ def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict
         raise CliError("no such file: %s" % src)
     return _from_state_db(src)
 
-
-# --- the text report --------------------------------------------------------------------

@@ -29,6 +29,18 @@ def chart(report: Dict[str, Any], width: int = 60) -> List[str]:
     return lines
 
 
+def _n(n: int) -> str:
+    return format(n, ",")
+
+
+def _plural(n: int, word: str) -> str:
+    return "%s %s" % (_n(n), word if n == 1 else word + "s")
+
+
+def _origin(text: str) -> str:
+    return "" if text == "default" else " (from %s)" % text
+
+
 def render(report: Dict[str, Any]) -> str:
     s, r = report["summary"], report["recall"]
     src = report["source"]
@@ -37,44 +49,61 @@ def render(report: Dict[str, Any]) -> str:
             "%s %s" % (src.get("kind"), src.get("session_id") or src.get("path")))
     out = ["tencentdb-offload %s — %s" % (report["command"], what),
            "mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
-           "window %s tokens; trigger %.0f%% = %s; target %.0f%% = %s; session %s"
-           % (format(report["context_length"], ","), report["threshold"] * 100,
-              format(report["threshold_tokens"], ","), report["ratio"] * 100,
-              format(report["target_tokens"], ","), report["session_id"]), "",
+           "window %s tokens%s" % (_n(report["context_length"]), _origin(report["window_from"])),
+           "compaction at %.0f%% = %s tokens%s; down to %.0f%% = %s tokens%s; session %s"
+           % (report["threshold"] * 100, _n(report["threshold_tokens"]),
+              _origin(report["threshold_from"]), report["ratio"] * 100, _n(report["target_tokens"]),
+              _origin(report["ratio_from"]), report["session_id"]), "",
            "turn  msgs  requests  peak tokens -> after  action      level       mode"]
+    over = 0
     for t in report["turns"]:
+        action = t["action"]
+        if t.get("over_trigger"):
+            action, over = "over*", over + 1
         out.append("%4d  %4d  %8d  %11s -> %-6s %-11s %-11s %s"
-                   % (t["turn"], t["messages"], t["requests"], format(t["peak_tokens"], ","),
-                      _k(t["tokens_after"]), t["action"], t["level"] or "-", t["path"] or "-"))
+                   % (t["turn"], t["messages"], t["requests"], _n(t["peak_tokens"]),
+                      _k(t["tokens_after"]), action, t["level"] or "-", t["path"] or "-"))
+    if over:
+        out.append("* over the trigger, no compaction yet: Hermes compacts after the response "
+                   "that crossed it, before the next request")
     out += [""] + chart(report) + ["", "summary"]
     levels = ", ".join("%s %d" % kv for kv in sorted(s["levels"].items())) or "none"
-    out.append("  messages read %d, now in context %d; %d requests sent"
-               % (s["messages_read"], s["messages_now"], s["requests"]))
-    out.append("  compactions: %d (gateway %d, local %d); levels: %s"
-               % (s["compactions"], s["gateway_compactions"], s["local_compactions"], levels))
-    out.append("  tokens saved: %s" % format(s["tokens_saved"], ","))
+    out.append("  messages read %s, now in context %s; %s sent"
+               % (_n(s["messages_read"]), _n(s["messages_now"]), _plural(s["requests"], "request")))
+    for line in src.get("not_reconstructed") or []:
+        out.append("  not reconstructed: %s" % line)
+    out.append("  compactions: %s (Gateway %s, local %s); levels: %s"
+               % (_n(s["compactions"]), _n(s["gateway_compactions"]), _n(s["local_compactions"]),
+                  levels))
+    if src.get("live_compactions") is not None:
+        out.append("  the live session compacted %s (runs of rows written back in state.db)"
+                   % ("once" if src["live_compactions"] == 1 else "%s times" % _n(src["live_compactions"])))
+    out.append("  tokens saved: %s" % _n(s["tokens_saved"]))
     out.append("  largest context sent: %s tokens = %.1f%% of the %s window%s"
-               % (format(s["largest_request_tokens"], ","), s["largest_request_pct"],
-                  format(report["context_length"], ","),
+               % (_n(s["largest_request_tokens"]), s["largest_request_pct"],
+                  _n(report["context_length"]),
                   "" if s["largest_request_tokens"] <= report["context_length"] else "  OVER THE WINDOW"))
     out.append("  sequence validity: %s" % (
-        "all %d requests valid" % s["requests"] if not s["invalid_requests"] else
-        "%d INVALID, e.g. turn %d: %s" % (s["invalid_requests"], s["invalid_examples"][0]["turn"],
+        "all %s valid" % _plural(s["requests"], "request") if not s["invalid_requests"] else
+        "%s INVALID, e.g. turn %d: %s" % (_n(s["invalid_requests"]), s["invalid_examples"][0]["turn"],
                                           "; ".join(s["invalid_examples"][0]["errors"]))))
-    out.append("  archived: %d items (of %d tool results) in %s%s"
-               % (s["archived_items"], s["tool_results"], report["store_dir"],
+    out.append("  archived: %s — every tool result as it arrived (%s of %s) and %s a compaction "
+               "removed — in %s%s"
+               % (_plural(s["archived_items"], "item"), _n(s["archived_tool_results"]),
+                  _n(s["tool_results"]), _plural(s["archived_messages"], "message"), report["store_dir"],
                   "" if report["store_kept"] else " (temporary; keep it with --store DIR)"))
     if r.get("tool_call_id"):
         out.append("  recall: tdai_read_cos(tool_call_id=%r) -> %s" % (r["tool_call_id"], (
             "%s chars, identical to the original %s result%s" % (
-                format(r["chars"], ","), r["tool_name"] or "tool",
+                _n(r["chars"]), r["tool_name"] or "tool",
                 "" if r.get("left_context") else " (it never left the context)")
             if r.get("ok") else "FAILED: %s" % r.get("reason", "text differs from the original"))))
     cal = s["calibration"]
-    out.append("  calibration: provider tokens = %s x estimate + %s (%d observations)"
-               % (cal["slope"], format(cal["overhead"], ","), cal["points"]))
+    out.append("  calibration: provider tokens = %s x estimate + %s (%s)"
+               % (cal["slope"], _n(cal["overhead"]), _plural(cal["points"], "observation")))
     if report["mode"] == "gateway":
-        out.append("  gateway: %d outbox rows delivered, %d waiting" % (s["delivered"], s["outbox_backlog"]))
+        out.append("  Gateway: %s delivered, %s waiting"
+                   % (_plural(s["delivered"], "outbox row"), _n(s["outbox_backlog"])))
     for w in s["warnings"]:
         out.append("  warning: %s" % w)
     for e in s["errors"][-3:]:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from ..command import _n, describe_compaction, plural
 from ..config import Settings
 from .env import CliError, _ro, resolve_settings, unreadable
 
@@ -87,38 +88,45 @@ def _when(ts: Any) -> str:
 
 def render_status_text(st: Dict[str, Any]) -> str:
     s = st["settings"]
-    lines = ["tencentdb-offload status — store %s" % st["store_dir"],
-             "  configured: %s; trigger %.0f%%, target %.0f%% of the window"
-             % ("gateway %s (instance %s)" % (s["gateway_url"], s["instance_id"])
-                if s["gateway_url"] else "local only (no Gateway)",
-                s["threshold"] * 100, s["compact_ratio"] * 100)]
+    lines = ["tencentdb-offload status — store %s" % st["store_dir"]]
+    recent = (st.get("compactions") or {}).get("recent") or []
+    lines.append("  last compaction: %s" % (describe_compaction(recent[0]) if recent else "none yet"))
+    lines.append("  configured: %s; compaction at %.0f%% of the window, down to %.0f%%"
+                 % ("Gateway %s (instance %s)" % (s["gateway_url"], s["instance_id"])
+                    if s["gateway_url"] else "local only (no Gateway)",
+                    s["threshold"] * 100, s["compact_ratio"] * 100))
     if not st["exists"]:
         lines.append("  no store yet: the plugin has not archived anything with this "
                      "HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR")
         return "\n".join(lines)
     store, comp = st["store"], st["compactions"]
-    lines.append("  archive: %d items, %s chars in %d sessions; database %.1f KB"
-                 % (store["archived_items"], format(store["archived_chars"], ","),
-                    store["archived_sessions"], store["db_bytes"] / 1e3))
-    lines.append("  outbox: %d waiting, %d refused for good, %d delivered"
-                 % (store["outbox_backlog"], store["outbox_dead"], store["delivered"]))
-    lines.append("  compactions: %d (gateway %d, local %d); levels: %s; tokens saved %s"
-                 % (comp["total"], comp["gateway"], comp["local"],
-                    ", ".join("%s %d" % kv for kv in sorted(comp["levels"].items())) or "none",
-                    format(comp["tokens_saved"], ",")))
+    lines.append("  archive: %s, %s chars in %s (every session any Hermes process archived; "
+                 "`/tencentdb-offload status` in a chat also shows the sessions that process "
+                 "holds in memory); database %.1f KB"
+                 % (plural(store["archived_items"], "item"), _n(store["archived_chars"]),
+                    plural(store["archived_sessions"], "session"), store["db_bytes"] / 1e3))
+    lines.append("  outbox: %s waiting, %s refused for good, %s delivered"
+                 % (_n(store["outbox_backlog"]), _n(store["outbox_dead"]), _n(store["delivered"])))
+    lines.append("  compactions: %s (Gateway %s, local %s); levels: %s; tokens saved %s"
+                 % (_n(comp["total"]), _n(comp["gateway"]), _n(comp["local"]),
+                    ", ".join("%s %s" % (k, _n(v)) for k, v in sorted(comp["levels"].items())) or "none",
+                    _n(comp["tokens_saved"])))
     if st["sessions"]:
         lines.append("  sessions (newest first):")
         for r in st["sessions"][:15]:
-            lines.append("    %-36s %5d items %6d compactions  saved %9s  waiting %d  last %s"
-                         % (r["session"][:36], r["archived_items"], r["compactions"],
-                            format(r["tokens_saved"], ","), r["backlog"], _when(r["last_activity"])))
+            lines.append("    %s: %s, %s, saved %s tokens, %s waiting, last %s"
+                         % (r["session"], plural(r["archived_items"], "item"),
+                            plural(r["compactions"], "compaction"), _n(r["tokens_saved"]),
+                            _n(r["backlog"]), _when(r["last_activity"])))
     if comp["recent"]:
         lines.append("  recent compactions:")
         for ev in comp["recent"]:
-            lines.append("    %s  %-24s %-13s %-10s %8s -> %-8s archived %s%s"
-                         % (_when(ev["ts"]), str(ev["session"])[:24], ev["path"], ev["level"] or "-",
-                            format(ev["tokens_before"] or 0, ","), format(ev["tokens_after"] or 0, ","),
-                            ev["archived"], "  error: %s" % ev["error"] if ev["error"] else ""))
+            lines.append("    %s  %s: %s, %s, %s → %s tokens, %s archived%s"
+                         % (_when(ev["ts"]), ev["session"], ev["path"],
+                            ("level %s" % ev["level"]) if ev["level"] else "no level",
+                            _n(ev["tokens_before"]), _n(ev["tokens_after"]),
+                            plural(ev["archived"], "message"),
+                            "; error: %s" % ev["error"] if ev["error"] else ""))
     for e in st["errors"][:5]:
         lines.append("  error (%s, %s): %s" % (e["source"], _when(e["ts"]), str(e["error"])[:200]))
     return "\n".join(lines)
@@ -137,6 +145,4 @@ def cmd_status(args: argparse.Namespace) -> int:
             print("  warning: %s" % w)
     return 0
 
-
-# --- argument parsing -------------------------------------------------------------------
 

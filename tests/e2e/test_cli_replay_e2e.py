@@ -1,4 +1,5 @@
-"""``python3 <plugin dir> replay <session id>`` on a session the REAL ``hermes chat`` wrote.
+"""``python3 <plugin dir> replay <session id>`` on sessions the REAL ``hermes chat`` wrote:
+one short one, and one with a 64K window that compacted (its compaction count must come back).
 
 A one-turn session (a parallel read of two files) is created with the
 fake LLM in a throw-away HERMES_HOME; the CLI then reads it read-only from ``state.db`` under
@@ -58,9 +59,13 @@ def test_replay_of_a_real_hermes_session(tmp_path, hermes):
     assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
     rep = json.loads(proc.stdout)
     s = rep["summary"]
-    assert rep["source"] == {"kind": "hermes-session", "session_id": sid, "database": str(db),
-                             "inactive_rows_skipped": rep["source"]["inactive_rows_skipped"],
-                             "messages": count}
+    src = rep["source"]
+    assert {k: src[k] for k in ("kind", "session_id", "database", "compacted_rows", "rows_read",
+                                "messages")} == {"kind": "hermes-session", "session_id": sid,
+                                                 "database": str(db), "compacted_rows": 0,
+                                                 "rows_read": count, "messages": count}
+    # Hermes' tool schemas are not in state.db: a stand-in sized from the usage totals
+    assert src["schema_tokens_estimated"] > 1000 and len(src["not_reconstructed"]) == 1
     assert s["messages_read"] == count and s["turns"] == 1
     assert s["tool_results"] == 2 and s["invalid_requests"] == 0 and s["compactions"] == 0
     assert rep["recall"]["ok"] and rep["recall"]["tool_name"] == "read_file"
@@ -71,3 +76,51 @@ def test_replay_of_a_real_hermes_session(tmp_path, hermes):
     bad = cli(home, "replay", "no_such_session_id")
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
     assert "no session" in bad.stderr
+
+
+CONTEXT = 64_000
+
+
+def _live_compactions(home: Path) -> int:
+    conn = sqlite3.connect("file:%s?mode=ro" % (home / "tencentdb-offload" / "store.db"), uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM events WHERE kind='compaction'").fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("hermes", [HERMES_VERSION], ids=lambda v: f"hermes-{v}")
+def test_replay_reproduces_a_real_64k_session_with_compactions(tmp_path, hermes):
+    """Recorded by the real ``hermes chat`` with this engine and a 64K window in config.yaml:
+    replay (no flags) takes the window from config.yaml, reads the rows Hermes marked as
+    compacted, and compacts as often as the live session did."""
+    if hermes.startswith("0.17"):
+        pytest.skip("0.17 starts a new session at each compaction (no compacted rows to replay)")
+    if hermes.startswith("0.22"):   # known gap, see README "Known limits"
+        pytest.xfail("0.22 compacted after every read turn (4 times) and its compactions landed at "
+                     "27-30K tokens; the replay's land at 16-20K, so it compacts 3 times")
+    supply = harness.FileSupply(tmp_path / "files", tag="replay64")
+    with FakeLLM() as llm:
+        home = harness.make_home(tmp_path, llm.url, context_length=CONTEXT,
+                                 env={"TENCENTDB_OFFLOAD_GATEWAY_URL": "off"})
+        conv = harness.Conversation(llm, home)
+        harness.read_files_turn(conv, supply.take(3))
+        harness.assert_engine_used(conv)
+        harness.fill_until_compactions(conv, supply, needed=1, threshold_tokens=int(CONTEXT * 0.75),
+                                       context_length=CONTEXT)
+        last = conv.say("DO read " + " ".join(p for p, _ in supply.take(1)))
+    sid = last.result.session_id
+    live = _live_compactions(home)
+    assert live >= 1, conv.summary()
+
+    proc = cli(home, "replay", sid, "--json")
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
+    rep = json.loads(proc.stdout)
+    src, s = rep["source"], rep["summary"]
+    assert rep["context_length"] == CONTEXT and "config.yaml" in rep["window_from"]
+    assert src["compacted_rows"] > 0, src
+    assert s["turns"] == len(conv.turns) and s["invalid_requests"] == 0
+    assert src["live_compactions"] == live, src     # read from state.db alone
+    assert s["compactions"] == live, (s["compactions"], live, [t["action"] for t in rep["turns"]])
+    text = cli(home, "replay", sid)
+    assert "window 64,000 tokens (from model.context_length in" in text.stdout, text.stdout[:600]

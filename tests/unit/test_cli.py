@@ -98,7 +98,7 @@ def test_demo_local_numbers_match_the_engine_state(home, tmp_path):
     rep = report_of(run_cli("demo", "--turns", "14", "--context-length", "64000", "--json",
                             "--store", str(store), home=home, env=LOCAL))
     s = rep["summary"]
-    assert rep["mode"] == "local" and "no Gateway" in rep["mode_reason"]
+    assert rep["mode"] == "local" and "local only" in rep["mode_reason"]
     assert len(rep["turns"]) == 14 and s["turns"] == 14
     assert rep["store_kept"] and Path(rep["store_dir"]) == store.resolve()
     events = [json.loads(d) for (d,) in store_rows(
@@ -128,6 +128,10 @@ def test_demo_local_numbers_match_the_engine_state(home, tmp_path):
     assert row["compactions"] == len(events) and row["archived_items"] == archived
     text = run_cli("status", "--store", str(store), home=home)
     assert text.returncode == 0 and "recent compactions:" in text.stdout
+    last = text.stdout.splitlines()[1]
+    assert last.startswith("  last compaction: ") and "locally" in last and "tdai_read_cos" in last
+    assert format(events[-1]["tokens_before"], ",") in last and "tokens saved %s" % format(
+        s["tokens_saved"], ",") in text.stdout
     assert not any(home.iterdir()), "the demo wrote into HERMES_HOME"
 
 
@@ -149,7 +153,7 @@ def test_demo_gateway_mode_uses_the_gateway(home, tmp_path):
     try:
         env = {"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url}
         rep = report_of(run_cli("demo", "--turns", "14", "--context-length", "64000", "--json",
-                                "--store", str(tmp_path / "s"), home=home, env=env))
+                                "--store", str(tmp_path / "s"), "--gateway", gw.url, home=home, env=env))
         s = rep["summary"]
         assert rep["mode"] == "gateway" and gw.url in rep["mode_reason"]
         assert s["gateway_compactions"] >= 1 and s["compactions"] >= 1
@@ -158,22 +162,23 @@ def test_demo_gateway_mode_uses_the_gateway(home, tmp_path):
         pairs = gw.ingested_pairs(rep["gateway_session"])
         assert len(pairs) == s["tool_results"] - 1       # every pair but the heartbeat one
         assert s["outbox_backlog"] == 0 and s["invalid_requests"] == 0 and rep["recall"]["ok"]
-        text = run_cli("demo", "--turns", "3", "--context-length", "64000", home=home, env=env)
+        text = run_cli("demo", "--turns", "3", "--context-length", "64000", "--gateway", gw.url,
+                       home=home, env=env)
         assert text.returncode == 0 and "mode: GATEWAY" in text.stdout
     finally:
         gw.stop()
 
 
 def test_demo_gateway_down_falls_back_to_local(home):
-    env = {"TENCENTDB_OFFLOAD_GATEWAY_URL": "http://127.0.0.1:%d" % unused_port()}
+    down = "http://127.0.0.1:%d" % unused_port()
     rep = report_of(run_cli("demo", "--turns", "4", "--context-length", "64000", "--json",
-                            home=home, env=env))
+                            "--gateway", down, home=home))
     assert rep["mode"] == "local" and "not usable" in rep["mode_reason"]
     gw = FakeGateway(api_key="right").start()
     try:       # up, but refusing our key: local, and the reason says so
-        env = {"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": "wrong"}
+        env = {"TENCENTDB_OFFLOAD_API_KEY": "wrong"}
         rep = report_of(run_cli("demo", "--turns", "3", "--context-length", "64000", "--json",
-                                home=home, env=env))
+                                "--gateway", gw.url, home=home, env=env))
         assert rep["mode"] == "local" and "refused the API key" in rep["mode_reason"]
     finally:
         gw.stop()
@@ -283,3 +288,92 @@ def test_plugin_dir_leaves_sys_path_so_hermes_tools_is_not_shadowed(home, tmp_pa
         proc = subprocess.run([sys.executable, "-i", target, "status", "--help"], input=probe,
                               capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=60)
         assert "ROOT_ON_PATH False host" in proc.stdout, proc.stdout + proc.stderr
+
+
+# --- issue 11: demo and replay stay local; replay runs with the session's own settings ------
+
+def test_demo_and_replay_send_nothing_to_the_configured_gateway(home, tmp_path):
+    gw = FakeGateway().start()
+    try:
+        (home / ".env").write_text("TENCENTDB_OFFLOAD_GATEWAY_URL=%s\n" % gw.url)
+        demo = run_cli("demo", "--turns", "8", "--context-length", "64000", home=home)
+        assert demo.returncode == 0, demo.stderr
+        assert "mode: LOCAL" in demo.stdout and "--gateway URL" in demo.stdout
+        msgs = conversation(10, 30_000)
+        path = tmp_path / "s.json"
+        path.write_text(json.dumps(msgs))
+        rep = report_of(run_cli("replay", str(path), "--context-length", "64000", "--json", home=home))
+        assert rep["mode"] == "local" and rep["summary"]["compactions"] >= 1
+        assert list(gw.requests) == [], "demo/replay contacted the configured Gateway"
+    finally:
+        gw.stop()
+
+
+def _compacted_state_db(path: Path) -> tuple:
+    """A 0.19-style state.db of one session compacted in place once: the replaced rows stay
+    with active=0, compacted=1; the compaction wrote a summary plus copies of the kept tail."""
+    conn = sqlite3.connect(str(path))
+    conn.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, system_prompt TEXT, "
+                 "message_count INTEGER, parent_session_id TEXT)")
+    conn.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, "
+                 "role TEXT, content TEXT, tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, "
+                 "timestamp REAL, active INTEGER NOT NULL DEFAULT 1, compacted INTEGER NOT NULL DEFAULT 0)")
+    msgs = conversation(12, 30_000)
+    first, later = msgs[:24], msgs[24:]
+    sid = "20260102_000000_c0ffee"
+
+    def put(m, ts, active=1, compacted=0):
+        conn.execute("INSERT INTO messages(session_id, role, content, tool_call_id, tool_calls, "
+                     "timestamp, active, compacted) VALUES (?,?,?,?,?,?,?,?)",
+                     (sid, m["role"], m.get("content"), m.get("tool_call_id"),
+                      json.dumps(m["tool_calls"]) if m.get("tool_calls") else None, ts, active, compacted))
+    for i, m in enumerate(first):
+        put(m, 1000.0 + i, active=0, compacted=1)
+    put({"role": "user", "content": "[CONTEXT COMPACTION — REFERENCE ONLY] earlier turns ..."}, 2000.0)
+    for i, m in enumerate(first[-3:]):           # the kept tail, written back by the compaction
+        put(m, 2000.0 + (i + 1) * 1e-6)          # (one batch, microseconds apart)
+    for i, m in enumerate(later):
+        put(m, 3000.0 + i)
+    put({"role": "user", "content": "rewound"}, 4000.0, active=0, compacted=0)
+    conn.execute("INSERT INTO sessions VALUES (?, 'cli', 'sys', ?, NULL)", (sid, 4 + len(later)))
+    conn.commit()
+    conn.close()
+    return sid, msgs
+
+
+def test_replay_reads_compacted_rows_and_the_configured_window(home):
+    sid, msgs = _compacted_state_db(home / "state.db")
+    (home / "config.yaml").write_text("model:\n  context_length: 64000\n"
+                                      "tencentdb_offload:\n  threshold: 0.7\n")
+    rep = report_of(run_cli("replay", sid, "--json", home=home, env=LOCAL))
+    src, s = rep["source"], rep["summary"]
+    assert rep["context_length"] == 64_000 and "config.yaml" in rep["window_from"]
+    assert rep["threshold"] == 0.7 and "config.yaml" in rep["threshold_from"]
+    assert src["compacted_rows"] == 24 and src["inactive_rows_skipped"] == 1
+    assert src["live_compactions"] == 1
+    assert s["messages_read"] == len(msgs) and s["turns"] == 12
+    assert any("3 rows that compactions wrote back" in g for g in src["not_reconstructed"])
+    assert any("1 compaction summary" in g for g in src["not_reconstructed"])
+    assert s["compactions"] >= 1 and s["invalid_requests"] == 0
+    text = run_cli("replay", sid, home=home, env=LOCAL)
+    assert "window 64,000 tokens (from model.context_length in" in text.stdout
+    assert "not reconstructed: 1 compaction summary skipped" in text.stdout
+    flag = report_of(run_cli("replay", sid, "--json", "--context-length", "100000", "--threshold",
+                             "0.8", home=home, env=LOCAL))
+    assert flag["context_length"] == 100_000 and flag["window_from"] == "--context-length"
+    assert flag["threshold"] == 0.8 and flag["threshold_from"] == "--threshold"
+
+
+def test_demo_marks_requests_over_the_trigger_and_says_what_was_archived(home):
+    proc = run_cli("demo", "--turns", "12", "--context-length", "64000", home=home, env=LOCAL)
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    rep = report_of(run_cli("demo", "--turns", "12", "--context-length", "64000", "--json",
+                            home=home, env=LOCAL))
+    over = [t for t in rep["turns"] if t["over_trigger"]]
+    assert over and all(t["peak_tokens"] >= rep["threshold_tokens"] and t["action"] == "-" for t in over)
+    assert "over*" in out and "* over the trigger, no compaction yet" in out
+    s = rep["summary"]
+    assert s["archived_items"] == s["archived_tool_results"] + s["archived_messages"]
+    line = next(l for l in out.splitlines() if "archived:" in l)
+    assert "every tool result as it arrived" in line and "a compaction removed" in line

@@ -112,7 +112,7 @@ CASES = {
     "bad setting in config block": ({}, GOOD_CONFIG + "tencentdb_offload:\n  compact_ratio: 7\n", True,
                                     "settings", "compact_ratio"),
     "gateway down": ({"TENCENTDB_OFFLOAD_GATEWAY_URL": "http://127.0.0.1:%d" % unused_port()},
-                     GOOD_CONFIG, True, "gateway", "failed"),
+                     GOOD_CONFIG, True, "gateway", "cannot reach"),
     "wrong key": ({"TENCENTDB_OFFLOAD_API_KEY": "wrong"}, GOOD_CONFIG, True,
                   "gateway", "refused the credentials"),
     "wrong url": ({"TENCENTDB_OFFLOAD_GATEWAY_URL": "{url}/not-the-gateway"}, GOOD_CONFIG, True,
@@ -152,12 +152,12 @@ def test_wrong_plugin_kind_and_outbox_warning(tmp_path, gateway):
     items = checks(proc)
     assert proc.returncode == 1
     assert [c["name"] for c in items if c["status"] == "fail"] == ["install"]
-    assert any(c["name"] == "outbox" and c["status"] == "warn" and "1 rows waiting" in c["message"]
+    assert any(c["name"] == "outbox" and c["status"] == "warn" and "1 row waiting" in c["message"]
                for c in items), items
 
 
 def test_stdlib_yaml_reader_reads_what_hermes_configs_hold():
-    from tencentdb_offload.ops.env import mini_yaml
+    from tencentdb_offload.hermes_config import mini_yaml
     text = ("model:\n  default: \"gpt-x\"   # comment\n  context_length: 128000\n"
             "toolsets:\n  - name: a\n    enabled: true\n  - plain\n"
             "context: {engine: tencentdb-offload}\n"
@@ -180,3 +180,110 @@ def test_dotenv_reader(tmp_path):
     env = tmp_path / ".env"
     env.write_text("# comment\nexport A=1\nB = 'two words'\nC=\"x=y\"\nD=plain # note\nnot a line\n")
     assert read_dotenv(env) == {"A": "1", "B": "two words", "C": "x=y", "D": "plain"}
+
+
+# --- issue 11: first run ------------------------------------------------------------------
+
+def _hold_port(port: int, listen: bool):
+    """Own 127.0.0.1:port: listening (to count who connects) or bound only (refuses)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        pytest.skip("127.0.0.1:%d is in use on this machine" % port)
+    if listen:
+        s.listen(8)
+        s.settimeout(0.2)
+    return s
+
+
+def _accepted(s) -> int:
+    n = 0
+    while True:
+        try:
+            conn, _ = s.accept()
+        except OSError:
+            return n
+        conn.close()
+        n += 1
+
+
+def _bash(command: str, home: Path) -> None:
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                          cwd=str(home))
+    assert proc.returncode == 0, (command, proc.stderr)
+
+
+def test_default_install_without_a_gateway_is_a_warning(tmp_path, gateway):
+    """The README's install sets no Gateway URL: nothing listens at the default, doctor says
+    local-only and exits 0."""
+    home = setup_home(tmp_path, gateway, {k: None for k in (
+        "TENCENTDB_OFFLOAD_GATEWAY_URL", "TENCENTDB_OFFLOAD_API_KEY", "TENCENTDB_OFFLOAD_INSTANCE_ID")})
+    held = _hold_port(8420, listen=False)       # bound, not listening: connection refused
+    try:
+        proc = doctor(home)
+    finally:
+        held.close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (gw,) = [c for c in checks(proc) if c["name"] == "gateway"]
+    assert gw["status"] == "warn" and "running local-only" in gw["message"], gw
+    _bash(gw["fix"], home)                      # the fix runs, and then the Gateway is off
+    (gw,) = [c for c in checks(doctor(home)) if c["name"] == "gateway"]
+    assert gw["status"] == "pass" and gw["message"].startswith("off"), gw
+
+
+def test_invalid_gateway_url_contacts_nothing(tmp_path, gateway):
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_GATEWAY_URL": "127.0.0.1:8420"})
+    listener = _hold_port(8420, listen=True)
+    try:
+        proc = doctor(home)
+        contacted = _accepted(listener)
+    finally:
+        listener.close()
+    assert contacted == 0, "doctor contacted the default endpoint for an invalid URL"
+    items = checks(proc)
+    (gw,) = [c for c in items if c["name"] == "gateway"]
+    assert gw["status"] == "warn"
+    assert gw["message"].startswith("Gateway off: TENCENTDB_OFFLOAD_GATEWAY_URL is invalid"), gw
+    (bad,) = [c for c in items if c["status"] == "fail"]
+    assert bad["name"] == "settings" and str(home / ".env") in bad["message"]
+    assert proc.returncode == 1
+
+
+def test_misspelt_names_get_a_suggestion_and_a_fix_that_works(tmp_path, gateway):
+    config = GOOD_CONFIG + "tencentdb_offload:\n  treshold: 0.8\n"
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_TRESHOLD": "0.8",
+                                          "TENCENTDB_OFFLOAD_COMPACT_RATIO": "45"}, config)
+    proc = doctor(home)
+    items = checks(proc)
+    warns = {c["message"].split()[0]: c for c in items if c["status"] == "warn"}
+    assert "did you mean TENCENTDB_OFFLOAD_THRESHOLD?" in warns["TENCENTDB_OFFLOAD_TRESHOLD"]["message"]
+    assert str(home / ".env") in warns["TENCENTDB_OFFLOAD_TRESHOLD"]["message"]
+    assert "did you mean threshold?" in warns["treshold"]["message"]
+    assert "config.yaml" in warns["treshold"]["message"]
+    (bad,) = [c for c in items if c["status"] == "fail"]
+    assert "did you mean 0.45?" in bad["message"] and str(home / ".env") in bad["message"]
+    text = " ".join(c["message"] + c["fix"] for c in items)
+    assert "could not convert" not in text and "Error" not in text
+    _bash(bad["fix"], home)
+    _bash(warns["TENCENTDB_OFFLOAD_TRESHOLD"]["fix"], home)
+    after = checks(doctor(home))
+    assert not [c for c in after if c["name"] == "settings" and c["status"] == "fail"], after
+    assert not any("TENCENTDB_OFFLOAD_TRESHOLD" in c["message"] for c in after)
+
+
+@pytest.mark.parametrize("case", ["bad setting value", "bad setting in config block", "gateway down",
+                                  "plugin not enabled", "wrong engine name", "plugin not installed"])
+def test_every_failure_prints_a_command(tmp_path, gateway, case):
+    env, config, plugin, check, _needle = CASES[case]
+    home = setup_home(tmp_path, gateway, env, config, plugin)
+    (failed,) = [c for c in checks(doctor(home)) if c["status"] == "fail"]
+    fix = failed["fix"]
+    assert fix.split()[0] in ("hermes", "echo", "export", "start"), fix
+    if fix.startswith("echo"):                  # settings: the fix repairs it
+        _bash(fix, home)
+        assert not [c for c in checks(doctor(home)) if c["status"] == "fail"]
+    if fix.startswith("hermes plugins install"):
+        assert "--enable" in fix and "file://" in fix

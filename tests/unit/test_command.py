@@ -1,3 +1,5 @@
+import re
+
 from fakes.gateway import FakeGateway
 from tencentdb_offload.command import make_command
 
@@ -9,21 +11,41 @@ def test_status_help_and_unknown(tmp_path):
     eng.compress(conversation(40, 5000), current_tokens=60_000)
     cmd = make_command(rt)
     text = cmd("")
-    assert "mode: local" in text and "compactions: 1 (gateway 0, local 1)" in text
-    assert "gateway: off" in text and "archive:" in text
-    assert "reclaim" in cmd("help")
+    assert "mode: local" in text and "compactions this process: 1 (Gateway 0, local 1)" in text
+    assert "Gateway: off" in text and "archive:" in text
+    assert "reclaim" in cmd("help") and "python3 <plugin dir> status" in cmd("help")
     assert "unknown subcommand" in cmd("frobnicate")
     assert "no Gateway configured" in cmd("health")
+
+
+def test_status_shows_the_last_compaction_first_and_reads_well(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    cmd = make_command(rt)
+    assert cmd("status").splitlines()[1] == "  last compaction: none yet"
+    eng.compress(conversation(40, 5000), current_tokens=60_000)
+    lines = cmd("status").splitlines()
+    ev = rt.store.events("compaction", limit=1)[0]
+    first = lines[1]
+    assert first.startswith("  last compaction: ") and "locally" in first
+    assert "%s → %s tokens" % (format(ev["tokens_before"], ","), format(ev["tokens_after"], ",")) in first
+    assert "%d messages archived" % ev["archived"] in first and "tdai_read_cos" in first
+    text = "\n".join(lines)
+    assert "60,000 before" in text and "1 session;" in text and "1 sessions" not in text
+    assert re.search(r"sessions in memory: \d+ \(at most 20; 0 evicted, their archive stays\) — this "
+                     r"Hermes process only; the archive holds 1 session from every process", text)
+    assert not any(l != l.rstrip() or "  " in l.strip() for l in lines), lines
+    assert not re.search(r"\d{4,}", re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "", text)
+                         .replace(str(rt.store.directory), "")), text
 
 
 def test_gateway_status_health_flush_reclaim(tmp_path):
     with FakeGateway(api_key="k") as gw:
         rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k", retention_days="7")
         cmd = make_command(rt)
-        assert cmd("health").startswith("gateway up: status ok")
+        assert cmd("health").startswith("Gateway up: status ok")
         assert "outbox delivered" in cmd("flush")
         text = cmd("status")
         assert gw.url in text and "breaker closed" in text and "k\n" not in text
         assert cmd("reclaim").startswith("reclaimed:")
         gw.set_fault("refuse")
-        assert cmd("health").startswith("gateway not usable")
+        assert cmd("health").startswith("Gateway not usable")

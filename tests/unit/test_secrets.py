@@ -8,7 +8,7 @@ import pytest
 
 import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
-from tencentdb_offload.config import Settings, load_settings
+from tencentdb_offload.config import Settings, hermes_home, load_settings
 from tencentdb_offload.memory_gateway.client import GatewayClient, GatewayConfigError
 from tencentdb_offload.ops import doctor
 
@@ -20,9 +20,13 @@ BAD_KEYS = [SECRET + "\nInjected: 1", SECRET + "\r\nX-Evil: 1", "\u201c" + SECRE
 
 
 def doctor_text(env, settings=None):
+    """What doctor prints for these settings (its settings and Gateway checks)."""
     c = doctor.Checks()
-    settings = settings or doctor.check_settings(c, env, None)
-    doctor.check_gateway(c, settings, 0.5)
+    bad = {}
+    if settings is None:
+        home = hermes_home(env)
+        settings, bad = doctor.check_settings(c, env, home, home / "config.yaml", None)
+    doctor.check_gateway(c, settings, 0.5, True, bad.get("GATEWAY_URL", ""), lambda v: "set " + v, "")
     return json.dumps(c.items, ensure_ascii=False)
 
 

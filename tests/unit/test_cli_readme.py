@@ -1,0 +1,54 @@
+"""The README's first screen: at most 60 lines, and every command in it is run by a test —
+the two commands here, the install and Gateway blocks by tests/e2e/test_e2e_install.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREEN = 60
+
+
+def first_screen() -> str:
+    return "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:SCREEN])
+
+
+def commands(text: str) -> list:
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        out += [line.split("  #")[0].strip() for line in block.splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    return out
+
+
+def test_first_screen_fits_and_names_no_level_before_explaining_it():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    screen = first_screen()
+    assert "## Install" in screen and "## Two commands" in screen
+    glossary = text.index("## The Gateway's levels")
+    assert glossary < len(screen), "the glossary must be on the first screen"
+    for word in ("L1", "L1.5", "L2", "L3", "offload V2"):
+        assert not re.search(r"\b%s\b" % re.escape(word), text[:glossary]), word
+    assert "0.17.0 –\n0.22.2" in text[:400] or "0.17.0 – 0.22.2" in text[:400]
+
+
+def test_every_first_screen_command_is_run(tmp_path):
+    cmds = commands(first_screen())
+    install_block = {"hermes plugins install", "hermes config set", "python3 \"${HERMES_HOME",
+                     "echo \"TENCENTDB_OFFLOAD_GATEWAY_URL"}   # run by tests/e2e/test_e2e_install.py
+    here = [c for c in cmds if not any(c.startswith(p) for p in install_block)]
+    assert here == ["python3 . demo", "python3 tests/run.py"], cmds
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
+    env.update(HERMES_HOME=str(tmp_path / "home"), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8")
+    demo = subprocess.run([sys.executable, "."] + here[0].split()[2:], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0 and "mode: LOCAL" in demo.stdout, demo.stderr
+    assert not (tmp_path / "home").exists(), "the demo wrote into HERMES_HOME"
+    # the test command itself: its entry point answers (running it here would recurse)
+    suite = subprocess.run([sys.executable, "tests/run.py", "--help"], cwd=str(ROOT), env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert suite.returncode == 0 and "--unit" in suite.stdout, suite.stderr
