@@ -13,6 +13,9 @@ Pieces
 - :func:`assert_valid_sequence` / :func:`sequence_problems`: a wire-level validator of
   a chat message list, written from the provider rules, independent of the plugin.
 - :func:`compactions` finds compaction points in the recorded requests of a fake LLM.
+- :class:`GatewayProcess` runs ``hermes gateway run`` with the API server platform on
+  127.0.0.1 (start, SIGTERM, start again; one turn per :meth:`GatewayProcess.chat`);
+  :func:`process_counts` reads its RSS, threads, fds and TCP connections per remote port.
 
 What a test writer must know about Hermes (measured on 0.17.0 and 0.19.0)
 -------------------------------------------------------------------------
