@@ -126,6 +126,8 @@ class GatewayClient:
                              % " and ".join(bad)) if bad else ""
         self.config_error = self.fatal_config
         self._local = threading.local()
+        self._conns: set = set()
+        self._conns_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return "GatewayClient(%s, instance=%s)" % (self.base_url, self.instance_id)
@@ -144,10 +146,8 @@ class GatewayClient:
                 context_window: int, total_tokens: int,
                 message_tokens: Optional[List[int]] = None,
                 encoded: Optional[bytes] = None) -> Dict[str, Any]:
-        body = encoded or encode_compact(session_id, messages, ratio=ratio,
-                                         context_window=context_window,
-                                         total_tokens=total_tokens,
-                                         message_tokens=message_tokens)
+        body = encoded or encode_compact(session_id, messages, ratio=ratio, context_window=context_window,
+                                         total_tokens=total_tokens, message_tokens=message_tokens)
         data = self._call(COMPACT, body, self.timeout)
         if not isinstance(data.get("messages"), list) or not isinstance(data.get("report", {}), dict):
             raise GatewayProtocolError("compact reply has no message list")
@@ -249,10 +249,20 @@ class GatewayClient:
                 "read_ref_supported": self.read_ref_supported}
 
     def close(self) -> None:
+        """Close every kept-alive connection, whichever (maybe finished) thread opened it."""
+        with self._conns_lock:
+            conns, self._conns = self._conns, set()
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+    def _drop(self) -> None:  # this thread's connection, after an error or a closing reply
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+            with self._conns_lock:
+                self._conns.discard(conn)
 
     def _heard(self) -> None:
         self.last_ok_at = time.monotonic()
@@ -344,30 +354,32 @@ class GatewayClient:
                 if conn is None:
                     conn = self._local.conn = Connection(self._scheme, self._host, self._port,
                                                          deadline)
+                    with self._conns_lock:
+                        self._conns.add(conn)
                 status, _headers, raw = conn.exchange(request, deadline, self.reply_limit)
                 if not conn.reusable:
-                    self.close()
+                    self._drop()
                 return status, raw
             except (ExchangeTimeout, TimeoutError) as exc:
-                self.close()
+                self._drop()
                 raise GatewayTimeout("no complete answer from %s within %.1fs" % (
                     where, timeout)) from exc
             except ReplyTooLarge as exc:
-                self.close()
+                self._drop()
                 raise GatewayProtocolError("reply from %s is larger than %d bytes; not read" % (
                     where, exc.limit)) from exc
             except BadReply as exc:
-                self.close()
+                self._drop()
                 raise GatewayUnavailable("%s did not answer in HTTP (%s)" % (where, exc)) from exc
             except (PeerClosed, BrokenPipeError, ConnectionResetError) as exc:
-                self.close()
+                self._drop()
                 fresh_start = not getattr(exc, "started", True) or not isinstance(exc, PeerClosed)
                 if reused and attempt == 1 and fresh_start:
                     continue        # a kept-alive socket the server had closed: one fresh try
                 raise GatewayUnavailable("connection to %s lost (%s)" % (
                     self.base_url, type(exc).__name__), reset=True) from exc
             except OSError as exc:
-                self.close()
+                self._drop()
                 raise GatewayUnavailable("cannot reach %s (%s)" % (
                     self.base_url, getattr(exc, "strerror", None) or type(exc).__name__)) from exc
         raise GatewayUnavailable("cannot reach %s" % self.base_url)
@@ -379,11 +391,10 @@ def encode_compact(session_id: str, messages: List[Dict[str, Any]], *, ratio: fl
     """The /compact body. ASCII escapes encode ~1.7× faster; CJK text is then 2× the bytes,
     so a caller near the body limit asks again with ``ascii_only=False``."""
     body: Dict[str, Any] = {"session_id": session_id, "messages": messages,
-                            "ratio": round(min(2.0, max(0.0, float(ratio))), 4),
+                            "ratio": round(min(2.0, max(0.0, float(ratio))), 4),  # honest, ≤ 2
                             "context_window": int(max(1, context_window)),
                             "total_tokens": int(max(0, total_tokens))}
     if message_tokens is not None:
         body["message_tokens"] = [int(t) for t in message_tokens]
-    if ascii_only:
-        return json.dumps(body, separators=(",", ":")).encode("ascii")
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(body, ensure_ascii=ascii_only, separators=(",", ":"))
+    return text.encode("ascii" if ascii_only else "utf-8", "replace")   # (lone surrogates)

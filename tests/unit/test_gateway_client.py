@@ -137,3 +137,29 @@ def test_read_ref_404_means_not_supported(gw):
     n = len(gw.requests)
     assert c.read_ref("hermes-s1", "offload/x/refs/y.md") is None
     assert len(gw.requests) == n          # remembered: not asked again
+
+
+def test_close_closes_connections_of_every_thread():
+    """A runtime that closes must not leave kept-alive sockets of finished threads behind
+    (seen under the messaging gateway: more Gateway connections than threads)."""
+    import os
+    import threading
+
+    def open_fds():
+        return len(os.listdir("/proc/self/fd"))
+
+    with FakeGateway() as gw:
+        c = GatewayClient(gw.url, "", "svc")
+        before = open_fds()
+        threads = [threading.Thread(target=c.health, kwargs={"force": True}) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert open_fds() >= before + 6          # one kept-alive socket per finished thread
+        c.close()
+        import time
+        end = time.monotonic() + 5               # (the fake's server side closes when it sees EOF)
+        while open_fds() > before and time.monotonic() < end:
+            time.sleep(0.02)
+        assert open_fds() <= before
