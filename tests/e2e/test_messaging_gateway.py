@@ -3,7 +3,7 @@
 The messaging gateway is how many people run Hermes: one long-lived process serves every
 conversation and is restarted now and then. This suite starts ``hermes gateway run`` with the
 API server platform, this plugin as the context engine, the fake model (tests/fakes/fake_llm.py)
-and the fake TencentDB Gateway (tests/fakes/fake_gateway.py), and drives CONVERSATIONS
+and the fake TencentDB Gateway (tests/fakes/gateway/), and drives CONVERSATIONS
 conversations concurrently (more than the plugin's in-memory LRU of 20), each several
 ``DO read`` turns of two files (~12.6K tokens of tool results a turn) so that every conversation
 crosses the 0.75 threshold of a 64K window at least twice. Halfway, the gateway process gets
@@ -42,7 +42,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
-from tests.fakes.fake_gateway import FakeGateway  # noqa: E402
+from tests.fakes.gateway import FakeGateway  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
