@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import tencentdb_offload as plugin
+
+
+def wait_for(pred, timeout: float = 5.0, interval: float = 0.02) -> bool:
+    """Poll ``pred`` until it is true or ``timeout`` seconds pass; its last answer."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(interval)
+    return bool(pred())
 
 
 def env_for(tmp: Path, **overrides: str) -> Dict[str, str]:

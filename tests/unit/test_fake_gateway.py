@@ -27,6 +27,7 @@ if str(REPO_ROOT) not in sys.path:  # for ``tests.fakes``; appended so nothing i
     sys.path.append(str(REPO_ROOT))
 
 from tests.fakes.gateway import FakeGateway, estimate_message_tokens  # noqa: E402
+from helpers import wait_for  # noqa: E402
 
 INGEST, COMPACT, QUERY = "/v2/offload/ingest", "/v2/offload/compact", "/v2/offload/query-mmd"
 AUTH = {"Authorization": "Bearer test-key", "X-TDAI-Service-Id": "svc-1"}
@@ -107,13 +108,6 @@ def compact(gw, sid, msgs, *, ratio_of_window, message_tokens=None, ratio_field=
     return payload["data"]
 
 
-def wait_for(pred, timeout=2.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 @pytest.fixture
@@ -869,7 +863,7 @@ def test_fault_hang_holds_until_client_timeout_then_clear_releases(gw):
     th = threading.Thread(target=hung)
     n = len(gw.requests)
     th.start()
-    assert wait_for(lambda: len(gw.requests) > n)
+    assert wait_for(lambda: len(gw.requests) > n, timeout=2.0)
     gw.clear_fault()
     th.join(3)
     assert isinstance(outcome["error"], ConnectionError) and outcome["took"] < 2
@@ -898,7 +892,7 @@ def test_stop_releases_hung_requests():
 
     th = threading.Thread(target=hung)
     th.start()
-    assert wait_for(lambda: len(g.requests) == 1)
+    assert wait_for(lambda: len(g.requests) == 1, timeout=2.0)
     g.stop()
     th.join(3)
     assert "error" in outcome and outcome["took"] < 2

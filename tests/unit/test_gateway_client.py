@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from helpers import wait_for
 from fakes.gateway import FakeGateway
 from tencentdb_offload.memory_gateway.client import (BodyTooLarge, CircuitBreaker, GatewayClient,
                                               GatewayProtocolError,
@@ -157,9 +158,5 @@ def test_close_closes_connections_of_every_thread():
         for t in threads:
             t.join()
         assert open_fds() >= before + 6          # one kept-alive socket per finished thread
-        c.close()
-        import time
-        end = time.monotonic() + 5               # (the fake's server side closes when it sees EOF)
-        while open_fds() > before and time.monotonic() < end:
-            time.sleep(0.02)
-        assert open_fds() <= before
+        c.close()                                # (the fake's server side closes on EOF)
+        assert wait_for(lambda: open_fds() <= before)

@@ -12,7 +12,7 @@ from tencentdb_offload.context import messages as M
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.context.tokens import messages_tokens
 
-from helpers import conversation, make_engine
+from helpers import conversation, make_engine, wait_for
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -38,13 +38,6 @@ def drive_turn(hooks, sid, turn, n_calls=2, size=3000):
                              tool_call_id="call_%d_%d" % (turn, k), duration_ms=12)
 
 
-def wait_for(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def test_every_pair_delivered_once_in_order_with_prompt_first(tmp_path, gw):

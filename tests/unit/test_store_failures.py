@@ -14,18 +14,11 @@ import tencentdb_offload as plugin
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
 
-from helpers import env_for
+from helpers import env_for, wait_for
 
 TESTS = Path(__file__).resolve().parent.parent
 
 
-def _wait(pred, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def _item(i, size=100):
@@ -48,7 +41,7 @@ def test_a_store_locked_by_another_process_is_retried_not_dropped(tmp_path, quic
     try:
         for i in range(50):
             w.submit(Store.op_archive("s", [_item(i)], time.time()))
-        assert _wait(lambda: w.stats()["retrying"] == 50)
+        assert wait_for(lambda: w.stats()["retrying"] == 50, timeout=10.0)
         stats = w.stats()
         assert not w.healthy and stats["lost"] == 0 and "locked" in stats["last_error"]
         assert not w.flush(0.3)                        # not claimed as written
@@ -68,7 +61,7 @@ def test_what_waits_is_capped_and_the_loss_is_reported(tmp_path, quick_busy):
     blocker.execute("BEGIN IMMEDIATE")
     try:
         w.submit(Store.op_archive("s", [_item(0)], time.time()))
-        assert _wait(lambda: w.stats()["retrying"] == 1)
+        assert wait_for(lambda: w.stats()["retrying"] == 1, timeout=10.0)
         for i in range(1, 200):
             w.submit(Store.op_archive("s", [_item(i, 1000)], time.time()))
         stats = w.stats()
@@ -79,7 +72,7 @@ def test_what_waits_is_capped_and_the_loss_is_reported(tmp_path, quick_busy):
     assert w.flush(10)
     kept = st.count_archived("s")
     assert kept + w.stats()["lost"] == 200
-    assert _wait(lambda: st.stats()["writes_lost"] == w.stats()["lost"])   # doctor/status see it
+    assert wait_for(lambda: st.stats()["writes_lost"] == w.stats()["lost"], timeout=10.0)   # doctor/status see it
     w.close()
 
 
@@ -129,7 +122,7 @@ def test_no_store_yet_rows_wait_and_are_written_once_it_can_be_opened(tmp_path, 
     try:
         assert rt.store is None
         rt.writer.submit(Store.op_archive("s", [_item(1)], time.time()))
-        assert _wait(lambda: rt.writer.stats()["retrying"] == 1)
+        assert wait_for(lambda: rt.writer.stats()["retrying"] == 1, timeout=10.0)
         status = rt.status()
         assert status["writer"]["healthy"] is False and status["writer"]["lost"] == 0
         assert "cannot create" in status["writer"]["last_error"]
@@ -158,7 +151,7 @@ def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(
     blocker.execute("BEGIN IMMEDIATE")
     try:
         rt.writer.submit(Store.op_archive("s1", [_item(1)], time.time()))
-        assert _wait(lambda: not rt.writer.healthy)
+        assert wait_for(lambda: not rt.writer.healthy, timeout=10.0)
         out = eng.compress(conv, current_tokens=70_000)
         text = notice(out)
         assert "Nothing is lost" not in text and "cannot be written" in text
