@@ -33,24 +33,21 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _context_length(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not an integer" % text)
-    if value < 64_000:
-        raise argparse.ArgumentTypeError("%d is below 64000 (Hermes refuses smaller windows)" % value)
-    return value
+def _int_at_least(lowest: int, why: str):
+    """An argparse type: an integer of at least ``lowest`` (``why`` says what else)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not an integer" % text)
+        if value < lowest:
+            raise argparse.ArgumentTypeError("%d is below %d%s" % (value, lowest, why))
+        return value
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not an integer" % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+_context_length = _int_at_least(64_000, " (Hermes refuses smaller windows)")
+_positive = _int_at_least(1, "")
 
 
 def _tuning(p: argparse.ArgumentParser) -> None:

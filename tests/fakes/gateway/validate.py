@@ -113,22 +113,17 @@ def validate_ingest(body: Any) -> list:
             issues.append({"code": "too_small", "minimum": 1, "type": "string", "inclusive": True,
                            "exact": False, "path": ["prompt"],
                            "message": "prompt must not be empty or whitespace-only"})
-    recent = body.get("recent_messages", _MISSING)
-    if recent is not _MISSING:
-        if not isinstance(recent, list):
-            _bad_type(issues, ["recent_messages"], "array", recent)
-        else:
-            for i, r in enumerate(recent):
-                base = ["recent_messages", i]
-                if not isinstance(r, dict):
-                    _bad_type(issues, base, "object", r)
-                    continue
-                if r.get("role") not in ("user", "assistant"):
-                    issues.append({"code": "invalid_enum_value", "options": ["user", "assistant"],
-                                   "received": r.get("role"), "path": base + ["role"],
-                                   "message": "Invalid enum value. Expected 'user' | 'assistant'"})
-                if not isinstance(r.get("content", _MISSING), str):
-                    _bad_type(issues, base + ["content"], "string", r.get("content", _MISSING))
+    for i, r in enumerate(_optional_array(issues, body, "recent_messages")):
+        base = ["recent_messages", i]
+        if not isinstance(r, dict):
+            _bad_type(issues, base, "object", r)
+            continue
+        if r.get("role") not in ("user", "assistant"):
+            issues.append({"code": "invalid_enum_value", "options": ["user", "assistant"],
+                           "received": r.get("role"), "path": base + ["role"],
+                           "message": "Invalid enum value. Expected 'user' | 'assistant'"})
+        if not isinstance(r.get("content", _MISSING), str):
+            _bad_type(issues, base + ["content"], "string", r.get("content", _MISSING))
     if not issues:
         has_pairs = isinstance(pairs, list) and len(pairs) > 0
         has_prompt = isinstance(prompt, str) and bool(prompt.strip())
@@ -157,15 +152,21 @@ def validate_compact(body: Any) -> list:
     _check_number(issues, ["ratio"], body.get("ratio", _MISSING), lo=0, hi=2)
     _check_number(issues, ["context_window"], body.get("context_window", _MISSING), integer=True, lo=1)
     _check_number(issues, ["total_tokens"], body.get("total_tokens", _MISSING), integer=True, lo=0)
-    mt = body.get("message_tokens", _MISSING)
-    if mt is not _MISSING:
-        if not isinstance(mt, list):
-            _bad_type(issues, ["message_tokens"], "array", mt)
-        else:
-            for i, v in enumerate(mt):
-                if not _is_number(v):
-                    _bad_type(issues, ["message_tokens", i], "number", v)
+    for i, v in enumerate(_optional_array(issues, body, "message_tokens")):
+        if not _is_number(v):
+            _bad_type(issues, ["message_tokens", i], "number", v)
     return issues
+
+
+def _optional_array(issues: list, body: dict, key: str) -> list:
+    """The items of an optional array field ([] when absent; a non-array is an issue)."""
+    value = body.get(key, _MISSING)
+    if value is _MISSING:
+        return []
+    if not isinstance(value, list):
+        _bad_type(issues, [key], "array", value)
+        return []
+    return value
 
 
 def validate_query_mmd(body: Any) -> bool:
