@@ -132,17 +132,14 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def should_compress_info(self, prompt_tokens: Optional[int] = None,
                              **_: Any) -> Tuple[bool, Optional[str]]:
-        if not self.runtime.settings.enabled:
-            return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED)"
-        if self.threshold_tokens <= 0:
-            return False, "context length unknown"
+        """(run now?, why not). 0.22 prints the reason as "over the threshold but blocked", so
+        there is one only for a real block: over the trigger and still not compacting."""
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
-        if not isinstance(tokens, (int, float)) or tokens < 0:
-            return False, "waiting for real usage after a compaction"
-        if tokens < self.threshold_tokens:
-            return False, "below the trigger (%d of %d tokens)" % (tokens, self.threshold_tokens)
-        if self.runtime.client is not None and not self.runtime.client.available:
-            return True, "Gateway unavailable: compacting locally"
+        if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
+                or tokens < self.threshold_tokens):
+            return False, None          # unknown after a compaction, or simply below the trigger
+        if not self.runtime.settings.enabled:
+            return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED=false)"
         return True, None
 
     def should_defer_preflight_to_real_usage(self, rough_tokens: int = 0, **_: Any) -> bool:
@@ -283,7 +280,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return messages, 0
         n = sum(1 for m in pruned.trimmed for _result in M.tool_results(m))
         state.stats.pruned_results += n
-        return [M.fresh(m) if isinstance(m, dict) else m for m in pruned.messages], n
+        return pruned.messages, n         # markers kept: the host persisted these rows
 
     # -- per request and per turn (0.22) ---------------------------------------------------
     def select_context(self, request_messages: Any, *, conversation_messages: Any = None,

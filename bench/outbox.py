@@ -23,11 +23,6 @@ HERE = Path(__file__).resolve().parent
 BODY_LIMIT = 1_000_000          # the plugin's default
 
 
-def _vm(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def _fill(bed: C.Bed, texts: List[str]) -> None:
@@ -108,11 +103,11 @@ def backlog_rss(row, results: int) -> List[Dict[str, Any]]:
 def deliver(home: str, url: str) -> None:
     plugin = C.load_plugin()
     rt = plugin.build_runtime(env={"HERMES_HOME": home, "TENCENTDB_OFFLOAD_GATEWAY_URL": url})
-    before = _vm("VmRSS")
+    before = C.rss_kb()
     started = time.monotonic()
     ok = rt.flush(None, 600)
     seconds = time.monotonic() - started
-    peak = _vm("VmHWM") - before
+    peak = C.rss_kb() - before
     rt.close()
     print(json.dumps({"ok": ok, "peak_kb": peak, "seconds": seconds}))
 

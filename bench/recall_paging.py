@@ -24,11 +24,6 @@ PAGE = 20_000
 SIZES = {"ascii": "line %08d of a long build log\n", "utf8": "строка %08d журнала сборки\n"}
 
 
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def build(home: str) -> None:
@@ -51,7 +46,7 @@ def read(home: str) -> Dict[str, Any]:
     from tencentdb_offload.archive.recall import RecallTools
     from tencentdb_offload.archive.store import Store
     tools = RecallTools(Store(Path(home)), lambda: None)
-    base = _status_kb("VmRSS")
+    base = C.rss_kb()
     out: Dict[str, Any] = {}
 
     def page_ms(call_id: str, offset: int) -> float:
@@ -79,7 +74,7 @@ def read(home: str) -> Dict[str, Any]:
                                        "hermes-many"))
         many.append((time.perf_counter() - t) * 1000)
     out["search_many"] = many
-    out["peak_mb"] = (_status_kb("VmHWM") - base) / 1024
+    out["peak_mb"] = (C.rss_kb() - base) / 1024
     conn = tools.store._conn()        # the way pages were read before: the whole row each time
     whole = []
     for off in offsets[::4]:

@@ -84,7 +84,8 @@ def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
                   summaries: Optional[Dict[str, str]] = None) -> CompactResult:
     """The cheap step before a compaction: shorten old tool results in place (summary or
     trim with a recall pointer), leaving the newest ``protect_last`` messages and the current
-    turn untouched. Nothing leaves the context; ``trimmed`` holds the originals."""
+    turn untouched. Nothing leaves the context; ``trimmed`` holds the originals. Untouched
+    messages are the very same objects."""
     out = list(messages)
     current = max((i for i, m in enumerate(out) if M.is_real_user(m)), default=len(out))
     end = min(current, max(0, len(out) - max(0, protect_last)))
@@ -95,7 +96,8 @@ def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
             short = trim_result(m, limit, summaries)
             if short is not None:
                 trimmed.append(m)
-                out[i] = short
+                # the host's markers stay: 0.22 keeps the list and must not persist rows twice
+                out[i] = dict({k: v for k, v in m.items() if k.startswith("_")}, **short)
     return CompactResult(out if trimmed else list(messages), trimmed=trimmed)
 
 

@@ -57,8 +57,11 @@ def test_prune_waits_for_the_warm_up_then_shortens_old_results(tmp_path):
     same, n = eng.prune_tool_results_only(conv, current_tokens=10_000)
     assert same is conv and n == 0
     eng._state().remember_summaries({"call_1_0": "read /fcall_1_0: a config loader, 40 lines"})
+    conv = [dict(m, _db_persisted=True) for m in conv]       # as 0.22 hands them over
     out, n = eng.prune_tool_results_only(conv, current_tokens=40_000)
-    assert n >= 6 and M.validation_errors(out) == []
+    assert n >= 6 and M.validation_errors(out) == [] and out is not conv
+    assert all(m.get("_db_persisted") for m in out), "0.22 would persist the rows again"
+    assert sum(a is b for a, b in zip(out, conv)) == len(conv) - n, "untouched rows are kept as is"
     by_id = {m["tool_call_id"]: m["content"] for m in out if m.get("role") == "tool"}
     assert "a config loader" in by_id["call_1_0"] and "tdai_read_cos" in by_id["call_1_0"]
     assert len(by_id["call_0_0"]) < 2000 and "tdai_read_cos" in by_id["call_0_0"]
@@ -69,13 +72,17 @@ def test_prune_waits_for_the_warm_up_then_shortens_old_results(tmp_path):
     assert eng.get_status()["session_stats"]["pruned_results"] == n
 
 
-def test_should_compress_info_says_why_not(tmp_path):
+def test_should_compress_info_gives_a_reason_only_for_a_real_block(tmp_path):
+    """0.22 calls it after every tool round and prints any reason as "over the threshold
+    but compression is blocked": below the trigger there must be none."""
     rt, eng = make_engine(tmp_path)
-    ok, why = eng.should_compress_info(10_000)
-    assert not ok and "below the trigger" in why and "48000" in why
+    assert eng.should_compress_info(10_000) == (False, None)
     eng.last_prompt_tokens = -1
-    assert eng.should_compress_info() == (False, "waiting for real usage after a compaction")
+    assert eng.should_compress_info() == (False, None)
     assert eng.should_compress_info(50_000) == (True, None)
+    _rt, off = make_engine(tmp_path / "off", enabled="false")
+    ok, why = off.should_compress_info(50_000)
+    assert not ok and "disabled" in why
     assert not eng.has_content_to_compress([{"role": "user", "content": "hi"}])
     assert eng.has_content_to_compress(conversation(6, 100))
 
