@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 from .outbox import OUTBOX_SCHEMA, Outbox, clean_text, migrate_outbox, sized
 
 from . import lookup
+from ..per_thread import PerThread
 
 log = logging.getLogger("tencentdb_offload.store")
 
@@ -93,9 +93,7 @@ class Store(Outbox):
         self.directory = Path(directory)
         self.path = self.directory / "store.db"
         self.last_error = ""
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._conns: List[sqlite3.Connection] = []
+        self._conns: PerThread[sqlite3.Connection] = PerThread(lambda c: c.close())
         self._open_checked()
 
     # -- connections ------------------------------------------------------------------
@@ -130,7 +128,7 @@ class Store(Outbox):
         log.warning("tencentdb-offload: %s", self.last_error)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
+        conn = self._conns.get()
         if conn is None:
             conn = sqlite3.connect(str(self.path), timeout=self.BUSY_TIMEOUT_S,
                                    isolation_level=None, check_same_thread=False)
@@ -141,20 +139,11 @@ class Store(Outbox):
             conn.execute("PRAGMA busy_timeout=%d" % int(self.BUSY_TIMEOUT_S * 1000))
             # after a checkpoint the WAL shrinks back: a burst must not leave a copy on disk
             conn.execute("PRAGMA journal_size_limit=%d" % (4 << 20))
-            self._local.conn = conn
-            with self._lock:
-                self._conns.append(conn)
+            self._conns.put(conn)
         return conn
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for c in conns:
-            try:
-                c.close()
-            except sqlite3.Error:
-                pass
-        self._local = threading.local()
+        self._conns.close_all()
 
     def transaction(self, ops: Iterable[Callable[[sqlite3.Connection], Any]]) -> None:
         conn = self._conn()

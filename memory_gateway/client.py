@@ -14,10 +14,10 @@ this process learns about the Gateway's health is shared with the others on the 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..per_thread import PerThread
 from .breaker import CircuitBreaker
 from .shared_health import SharedHealth
 from .transport import (BadReply, BaseURL, Connection, ExchangeTimeout, PeerClosed, ReplyTooLarge,
@@ -125,9 +125,7 @@ class GatewayClient:
                              "(only printable ASCII); Gateway calls are off until it is fixed"
                              % " and ".join(bad)) if bad else ""
         self.config_error = self.fatal_config
-        self._local = threading.local()
-        self._conns: set = set()
-        self._conns_lock = threading.Lock()
+        self._conns: PerThread[Connection] = PerThread(lambda c: c.close())
 
     def __repr__(self) -> str:
         return "GatewayClient(%s, instance=%s)" % (self.base_url, self.instance_id)
@@ -250,19 +248,10 @@ class GatewayClient:
 
     def close(self) -> None:
         """Close every kept-alive connection, whichever (maybe finished) thread opened it."""
-        with self._conns_lock:
-            conns, self._conns = self._conns, set()
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._conns.close_all()
 
     def _drop(self) -> None:  # this thread's connection, after an error or a closing reply
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-            with self._conns_lock:
-                self._conns.discard(conn)
+        self._conns.drop()
 
     def _heard(self) -> None:
         self.last_ok_at = time.monotonic()
@@ -348,14 +337,12 @@ class GatewayClient:
         request = build_request(method, self._host_header, self._prefix + path, headers, payload)
         where = self.base_url + path
         for attempt in (1, 2):
-            conn: Optional[Connection] = getattr(self._local, "conn", None)
+            conn: Optional[Connection] = self._conns.get()
             reused = conn is not None
             try:
                 if conn is None:
-                    conn = self._local.conn = Connection(self._scheme, self._host, self._port,
-                                                         deadline)
-                    with self._conns_lock:
-                        self._conns.add(conn)
+                    conn = self._conns.put(Connection(self._scheme, self._host, self._port,
+                                                      deadline))
                 status, _headers, raw = conn.exchange(request, deadline, self.reply_limit)
                 if not conn.reusable:
                     self._drop()

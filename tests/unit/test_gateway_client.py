@@ -45,8 +45,8 @@ def test_connection_reused(gw):
     c = client(gw)
     for _ in range(5):
         c.query_mmd("hermes-s1")
-    conn = c._local.conn
-    assert conn is not None and conn.sock is not None
+    conn = c._conns.get()
+    assert conn is not None and conn.sock is not None and len(c._conns) == 1
 
 
 def test_wrong_key_is_config_problem_not_outage(gw):
@@ -160,3 +160,20 @@ def test_close_closes_connections_of_every_thread():
         assert open_fds() >= before + 6          # one kept-alive socket per finished thread
         c.close()                                # (the fake's server side closes on EOF)
         assert wait_for(lambda: open_fds() <= before)
+
+
+def test_connections_of_finished_threads_do_not_pile_up():
+    import os
+    import threading
+
+    with FakeGateway() as gw:
+        c = GatewayClient(gw.url, "", "svc")
+        c.health(force=True)
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(20):
+            t = threading.Thread(target=c.health, kwargs={"force": True})
+            t.start()
+            t.join()
+        c.health(force=True)
+        assert wait_for(lambda: len(os.listdir("/proc/self/fd")) <= before + 3)
+        c.close()

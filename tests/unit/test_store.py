@@ -96,3 +96,20 @@ def test_writer_runs_housekeeping_when_idle(tmp_path):
         StoreWriter.IDLE_S = saved
     assert len(calls) >= 2            # at start-up and again when due
 
+
+
+def test_connections_of_finished_threads_are_closed(tmp_path):
+    """Hermes runs tools on short-lived threads: one SQLite connection per finished thread
+    must not pile up (an fd each) until the process ends."""
+    import os
+    import threading
+
+    st = Store(tmp_path / "st")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(30):
+        t = threading.Thread(target=lambda: st.count_archived("s"))
+        t.start()
+        t.join()
+    st.count_archived("s")                      # the next connection closes the stale ones
+    assert len(os.listdir("/proc/self/fd")) <= before + 4
+    st.close()
