@@ -67,16 +67,10 @@ def run(command: str, env: dict, cwd: Path, check: bool = True) -> subprocess.Co
 
 
 def install_offline(url: str, home: Path, env: dict, cwd: Path) -> None:
-    """The README's path for a host where Hermes' package manager cannot download: clone into
-    the plugins folder and list the plugin under ``plugins.enabled`` in config.yaml."""
-    import yaml  # Hermes' own dependency, in its venv
+    """The README's path (Troubleshooting) for a host where Hermes' package manager cannot
+    download: clone into the plugins folder and list the plugin in ``plugins.enabled``."""
     run('git clone -q "%s" "%s"' % (url, home / "plugins" / "tencentdb-offload"), env, cwd)
-    config_file = home / "config.yaml"
-    config = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
-    plugins = config.setdefault("plugins", {}) or {}
-    plugins["enabled"] = sorted(set(plugins.get("enabled") or []) | {"tencentdb-offload"})
-    config["plugins"] = plugins
-    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+    run("hermes config set plugins.enabled '[\"tencentdb-offload\"]'", env, cwd)
 
 
 def run_install(commands: list, url: str, home: Path, env: dict, cwd: Path) -> list:
