@@ -24,7 +24,7 @@ log = logging.getLogger("tencentdb_offload")
 
 def register(ctx: Any) -> None:
     runtime = shared_runtime()
-    ctx.register_context_engine(TencentDBOffloadEngine(runtime))
+    ctx.register_context_engine(open_session(runtime))
     # Hook and command registrations are per process: the host stores them once (0.22 calls
     # register() per agent and warns on a repeated command). A no-op context (0.22's engine
     # loader) does not count: it registers nothing.

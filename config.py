@@ -196,25 +196,6 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "CANVAS": ("canvas", _parse_bool),
 }
 
-DESCRIPTIONS: Dict[str, str] = {
-    "GATEWAY_URL": "Gateway base URL; 'off' runs local-only",
-    "API_KEY": "Bearer token sent to the Gateway (never printed)",
-    "INSTANCE_ID": "sent as x-tdai-service-id",
-    "COMPACT_RATIO": "target after a compaction, fraction of the context window",
-    "THRESHOLD": "compaction trigger, fraction of the context window",
-    "TIMEOUT_MS": "timeout of a Gateway /compact call",
-    "INGEST_TIMEOUT_MS": "timeout of ingest, query-mmd and health calls",
-    "ENABLED": "false turns compaction off (the engine passes messages through)",
-    "STORE_DIR": "archive + outbox directory",
-    "RETENTION_DAYS": "archive/outbox data older than this is deleted (0 = never)",
-    "MAX_SESSIONS": "sessions kept in memory (LRU); evicted ones lose nothing durable",
-    "BODY_LIMIT": "largest JSON body sent to the Gateway, bytes",
-    "TRIM_CHARS": "tool results longer than this are trimmed (head + tail) when compacting",
-    "KEEP_FIRST": "leading messages always kept by the local compaction",
-    "CANVAS": "inject the Gateway's task canvas into the prompt",
-}
-
-
 def load_settings(env: Mapping[str, str] = os.environ,
                   block: Optional[Mapping[str, Any]] = None) -> Tuple[Settings, List[str]]:
     """Build Settings from ``env`` (wins) and a config.yaml ``block``. Never raises."""

@@ -19,7 +19,7 @@ from .context import canvas, departures
 from .context import messages as M
 from .context.fallback import has_compressible, local_compact, prune_results
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text, messages_tokens
-from .session import compaction_line
+from .session import announce_line
 
 log = logging.getLogger("tencentdb_offload.engine")
 
@@ -310,13 +310,12 @@ class TencentDBOffloadEngine(ContextEngine):
         self.runtime.turn_completed(self._key)
 
     def get_automatic_compaction_status_message(self, *, phase: str = "", default_message: str = "",
-                                                **_: Any) -> Optional[str]:
-        """One line naming this plugin, the path and what happened (the host shows it)."""
-        last = self._state().stats.last_compaction
-        if last and self.runtime.now() - last.get("at", 0) < 120:
-            return compaction_line(last)
-        mode = "Gateway" if self.runtime.mode == "gateway" else "local"
-        return "tencentdb-offload: compacting the context (%s) …" % mode
+                                                **context: Any) -> Optional[str]:
+        """The line 0.22 shows when a compaction starts: this plugin, the path, tokens and the
+        target, how to recall, and how the previous compaction ended."""
+        via_gateway = self.runtime.client is not None and self.runtime.client.available
+        return announce_line(context.get("approx_tokens"), self._target(), via_gateway,
+                             self._state().stats.last_compaction)
 
     # -- tools ----------------------------------------------------------------------------
     def get_tool_schemas(self, **_: Any) -> List[Dict[str, Any]]:

@@ -99,13 +99,21 @@ class SessionStats:
 
 
 def compaction_line(event: Dict[str, Any]) -> str:
-    """"tencentdb-offload: Gateway compaction (mild) 118K → 52K tokens, 14 items archived …"."""
+    """"Gateway compaction (mild) 118K → 52K tokens, 14 items archived"."""
     how = ("Gateway compaction (%s)" % event["level"] if event["path"].startswith("gateway")
            else "local compaction")
     n = event.get("archived", 0)
-    return ("tencentdb-offload: %s %s → %s tokens, %d item%s archived (recall: tdai_read_cos, "
-            "tdai_offload_search)" % (how, _k(event["tokens_before"]), _k(event["tokens_after"]),
-                                      n, "" if n == 1 else "s"))
+    return "%s %s → %s tokens, %d item%s archived" % (
+        how, _k(event["tokens_before"]), _k(event["tokens_after"]), n, "" if n == 1 else "s")
+
+
+def announce_line(approx: Any, target: int, via_gateway: bool, last: Dict[str, Any]) -> str:
+    """What the user reads when a compaction starts (Hermes asks before it runs)."""
+    size = "~%s tokens" % _k(approx) if isinstance(approx, int) and approx > 0 else "the context"
+    line = ("tencentdb-offload: compacting %s %s to the %s-token target; what leaves stays "
+            "readable (recall: tdai_read_cos, tdai_offload_search)"
+            % (size, "through the Gateway" if via_gateway else "locally", _k(target)))
+    return line + (". Last: " + compaction_line(last) if last else "")
 
 
 def _k(n: int) -> str:

@@ -77,10 +77,13 @@ def first_time(what: str) -> bool:
         return True
 
 
-def open_session(runtime: Runtime, session_id: str, context_length: int, model: str = "",
+def open_session(runtime: Runtime, session_id: str = "", context_length: int = 0, model: str = "",
                  **start: Any) -> TencentDBOffloadEngine:
-    """An engine on ``runtime`` sized for ``context_length`` and bound to ``session_id``."""
+    """An engine on ``runtime``, sized for ``context_length`` and bound to ``session_id`` when
+    given (``register`` hands Hermes an unbound one: the host sizes and binds it)."""
     engine = TencentDBOffloadEngine(runtime)
-    engine.update_model(model=model, context_length=context_length)
-    engine.on_session_start(session_id, **start)
+    if context_length or model:
+        engine.update_model(model=model, context_length=context_length)
+    if session_id:
+        engine.on_session_start(session_id, **start)
     return engine

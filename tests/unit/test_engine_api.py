@@ -88,13 +88,17 @@ def test_should_compress_info_gives_a_reason_only_for_a_real_block(tmp_path):
 
 
 def test_status_line_names_the_plugin_path_and_tokens(tmp_path):
+    """0.22 asks for the line when a compaction starts: it names the plugin, the path, the
+    size and target, how to recall, and how the previous compaction ended."""
     rt, eng = make_engine(tmp_path)
-    assert eng.get_automatic_compaction_status_message(
-        phase="preflight", default_message="Compacting context…").startswith("tencentdb-offload:")
+    first = eng.get_automatic_compaction_status_message(
+        phase="compress", default_message="Compacting context…", approx_tokens=70_000)
+    assert first == ("tencentdb-offload: compacting ~70K tokens locally to the 32K-token target; "
+                     "what leaves stays readable (recall: tdai_read_cos, tdai_offload_search)")
     eng.compress(conversation(40, 6000), current_tokens=70_000)
     line = eng.get_automatic_compaction_status_message(phase="compress", default_message="x")
-    assert line.startswith("tencentdb-offload: local compaction 70K → ")
-    assert "items archived (recall: tdai_read_cos" in line
+    assert line.startswith("tencentdb-offload: compacting the context locally")
+    assert ". Last: local compaction 70K → " in line and "items archived" in line
     assert eng.get_status()["session_stats"]["last_compaction"]["path"] == "local"
 
 
