@@ -96,9 +96,6 @@ def test_replay_reproduces_a_real_64k_session_with_compactions(tmp_path, hermes)
     compacted, and compacts as often as the live session did."""
     if hermes.startswith("0.17"):
         pytest.skip("0.17 starts a new session at each compaction (no compacted rows to replay)")
-    if hermes.startswith("0.22"):   # known gap, see README "Known limits"
-        pytest.xfail("0.22 compacted after every read turn (4 times) and its compactions landed at "
-                     "27-30K tokens; the replay's land at 16-20K, so it compacts 3 times")
     supply = harness.FileSupply(tmp_path / "files", tag="replay64")
     with FakeLLM() as llm:
         home = harness.make_home(tmp_path, llm.url, context_length=CONTEXT,
