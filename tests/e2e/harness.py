@@ -454,6 +454,7 @@ def tool_names(body: Dict[str, Any]) -> List[str]:
 # (e.g. a task canvas) is not replayed.
 MIN_TOKEN_DROP = 3000
 TRIM_MARKER = "characters trimmed by tencentdb-offload"
+PRUNE_SUMMARY = "Summary of an archived tool result"
 
 
 @dataclass
@@ -772,6 +773,10 @@ def _same_message(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
     if a.get("role") != b.get("role") or a.get("tool_call_id") != b.get("tool_call_id"):
         return False
     ta, tb = message_text(a), message_text(b)
+    # 0.22's prune_tool_results_only shortens old results for the rest of that process only
+    # (the host keeps the full rows in state.db): a resumed turn may show them in full again.
+    if a.get("role") == "tool" and (TRIM_MARKER in ta or PRUNE_SUMMARY in ta) and len(tb) > len(ta):
+        return True
     # 0.17 sends a turn's pre_llm_call context only with that turn: later requests carry the
     # same user message without the appended context, so a prefix is "the same message".
     return ta.startswith(tb) or tb.startswith(ta)
