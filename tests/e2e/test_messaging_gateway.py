@@ -136,6 +136,10 @@ def _delivered(gw: FakeGateway, convs: List[Conv]) -> Dict[str, int]:
 
 
 def test_many_conversations_one_messaging_gateway(tmp_path, capsys, record_property):
+    if HERMES_VERSION.startswith("0.17"):
+        pytest.skip("Hermes 0.17's messaging gateway is not a supported host: it wedges under "
+                    "concurrent tool calls with any engine, and it shares one engine instance "
+                    "between all conversations (README: Hermes versions)")
     problem = harness.api_server_problem()
     if problem:
         pytest.skip(f"hermes {HERMES_VERSION} cannot run the API server platform: {problem}")
