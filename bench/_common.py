@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import subprocess
 import platform
 import random
 import statistics
@@ -109,12 +110,42 @@ def machine() -> Dict[str, Any]:
 
 
 def rss_kb() -> int:
-    """Peak resident memory of this process so far, KiB (growth of the peak = growth).
+    """Resident memory of this process now, KiB, as ``ps`` reports it (0 without ps).
 
-    From getrusage, not /proc/self: Hermes' install scanner flags a plugin tree that reads
-    its own process files, and the bench ships inside the plugin directory."""
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    Not read from /proc/self: Hermes' install scanner flags a plugin tree that reads its own
+    process files, and the bench ships inside the plugin directory. Not getrusage either: its
+    peak survives fork and exec, so a child would report its parent's."""
+    try:
+        out = subprocess.run(["ps", "-o", "rss=", "-p", str(os.getpid())], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        return int(out)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return 0
+
+
+class PeakRSS:
+    """``with PeakRSS() as peak: …`` then ``peak.kb``: the highest resident memory seen while
+    the block ran (sampled every ``interval`` s by a thread) above what it was at the start."""
+
+    def __init__(self, interval: float = 0.02) -> None:
+        import threading
+        self.interval, self.kb, self.base = interval, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "PeakRSS":
+        self.base = rss_kb()
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.kb = max(self.kb, rss_kb() - self.base)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.kb = max(self.kb, rss_kb() - self.base)
 
 
 # -- runtimes ----------------------------------------------------------------------------

@@ -46,8 +46,8 @@ def read(home: str) -> Dict[str, Any]:
     from tencentdb_offload.archive.recall import RecallTools
     from tencentdb_offload.archive.store import Store
     tools = RecallTools(Store(Path(home)), lambda: None)
-    base = C.rss_kb()
     out: Dict[str, Any] = {}
+    peak = C.PeakRSS(interval=0.05).__enter__()     # sampled while pages and search run
 
     def page_ms(call_id: str, offset: int) -> float:
         t = time.perf_counter()
@@ -74,7 +74,8 @@ def read(home: str) -> Dict[str, Any]:
                                        "hermes-many"))
         many.append((time.perf_counter() - t) * 1000)
     out["search_many"] = many
-    out["peak_mb"] = (C.rss_kb() - base) / 1024
+    peak.__exit__(None, None, None)
+    out["peak_mb"] = peak.kb / 1024
     conn = tools.store._conn()        # the way pages were read before: the whole row each time
     whole = []
     for off in offsets[::4]:
