@@ -78,8 +78,16 @@ def install_url(plugin_dir: Path) -> str:
         if line.startswith("["):
             section = line
         elif section == '[remote "origin"]' and line.startswith("url"):
-            return line.partition("=")[2].strip()
+            return _as_url(line.partition("=")[2].strip(), plugin_dir)
     return plugin_dir.resolve().as_uri()
+
+
+def _as_url(remote: str, plugin_dir: Path) -> str:
+    """A clone of a local folder has a path as its remote: ``hermes plugins install`` takes
+    URLs, so give it the ``file://`` form (``git@host:repo`` and ``https://`` stay as they are)."""
+    if "://" in remote or (":" in remote.split("/")[0] and not remote.startswith("/")):
+        return remote
+    return (plugin_dir / remote).resolve().as_uri()
 
 
 def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:

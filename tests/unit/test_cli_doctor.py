@@ -287,3 +287,15 @@ def test_every_failure_prints_a_command(tmp_path, gateway, case):
         assert not [c for c in checks(doctor(home)) if c["status"] == "fail"]
     if fix.startswith("hermes plugins install"):
         assert "--enable" in fix and "file://" in fix
+
+
+def test_the_install_fix_names_a_url_even_for_a_clone_of_a_local_folder(tmp_path):
+    from tencentdb_offload.ops.doctor import install_url
+    clone = tmp_path / "tencentdb-offload"
+    (clone / ".git").mkdir(parents=True)
+    for remote, expected in (("/srv/repos/tdo", "file:///srv/repos/tdo"),
+                             ("../tdo", (tmp_path / "tdo").resolve().as_uri()),
+                             ("https://example.invalid/tdo.git", "https://example.invalid/tdo.git"),
+                             ("git@example.invalid:org/tdo.git", "git@example.invalid:org/tdo.git")):
+        (clone / ".git" / "config").write_text('[remote "origin"]\n\turl = %s\n' % remote)
+        assert install_url(clone) == expected
