@@ -88,6 +88,11 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
         lines.append("  archive: %s (%s of text) in %s; database %s"
                      % (plural(store["archived_items"], "item"), _kb(store["archived_chars"]),
                         plural(store["archived_sessions"], "session"), _kb(store["db_bytes"])))
+    w = st.get("writer") or {}
+    if w and not w.get("healthy", True):
+        lines.append("  ARCHIVE WRITES WAITING: %s retrying (%s held in memory), %s lost — %s"
+                     % (_n(w.get("retrying", 0)), _kb(w.get("waiting_bytes", 0)),
+                        _n(w.get("lost", 0)), w.get("last_error") or "store unavailable"))
     gw = st.get("gateway")
     if gw:
         b = gw["breaker"]

@@ -1,8 +1,9 @@
 """The per-process runtime: settings, store + writer, session registry, Gateway client,
 ingest worker, reclaimer and recall tools, shared by every engine copy and every hook.
 
-Built once by ``register(ctx)``; engines hold a reference to it (never a copy), so no lock,
-socket or sqlite connection is ever inside deep-copied state.
+Built once per process and ``HERMES_HOME`` (``wiring.shared_runtime``); engines hold a
+reference to it (never a copy), so no lock, socket or sqlite connection is ever inside
+deep-copied state.
 """
 
 from __future__ import annotations

@@ -162,3 +162,21 @@ def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(
         blocker.close()
     assert rt.writer.flush(10) and rt.writer.healthy
     rt.close()
+
+
+def test_status_says_when_archive_writes_wait(tmp_path, quick_busy):
+    from helpers import make_engine
+    from tencentdb_offload.command import make_command
+    rt, _eng = make_engine(tmp_path)
+    assert "ARCHIVE WRITES WAITING" not in make_command(rt)("status")
+    blocker = sqlite3.connect(str(rt.store.path), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        rt.writer.submit(Store.op_archive("s1", [_item(1)], time.time()))
+        assert wait_for(lambda: not rt.writer.healthy, timeout=10.0)
+        text = make_command(rt)("status")
+        assert "ARCHIVE WRITES WAITING: 1 retrying" in text and "locked" in text, text
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    rt.close()
