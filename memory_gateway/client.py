@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..per_thread import PerThread
 from .breaker import CircuitBreaker
-from .shared_health import SharedHealth
+from .shared_health import SharedHealth, down_trust_s
 from .transport import (BadReply, BaseURL, Connection, ExchangeTimeout, PeerClosed, ReplyTooLarge,
                         build_request, header_safe, host_header)
 
@@ -29,7 +29,6 @@ QUERY_MMD = "/v2/offload/query-mmd"
 READ_REF = "/v2/offload/read-ref"
 HEALTH = "/health"
 FRESH_S = 30.0          # heard from the Gateway this recently: no /health before a compaction
-DOWN_TRUST_S = 30.0
 RESET_MEANS_TOO_LARGE = 64_000   # the Gateway enforces its body limit by closing the socket     # another process saw it down this recently: do not even ask
 
 
@@ -216,7 +215,7 @@ class GatewayClient:
         if time.monotonic() - self.last_ok_at < FRESH_S:
             return
         known = self.shared.read() if self.shared else None
-        if known and not known.get("up") and known["age_s"] < DOWN_TRUST_S:
+        if known and not known.get("up") and known["age_s"] < down_trust_s(known):
             reason = "another process found the Gateway down %.0f s ago (%s)" % (
                 known["age_s"], str(known.get("error") or "no answer")[:200])
             self.breaker.record_outage(reason)

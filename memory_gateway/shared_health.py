@@ -20,6 +20,16 @@ from typing import Any, Dict, Optional
 FILE_NAME = "gateway-health.json"
 REWRITE_UP_S = 30.0          # an unchanged "up" verdict is refreshed at most this often
 MAX_ENTRIES = 16
+DOWN_TRUST_S = 30.0          # a fresh "down" is trusted this long by other processes …
+DOWN_TRUST_MAX_S = 300.0     # … doubling with each failed check in a row, up to this
+
+
+def down_trust_s(entry: Dict[str, Any]) -> float:
+    """How long a "down" verdict is trusted: a Gateway that failed ``streak`` checks in a row
+    is asked again after 30 s, 60 s, 120 s … at most 5 min (any process that hears from it
+    again writes "up" and ends the wait)."""
+    streak = entry.get("streak") if isinstance(entry.get("streak"), int) else 1
+    return min(DOWN_TRUST_MAX_S, DOWN_TRUST_S * 2 ** max(0, min(streak, 16) - 1))
 
 
 class SharedHealth:
@@ -47,6 +57,10 @@ class SharedHealth:
         if up and last and last["up"] and now - last["at"] < REWRITE_UP_S:
             return
         entry = {"up": up, "at": now, "error": error[:300], "pid": os.getpid()}
+        if not up:                    # failed checks in a row, across processes
+            before = self.read()
+            streak = before.get("streak") if before and not before.get("up") else 0
+            entry["streak"] = (streak if isinstance(streak, int) else 0) + 1
         self._written = entry
         try:
             self._write(entry)

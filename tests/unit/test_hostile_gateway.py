@@ -84,6 +84,36 @@ def test_fresh_process_asks_health_briefly_then_shares_the_verdict(tmp_path):
         assert second.status()["shared_health"]["up"] is False
 
 
+def test_a_down_verdict_is_trusted_longer_the_longer_the_gateway_stays_down(tmp_path):
+    """Each failed check in a row (any process) doubles how long the others trust "down", up
+    to 5 minutes: a long outage costs new processes one short /health every few minutes, not
+    every 30 s; any process that hears from the Gateway again ends it."""
+    import time
+
+    from tencentdb_offload.memory_gateway.shared_health import SharedHealth, down_trust_s
+    trusted = []
+    for _ in range(6):
+        SharedHealth(tmp_path, "http://gw.invalid").record(False, "no answer")   # a new process
+        trusted.append(down_trust_s(SharedHealth(tmp_path, "http://gw.invalid").read()))
+    assert trusted == [30.0, 60.0, 120.0, 240.0, 300.0, 300.0]
+    other = SharedHealth(tmp_path, "http://other.invalid")
+    other.record(False)
+    assert down_trust_s(other.read()) == 30.0, "streaks are per Gateway"
+    SharedHealth(tmp_path, "http://gw.invalid").record(True)
+    SharedHealth(tmp_path, "http://gw.invalid").record(False)
+    assert down_trust_s(SharedHealth(tmp_path, "http://gw.invalid").read()) == 30.0
+    with HostilePeer({"/health": ("hang", None)}) as peer:
+        first = client(peer.url, timeout_ms=90_000, shared_dir=tmp_path)
+        timed(first.ensure_reachable)
+        timed(client(peer.url, timeout_ms=90_000, shared_dir=tmp_path).ensure_reachable)
+        entry = SharedHealth(tmp_path, peer.url).read()
+        entry_age_ok = entry["age_s"] < down_trust_s(entry)
+        asked = len(peer.requests)
+        err, took = timed(client(peer.url, timeout_ms=90_000, shared_dir=tmp_path).ensure_reachable)
+    assert entry_age_ok and isinstance(err, GatewayUnavailable) and len(peer.requests) == asked
+    assert time.time() - entry["at"] < 60
+
+
 def test_hung_gateway_default_settings_fresh_process_compacts_fast(tmp_path):
     with HostilePeer({"/health": ("hang", None), COMPACT: ("hang", None)}) as peer:
         rt, eng = make_engine(tmp_path, gateway_url=peer.url)        # TIMEOUT_MS 90 s
