@@ -29,7 +29,8 @@ def register(ctx: Any) -> None:
     # register() per agent and warns on a repeated command). A no-op context (0.22's engine
     # loader) does not count: it registers nothing.
     real = type(ctx).__name__ != "_EngineCollector"
-    if real and first_time("hooks"):
+    # hooks once per plugin manager (a rebuilt manager, e.g. a plugin reload, gets them again)
+    if real and first_time("hooks:%x" % id(getattr(ctx, "_manager", ctx))):
         hooks = HookHandlers(runtime)
         ctx.register_hook("post_tool_call", hooks.post_tool_call)
         ctx.register_hook("pre_llm_call", hooks.pre_llm_call)
