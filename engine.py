@@ -224,7 +224,8 @@ class TencentDBOffloadEngine(ContextEngine):
         # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
         # identity and skips objects it already saw in the old history.
         result = [M.fresh(m) for m in result]
-        if result == [M.fresh(m) if isinstance(m, dict) else m for m in messages]:
+        if len(result) == len(messages) and result == [M.fresh(m) if isinstance(m, dict) else m
+                                                        for m in messages]:
             return messages
         if block and not HOST_SELECTS_CONTEXT:
             result = canvas.inject(result, block)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -37,7 +36,6 @@ class Runtime:
         self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
         self.counters: "collections.Counter[str]" = collections.Counter()
         self.last_overhead_estimate = 0
-        self._lock = threading.Lock()
         self.closed = False
         self.store: Optional[Store] = None
         self.store_error = ""

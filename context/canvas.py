@@ -126,7 +126,7 @@ def append_text(content: Any, text: str) -> Any:
 def inject(messages: List[Message], block: str) -> List[Message]:
     """``messages`` with ``block`` appended to the newest real user message (a new list; the
     same list when there is no such message)."""
-    idx = max((i for i, m in enumerate(messages) if is_real_user(m)), default=-1)
+    idx = next((i for i in range(len(messages) - 1, -1, -1) if is_real_user(messages[i])), -1)
     if idx < 0 or not block:
         return messages
     out = list(messages)

@@ -179,7 +179,6 @@ class GatewayCompactor:
     def run(self, session_id: str, messages: List[Message], *, target_tokens: int,
             context_length: int, calibrator: Calibrator, overhead_estimate: int,
             count: Optional[Callable[[Any], int]] = None) -> GatewayOutcome:
-        self.client.ensure_reachable()      # fast GatewayUnavailable when known or found down
         args = (session_id, messages, target_tokens, context_length, calibrator,
                 overhead_estimate, count or TokenMemo())
         try:
