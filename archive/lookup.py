@@ -39,32 +39,59 @@ def read_page(conn: sqlite3.Connection, conversation: str, tool_call_id: str,
 def _page(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit: int) -> str:
     if offset >= chars:
         return ""
-    if not hasattr(conn, "blobopen"):         # Python < 3.11: SQLite cuts the page itself
-        return conn.execute("SELECT substr(content,?,?) FROM archive WHERE id=?",
-                            (offset + 1, limit, rowid)).fetchone()[0]
-    with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
-        if len(blob) == chars:                # one byte per char (ASCII): seek straight there
-            blob.seek(offset)
-            return blob.read(limit).decode("utf-8", "replace")
-        return _walk(blob, offset, limit)
+    if hasattr(conn, "blobopen"):
+        with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
+            if len(blob) == chars:            # one byte per char (ASCII): seek straight there
+                blob.seek(offset)
+                return blob.read(limit).decode("utf-8", "replace")
+    return _walk(_chunks(conn, rowid), offset, limit)
 
 
-def _walk(blob: Any, offset: int, limit: int) -> str:
-    """Decode UTF-8 a chunk at a time: skip ``offset`` chars, keep ``limit``. Memory: a chunk."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+def _walk(chunks: Generator[str, None, None], offset: int, limit: int) -> str:
+    """Skip ``offset`` chars of ``chunks``, keep ``limit``. Memory: a chunk."""
     skip, out, kept = offset, [], 0
-    while kept < limit:
-        data = blob.read(_CHUNK)
-        text = decoder.decode(data, final=not data)
-        if skip:
-            cut = min(skip, len(text))
-            text, skip = text[cut:], skip - cut
-        if text:
-            out.append(text[:limit - kept])
-            kept += len(out[-1])
-        if not data:
-            break
+    try:
+        for text in chunks:
+            if skip:
+                cut = min(skip, len(text))
+                text, skip = text[cut:], skip - cut
+            if text:
+                out.append(text[:limit - kept])
+                kept += len(out[-1])
+            if kept >= limit:
+                break
+    finally:
+        chunks.close()          # releases the blob handle when the page is complete
     return "".join(out)
+
+
+def _chunks(conn: sqlite3.Connection, rowid: int) -> Generator[str, None, None]:
+    """An archived text decoded a chunk at a time through SQLite's incremental blob I/O; before
+    Python 3.11 (no ``blobopen``) the whole value in one piece."""
+    if not hasattr(conn, "blobopen"):
+        yield str(conn.execute("SELECT content FROM archive WHERE id=?", (rowid,)).fetchone()[0])
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
+        while True:
+            data = blob.read(_CHUNK)
+            text = decoder.decode(data, final=not data)
+            if text:
+                yield text
+            if not data:
+                return
+
+
+def prefix(conn: sqlite3.Connection, rowid: int, max_bytes: int) -> str:
+    """The first ``max_bytes`` of an archived text (``substr`` would load the whole value
+    first; a character cut in half at the end is dropped)."""
+    if hasattr(conn, "blobopen"):
+        with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
+            data = blob.read(max_bytes)
+    else:
+        data = conn.execute("SELECT substr(CAST(content AS BLOB), 1, ?) FROM archive WHERE id=?",
+                            (max_bytes, rowid)).fetchone()[0]
+    return bytes(data).decode("utf-8", "ignore")
 
 
 def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
@@ -76,10 +103,10 @@ def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
     missing = set(range(len(words)))
     first, base, tail = -1, 0, ""
     keep = max(len(w) for w in words)
-    chunks = _folded_chunks(conn, rowid)
+    chunks = _chunks(conn, rowid)
     try:
         for chunk in chunks:
-            text = tail + chunk
+            text = tail + chunk.casefold()
             for i in sorted(missing):
                 at = text.find(words[i])
                 if at >= 0:
@@ -92,20 +119,6 @@ def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
     finally:
         chunks.close()          # releases the blob handle when the words are found early
     return first + 1 if not missing else 0
-
-
-def _folded_chunks(conn: sqlite3.Connection, rowid: int) -> Generator[str, None, None]:
-    if not hasattr(conn, "blobopen"):         # Python < 3.11: the whole value at once
-        yield str(conn.execute("SELECT content FROM archive WHERE id=?",
-                               (rowid,)).fetchone()[0]).casefold()
-        return
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
-        while True:
-            data = blob.read(_CHUNK)
-            yield decoder.decode(data, final=not data).casefold()
-            if not data:
-                return
 
 
 def _found(folded: str, words: List[str]) -> int:

@@ -15,6 +15,8 @@ import json
 import sqlite3
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
+from .lookup import prefix
+
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox(
   id INTEGER PRIMARY KEY,
@@ -63,11 +65,9 @@ class OutboxHead(NamedTuple):
 class OutboxRow(NamedTuple):
     """A waiting row, loaded: ``payload`` is what the Gateway receives."""
     id: int
-    session: str
     kind: str
     payload: Dict[str, Any]
     attempts: int
-    bytes: int
     cut: int                # characters of the result left out (loaded as a prefix), else 0
 
 
@@ -78,14 +78,6 @@ def clean_text(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-
-
-def _prefix(conn: sqlite3.Connection, archive_id: int, max_bytes: int) -> str:
-    """The first ``max_bytes`` of an archived text, read through SQLite's incremental blob
-    I/O (``substr`` would load the whole value first)."""
-    with conn.blobopen("archive", "content", archive_id, readonly=True) as blob:
-        data = blob.read(max_bytes)
-    return data.decode("utf-8", "ignore")     # drops a character cut in half at the end
 
 
 def sized(op: Callable[[sqlite3.Connection], Any], size: int) -> Callable[[sqlite3.Connection], Any]:
@@ -169,8 +161,7 @@ class Outbox:
             "WHERE dead=0 AND session=? ORDER BY id LIMIT ?", (session, limit)).fetchall()
         return [OutboxHead(*r) for r in rows]
 
-    def load(self, session: str, heads: List[OutboxHead],
-             max_bytes: Optional[int] = None) -> List[OutboxRow]:
+    def load(self, heads: List[OutboxHead], max_bytes: Optional[int] = None) -> List[OutboxRow]:
         """Rows with their payload; an archived result over ``max_bytes`` loads as a prefix
         read incrementally (``cut`` says how much was left out): a 50 MB result is never
         in memory to send 500 KB of it."""
@@ -188,13 +179,13 @@ class Outbox:
                 payload = {}        # the archive row is gone (retention): no "result"
             elif archive_id is not None:
                 if max_bytes is not None and h.bytes > max_bytes:
-                    text = _prefix(conn, archive_id, max_bytes)
+                    text = prefix(conn, archive_id, max_bytes)
                 else:
                     text = conn.execute("SELECT content FROM archive WHERE id=?",
                                         (archive_id,)).fetchone()[0]
                 payload["result"] = text
                 cut = max(0, chars - len(text))
-            out.append(OutboxRow(h.id, session, h.kind, payload, h.attempts, h.bytes, cut))
+            out.append(OutboxRow(h.id, h.kind, payload, h.attempts, cut))
         return out
 
     # -- outcome ------------------------------------------------------------------------

@@ -59,7 +59,6 @@ MAX_ID = 256               # chars of a tool_call_id; longer ones are never stor
 ECHO = 120                 # chars of a model-supplied value repeated in an answer
 # a ref as the Gateway writes it: offload/<session dir>/refs/<tool_call_id>.md
 _REF = re.compile(r"offload/([^/]+)/refs/([^/\\\x00-\x1f]{1,%d})\.md" % MAX_ID)
-_DIR_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def _echo(value: Any) -> str:
@@ -84,11 +83,12 @@ def _int(value: Any, default: int, lo: int, hi: int) -> int:
 def ref_of_session(path: str, gateway_session: str) -> str:
     """The tool_call_id a ref names when it is a well-formed ref of this session, else ''.
 
-    The Gateway stores a session under its id with every char outside ``[A-Za-z0-9._-]``
-    replaced by '_' (gateway-contract.md §2), so that is the directory a ref of ours names.
+    The Gateway names a session's directory after its id with every char outside
+    ``[A-Za-z0-9._-]`` replaced; ``session.gateway_session_id`` makes ids of those chars only,
+    so the directory is the id itself.
     """
     match = _REF.fullmatch(path)
-    if match is None or match.group(1) != _DIR_UNSAFE.sub("_", gateway_session):
+    if match is None or match.group(1) != gateway_session:
         return ""
     call_id = match.group(2)
     return "" if call_id in (".", "..") else call_id

@@ -223,7 +223,7 @@ class Store(Outbox):
         conn = self._conn()
         items, chars = conn.execute("SELECT count(*), coalesce(sum(chars),0) FROM archive").fetchone()
         sessions = conn.execute("SELECT count(DISTINCT session) FROM archive").fetchone()[0]
-        backlog = conn.execute("SELECT count(*) FROM outbox WHERE dead=0").fetchone()[0]
+        backlog = self.backlog()
         dead = conn.execute("SELECT count(*) FROM outbox WHERE dead=1").fetchone()[0]
         counters = dict(conn.execute("SELECT name, value FROM counters"))
         size = sum(p.stat().st_size for p in self.directory.glob("store.db*") if p.is_file())

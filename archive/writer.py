@@ -100,7 +100,7 @@ class StoreWriter:
 
     def stats(self) -> Dict[str, Any]:
         with self._cond:
-            return {"healthy": self.store is not None and not self._held,
+            return {"healthy": self.healthy,
                     "pending": self._submitted - self._done,
                     "retrying": len(self._held),
                     "waiting_bytes": self._held_bytes + self._queued_bytes,

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .messages import is_real_user, text_of, with_content
+from .messages import newest_real_user, text_of, with_content
 
 Message = Dict[str, Any]
 
@@ -126,7 +126,7 @@ def append_text(content: Any, text: str) -> Any:
 def inject(messages: List[Message], block: str) -> List[Message]:
     """``messages`` with ``block`` appended to the newest real user message (a new list; the
     same list when there is no such message)."""
-    idx = next((i for i in range(len(messages) - 1, -1, -1) if is_real_user(messages[i])), -1)
+    idx = newest_real_user(messages)
     if idx < 0 or not block:
         return messages
     out = list(messages)

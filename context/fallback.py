@@ -74,7 +74,7 @@ def trim_result(msg: Message, limit: int,
 
 def has_compressible(messages: Sequence[Message], keep_first: int, trim_chars: int) -> bool:
     """Something before the current turn that could leave, or a long result to trim."""
-    current = max((i for i, m in enumerate(messages) if M.is_real_user(m)), default=0)
+    current = M.newest_real_user(messages, default=0)
     head = sum(1 for m in messages[:current] if M.role(m) == "system") + keep_first
     return current > head or any(len(t) > trim_chars for m in messages[:current]
                                  if M.is_tool_result(m) for _tid, t in M.tool_results(m))
@@ -87,7 +87,7 @@ def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
     turn untouched. Nothing leaves the context; ``trimmed`` holds the originals. Untouched
     messages are the very same objects."""
     out = list(messages)
-    current = max((i for i, m in enumerate(out) if M.is_real_user(m)), default=len(out))
+    current = M.newest_real_user(out, default=len(out))
     end = min(current, max(0, len(out) - max(0, protect_last)))
     trimmed: List[Message] = []
     for i in range(end):

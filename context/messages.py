@@ -73,6 +73,12 @@ def is_real_user(msg: Message) -> bool:
     return not text_of(msg).startswith(NOTICE_MARK)
 
 
+def newest_real_user(messages: Sequence[Any], default: int = -1) -> int:
+    """Index of the newest real user message (the current turn), found from the end."""
+    return next((i for i in range(len(messages) - 1, -1, -1)
+                 if isinstance(messages[i], dict) and is_real_user(messages[i])), default)
+
+
 def text_of(msg: Message) -> str:
     """All text a message carries, for search, archive and size decisions."""
     content = msg.get("content") if isinstance(msg, dict) else None

@@ -159,16 +159,16 @@ class IngestWorker:
                     i += 1
             if not self.store.renew(session, self.owner, self.lease_s, time.time()):
                 return False, False         # our lease lapsed: another sender has the session
-            if not self._send(gid, self._load(session, batch), state, session):
+            if not self._send(gid, self._load(batch), state, session):
                 return False, False
         return True, len(heads) == ROWS_PER_PASS
 
-    def _load(self, session: str, batch: List[OutboxHead]) -> List[OutboxRow]:
+    def _load(self, batch: List[OutboxHead]) -> List[OutboxRow]:
         """Content of a batch; a single result over the body limit loads only the part sent."""
         limit = self.client.body_limit
         if len(batch) == 1 and batch[0].bytes > limit * BATCH_SHARE:
-            return self.store.load(session, batch, int(limit * SHRUNK_SHARE))
-        return self.store.load(session, batch)
+            return self.store.load(batch, int(limit * SHRUNK_SHARE))
+        return self.store.load(batch)
 
     def _send(self, gid: str, batch: List[OutboxRow], state: Any, session: str) -> bool:
         gone = [r for r in batch if r.kind == "pair" and "result" not in r.payload]

@@ -120,7 +120,7 @@ class Driver:
     def _request(self, injected: str) -> Dict[str, Any]:
         msgs = list(self.messages)
         if injected:          # like Hermes: appended to the current user message, this turn only
-            idx = max((i for i, m in enumerate(msgs) if M.is_real_user(m)), default=-1)
+            idx = M.newest_real_user(msgs)
             if idx >= 0:
                 content = msgs[idx].get("content")
                 text = content if isinstance(content, str) else M.text_of(msgs[idx])

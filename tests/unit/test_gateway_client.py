@@ -152,12 +152,19 @@ def test_close_closes_connections_of_every_thread():
     with FakeGateway() as gw:
         c = GatewayClient(gw.url, "", "svc")
         before = open_fds()
-        threads = [threading.Thread(target=c.health, kwargs={"force": True}) for _ in range(6)]
+        ready = threading.Barrier(7)            # all six hold their connection at once
+
+        def call():
+            c.health(force=True)
+            ready.wait(10)
+
+        threads = [threading.Thread(target=call) for _ in range(6)]
         for t in threads:
             t.start()
+        ready.wait(10)
+        assert open_fds() >= before + 6          # one kept-alive socket per thread
         for t in threads:
             t.join()
-        assert open_fds() >= before + 6          # one kept-alive socket per finished thread
         c.close()                                # (the fake's server side closes on EOF)
         assert wait_for(lambda: open_fds() <= before)
 

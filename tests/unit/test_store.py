@@ -28,7 +28,7 @@ def test_outbox_order_delivery_and_dead_rows(tmp_path):
                    [Store.op_enqueue("s", "pair", {"n": i}, now) for i in range(3)])
     rows = st.heads("s")
     assert [r.kind for r in rows] == ["prompt", "pair", "pair", "pair"]
-    assert [r.payload for r in st.load("s", rows)][:2] == [{"prompt": "p"}, {"n": 0}]
+    assert [r.payload for r in st.load(rows)][:2] == [{"prompt": "p"}, {"n": 0}]
     st.mark_delivered([rows[0].id, rows[1].id])
     st.mark_failed([rows[2].id], "400 bad", dead=True)
     assert st.backlog("s") == 1

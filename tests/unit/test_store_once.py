@@ -71,7 +71,7 @@ def test_one_encode_of_the_result_on_its_way_out(tmp_path, gw):
                                     session_id="s1", tool_call_id="c1")
     rt.writer.flush(10)
     heads = rt.store.heads("s1")
-    row = rt.store.load("s1", heads)[0]
+    row = rt.store.load(heads)[0]
     assert row.payload["result"] == '{"rows": [1, 2]}' and row.cut == 0
     assert heads[0].bytes >= len(row.payload["result"])
     rt.close()
@@ -145,5 +145,5 @@ def test_store_once_keeps_a_different_text_inline(tmp_path):
     now = time.time()
     st.transaction([Store.op_archive("s", [ArchiveItem("tool_result", "first", "c1")], now),
                     Store.op_enqueue("s", "pair", {"tool_call_id": "c1", "result": "second"}, now)])
-    row = st.load("s", st.heads("s"))[0]
+    row = st.load(st.heads("s"))[0]
     assert row.payload["result"] == "second"
