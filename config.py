@@ -18,20 +18,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .hermes_config import hermes_home, read_config
-from .memory_gateway.transport import BaseURL, header_safe
+from .memory_gateway.transport import BaseURL, header_safe, unsafe_credentials
 
 PREFIX = "TENCENTDB_OFFLOAD_"
 OFF_WORDS = {"", "off", "none", "disabled", "false", "0"}
 SMALLEST_WINDOW = 4_096     # a fraction giving 0 tokens of this window is a typo
 SECRETS = ("API_KEY", "INSTANCE_ID")
 GATEWAY_OFF = ("GATEWAY_URL",) + SECRETS   # bad values here turn the Gateway off
-
-
-def _expand(raw: str) -> Path:
-    try:
-        return Path(raw).expanduser()
-    except RuntimeError:            # ~user with no such user: the host would not expand it either
-        return Path(raw)
 
 
 @dataclass(frozen=True)
@@ -55,7 +48,7 @@ class Settings:
     @property
     def gateway_enabled(self) -> bool:
         return bool(self.gateway_url) and not _url_problem(self.gateway_url) and \
-            header_safe(self.api_key or "local") and header_safe(self.instance_id or "default")
+            not unsafe_credentials(self.api_key, self.instance_id)
 
     def resolved_store_dir(self, env: Mapping[str, str] = os.environ) -> Path:
         """The store directory; an unusable ``store_dir`` (or home) gives the default."""
@@ -224,7 +217,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
             warnings.append("%s=%s is invalid (%s); %s" % (source, shown_value(suffix, raw), reason[:200],
                                                          instead))
             continue
-        if suffix == "GATEWAY_URL" and values[attr] and "@" in str(raw).split("//", 1)[-1].split("/", 1)[0]:
+        if suffix == "GATEWAY_URL" and values[attr] and BaseURL(str(raw)).has_credentials:
             warnings.append("%s holds credentials (user:password@); they are ignored, never sent or "
                             "shown: put the key in %sAPI_KEY" % (source, PREFIX))
         if suffix == "STORE_DIR" and values[attr] and not Path(values[attr]).expanduser().is_absolute():

@@ -20,8 +20,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..per_thread import PerThread
 from .breaker import CircuitBreaker
 from .shared_health import SharedHealth, down_trust_s
-from .transport import (BadReply, BaseURL, Connection, ExchangeTimeout, PeerClosed, ReplyTooLarge,
-                        build_request, header_safe, host_header)
+from .transport import (BadReply, BaseURL, Connection, PeerClosed, ReplyTooLarge, build_request,
+                        host_header, unsafe_credentials)
 
 INGEST = "/v2/offload/ingest"
 COMPACT = "/v2/offload/compact"
@@ -29,7 +29,7 @@ QUERY_MMD = "/v2/offload/query-mmd"
 READ_REF = "/v2/offload/read-ref"
 HEALTH = "/health"
 FRESH_S = 30.0          # heard from the Gateway this recently: no /health before a compaction
-RESET_MEANS_TOO_LARGE = 64_000   # the Gateway enforces its body limit by closing the socket     # another process saw it down this recently: do not even ask
+RESET_MEANS_TOO_LARGE = 64_000   # the Gateway enforces its body limit by closing the socket
 
 
 class GatewayError(Exception):
@@ -99,9 +99,7 @@ class GatewayClient:
         self._scheme, self._host, self._port, self._prefix = url.scheme, url.host, url.port, url.prefix
         self._host_header = host_header(url.host, url.port, url.scheme)
         self.instance_id = instance_id or "default"
-        bad = [name for name, value in (("TENCENTDB_OFFLOAD_API_KEY", api_key or "local"),
-                                        ("TENCENTDB_OFFLOAD_INSTANCE_ID", self.instance_id))
-               if not header_safe(value)]
+        bad = unsafe_credentials(api_key, self.instance_id)
         self._api_key = "" if bad else (api_key or "local")  # the Gateway requires a Bearer
         if bad:
             self.instance_id = "(invalid)"
@@ -262,8 +260,6 @@ class GatewayClient:
 
     # -- transport --------------------------------------------------------------------
     def _call(self, path: str, body: Any, timeout: float) -> Dict[str, Any]:
-        if self.fatal_config:
-            raise GatewayConfigError(self.fatal_config)
         if not self.breaker.allow():
             raise GatewayUnavailable("circuit open after: %s" % (self.breaker.last_error or "failure"))
         payload = body if isinstance(body, (bytes, bytearray)) else \
@@ -346,7 +342,7 @@ class GatewayClient:
                 if not conn.reusable:
                     self._drop()
                 return status, raw
-            except (ExchangeTimeout, TimeoutError) as exc:
+            except TimeoutError as exc:          # ExchangeTimeout included
                 self._drop()
                 raise GatewayTimeout("no complete answer from %s within %.1fs" % (
                     where, timeout)) from exc

@@ -23,14 +23,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..context import canvas
 from ..context import messages as M
-from .client import GatewayClient, GatewayProtocolError, GatewayUnavailable, encode_compact
+from .client import (RESET_MEANS_TOO_LARGE, GatewayClient, GatewayProtocolError,
+                     GatewayUnavailable, encode_compact)
 from .reply_shape import shape_problems
 from ..context.tokens import Calibrator, TokenMemo
 
 Message = Dict[str, Any]
 CASCADE_END = 0.75
 BODY_TIERS = (8_000, 2_000, 500)
-RESET_RETRY_MIN = 64_000    # smallest body tried again after a reset (see client)
 
 
 def context_window_for(target_tokens: int) -> int:
@@ -184,9 +184,9 @@ class GatewayCompactor:
         try:
             return self._attempt(int(self.client.body_limit * 0.95), *args)
         except GatewayUnavailable as exc:
-            if not (exc.reset and exc.body_bytes > RESET_RETRY_MIN):
+            if not (exc.reset and exc.body_bytes > RESET_MEANS_TOO_LARGE):
                 raise
-            return self._attempt(max(RESET_RETRY_MIN, exc.body_bytes // 2), *args)
+            return self._attempt(max(RESET_MEANS_TOO_LARGE, exc.body_bytes // 2), *args)
 
     def _attempt(self, limit: int, session_id: str, messages: List[Message], target_tokens: int,
                  context_length: int, calibrator: Calibrator, overhead_estimate: int,

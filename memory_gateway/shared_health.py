@@ -40,15 +40,19 @@ class SharedHealth:
 
     def read(self) -> Optional[Dict[str, Any]]:
         """This Gateway's last verdict plus ``age_s``, or None when nothing is known."""
+        entry = self._load().get(self.key)
+        if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)):
+            return None
+        return dict(entry, age_s=round(max(0.0, time.time() - entry["at"]), 1))
+
+    def _load(self) -> Dict[str, Any]:
+        """Every Gateway's entry; {} when the file is missing or unreadable."""
         try:
             with open(self.path, "r", encoding="utf-8") as fh:
                 data = json.load(fh)
-            entry = data.get(self.key) if isinstance(data, dict) else None
-            if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)):
-                return None
         except (OSError, ValueError):
-            return None
-        return dict(entry, age_s=round(max(0.0, time.time() - entry["at"]), 1))
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def record(self, up: bool, error: str = "") -> None:
         """Note a verdict; an unchanged "up" is rewritten only every ``REWRITE_UP_S``."""
@@ -57,24 +61,18 @@ class SharedHealth:
         if up and last and last["up"] and now - last["at"] < REWRITE_UP_S:
             return
         entry = {"up": up, "at": now, "error": error[:300], "pid": os.getpid()}
+        data = self._load()
         if not up:                    # failed checks in a row, across processes
-            before = self.read()
-            streak = before.get("streak") if before and not before.get("up") else 0
+            before = data.get(self.key)
+            streak = before.get("streak") if isinstance(before, dict) and not before.get("up") else 0
             entry["streak"] = (streak if isinstance(streak, int) else 0) + 1
         self._written = entry
         try:
-            self._write(entry)
+            self._write(data, entry)
         except (OSError, ValueError):
             pass                      # an unwritable store costs sharing, never a compaction
 
-    def _write(self, entry: Dict[str, Any]) -> None:
-        try:
-            with open(self.path, "r", encoding="utf-8") as fh:
-                data = json.load(fh)
-            if not isinstance(data, dict):
-                data = {}
-        except (OSError, ValueError):
-            data = {}
+    def _write(self, data: Dict[str, Any], entry: Dict[str, Any]) -> None:
         data[self.key] = entry
         if len(data) > MAX_ENTRIES:   # old Gateway URLs age out
             keep = sorted(data, key=lambda k: _at(data[k]), reverse=True)[:MAX_ENTRIES]

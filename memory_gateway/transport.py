@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 MAX_HEAD = 64 * 1024            # status line + headers
 CHUNK = 64 * 1024
@@ -210,6 +210,13 @@ def build_request(method: str, host: str, target: str, headers: Dict[str, str],
 def header_safe(value: str) -> bool:
     """Printable ASCII only: what every HTTP stack accepts in a header value unchanged."""
     return bool(value) and all(" " <= ch <= "~" for ch in value)
+
+
+def unsafe_credentials(api_key: str, instance_id: str) -> List[str]:
+    """The settings whose value cannot go in an HTTP header (defaults as the client sends them)."""
+    return [name for name, value in (("TENCENTDB_OFFLOAD_API_KEY", api_key or "local"),
+                                     ("TENCENTDB_OFFLOAD_INSTANCE_ID", instance_id or "default"))
+            if not header_safe(value)]
 
 
 def host_header(host: str, port: int, scheme: str) -> str:
