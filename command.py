@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from .humanize import count, plural, size
+
 HELP = """/tencentdb-offload [subcommand]
   status   (default) the last compaction first, then mode, thresholds, sessions,
            compactions, levels, tokens saved, archive size, Gateway health and breaker,
@@ -15,19 +17,6 @@ HELP = """/tencentdb-offload [subcommand]
   help     this text
 In `hermes chat -q` this text goes to the model as a prompt; for a one-shot status run
 `python3 <plugin dir> status` instead."""
-
-
-def _kb(n: int) -> str:
-    return "%.1f MB" % (n / 1e6) if n >= 1e6 else "%.1f KB" % (n / 1e3)
-
-
-def _n(n: Any) -> str:
-    return format(int(n or 0), ",")
-
-
-def plural(n: Any, word: str, many: str = "") -> str:
-    """``1 item``, ``2 items``, ``1,234 items``."""
-    return "%s %s" % (_n(n), word if int(n or 0) == 1 else (many or word + "s"))
 
 
 RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
@@ -42,7 +31,7 @@ def describe_compaction(ev: Dict[str, Any]) -> str:
     level = ev.get("level") or ""
     text = "%s, %s%s: %s → %s tokens; %s archived" % (
         when, where, " (level %s)" % level if level and level != path else "",
-        _n(ev.get("tokens_before")), _n(ev.get("tokens_after")), plural(ev.get("archived"), "message"))
+        count(ev.get("tokens_before")), count(ev.get("tokens_after")), plural(ev.get("archived"), "message"))
     if ev.get("session"):
         text += " (session %s)" % ev["session"]
     if ev.get("error"):
@@ -71,28 +60,28 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
            plural(s["trim_chars"], "char")),
         "  sessions in memory: %s (at most %s; %s evicted, their archive stays) — this Hermes "
         "process only; the archive holds %s from every process"
-        % (_n(st["sessions_in_memory"]), _n(s["max_sessions"]), _n(st["sessions_evicted"]),
+        % (count(st["sessions_in_memory"]), count(s["max_sessions"]), count(st["sessions_evicted"]),
            plural(store.get("archived_sessions", 0), "session")),
         "  compactions this process: %s (Gateway %s, local %s); levels: %s"
-        % (_n(t["compactions"]), _n(t["gateway_compactions"]), _n(t["local_compactions"]),
-           ", ".join("%s %s" % (k, _n(v)) for k, v in sorted(t["levels"].items())) or "none"),
+        % (count(t["compactions"]), count(t["gateway_compactions"]), count(t["local_compactions"]),
+           ", ".join("%s %s" % (k, count(v)) for k, v in sorted(t["levels"].items())) or "none"),
         "  tokens: %s before → %s after (saved %s); archived this process: %s"
-        % (_n(t["tokens_before"]), _n(t["tokens_after"]), _n(t["tokens_saved"]),
+        % (count(t["tokens_before"]), count(t["tokens_after"]), count(t["tokens_saved"]),
            plural(t["archived"], "item")),
         "  canvas: injected %s, stale blocks removed %s"
-        % (_n(t["canvas_injections"]), _n(t["canvas_blocks_removed"])),
+        % (count(t["canvas_injections"]), count(t["canvas_blocks_removed"])),
     ]
     if "error" in store or st.get("store_error"):
         lines.append("  archive: UNAVAILABLE — %s" % (st.get("store_error") or store.get("error")))
     elif store:
         lines.append("  archive: %s (%s of text) in %s; database %s"
-                     % (plural(store["archived_items"], "item"), _kb(store["archived_chars"]),
-                        plural(store["archived_sessions"], "session"), _kb(store["db_bytes"])))
+                     % (plural(store["archived_items"], "item"), size(store["archived_chars"]),
+                        plural(store["archived_sessions"], "session"), size(store["db_bytes"])))
     w = st.get("writer") or {}
     if w and not w.get("healthy", True):
         lines.append("  ARCHIVE WRITES WAITING: %s retrying (%s held in memory), %s lost — %s"
-                     % (_n(w.get("retrying", 0)), _kb(w.get("waiting_bytes", 0)),
-                        _n(w.get("lost", 0)), w.get("last_error") or "store unavailable"))
+                     % (count(w.get("retrying", 0)), size(w.get("waiting_bytes", 0)),
+                        count(w.get("lost", 0)), w.get("last_error") or "store unavailable"))
     gw = st.get("gateway")
     if gw:
         b = gw["breaker"]
@@ -101,8 +90,8 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
                         " (version %s)" % gw["version"] if gw.get("version") else "",
                         b["state"], " (retry in %.0f s)" % b["retry_in_s"] if b["state"] == "open" else ""))
         lines.append("  outbox: %s waiting, %s refused for good, %s delivered"
-                     % (_n(store.get("outbox_backlog", 0)), _n(store.get("outbox_dead", 0)),
-                        _n(store.get("delivered", 0))))
+                     % (count(store.get("outbox_backlog", 0)), count(store.get("outbox_dead", 0)),
+                        count(store.get("delivered", 0))))
         if gw.get("config_error"):
             lines.append("  CONFIG PROBLEM: %s — check TENCENTDB_OFFLOAD_API_KEY / _INSTANCE_ID / _GATEWAY_URL"
                          % gw["config_error"])

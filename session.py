@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from .context import canvas
+from .humanize import kilo, plural
 from .context.tokens import Calibrator
 
 _GATEWAY_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -102,22 +103,18 @@ def compaction_line(event: Dict[str, Any]) -> str:
     """"Gateway compaction (mild) 118K → 52K tokens, 14 items archived"."""
     how = ("Gateway compaction (%s)" % event["level"] if event["path"].startswith("gateway")
            else "local compaction")
-    n = event.get("archived", 0)
-    return "%s %s → %s tokens, %d item%s archived" % (
-        how, _k(event["tokens_before"]), _k(event["tokens_after"]), n, "" if n == 1 else "s")
+    return "%s %s → %s tokens, %s archived" % (
+        how, kilo(event["tokens_before"]), kilo(event["tokens_after"]),
+        plural(event.get("archived", 0), "item"))
 
 
 def announce_line(approx: Any, target: int, via_gateway: bool, last: Dict[str, Any]) -> str:
     """What the user reads when a compaction starts (Hermes asks before it runs)."""
-    size = "~%s tokens" % _k(approx) if isinstance(approx, int) and approx > 0 else "the context"
+    size = "~%s tokens" % kilo(approx) if isinstance(approx, int) and approx > 0 else "the context"
     line = ("tencentdb-offload: compacting %s %s to the %s-token target; what leaves stays "
             "readable (recall: tdai_read_cos, tdai_offload_search)"
-            % (size, "through the Gateway" if via_gateway else "locally", _k(target)))
+            % (size, "through the Gateway" if via_gateway else "locally", kilo(target)))
     return line + (". Last: " + compaction_line(last) if last else "")
-
-
-def _k(n: int) -> str:
-    return "%.0fK" % (n / 1000) if n >= 10_000 else "{:,}".format(n)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .. import build_runtime
 from ..context import messages as M
+from ..humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
@@ -239,7 +240,7 @@ def _window(args: argparse.Namespace, config: ConfigFile) -> Dict[str, Any]:
     if args.command == "replay" and isinstance(value, int) and not isinstance(value, bool):
         if value < 64_000:
             raise CliError("model.context_length in %s is %s, below Hermes' minimum of 64,000; "
-                           "give --context-length N" % (config.path, format(value, ",")))
+                           "give --context-length N" % (config.path, count(value)))
         return {"context_length": value, "window_from": "model.context_length in %s" % config.path}
     return {"context_length": DEFAULT_WINDOW, "window_from": "default"}
 
@@ -280,7 +281,7 @@ def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[St
         source["schema_tokens_estimated"] = extra
         source.setdefault("not_reconstructed", []).append(
             "the tool schemas Hermes sent (state.db does not keep them): a stand-in of %s tokens "
-            "per request, fitted to the session's usage totals and compactions" % format(extra, ","))
+            "per request, fitted to the session's usage totals and compactions" % count(extra))
     runtime, info, tmp = _runtime(args)
     try:
         sid = "%s-%s" % (label, uuid.uuid4().hex[:8])

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 from ..config import PREFIX
 from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
-from ..command import plural
+from ..humanize import count, plural
 from .env import effective_env, unreadable
 from .hermes_probe import check_hermes
 from .settings_check import check_settings, explicit_gateway, source_of
@@ -212,7 +212,7 @@ def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, inva
             return
         ms = (time.monotonic() - started) * 1000
         c.add("gateway", PASS if ms < 1000 else WARN, "%s is %s, version %s, %s ms"
-              % (url, health.get("status"), health.get("version") or "?", format(int(ms), ",")),
+              % (url, health.get("status"), health.get("version") or "?", count(ms)),
               "" if ms < 1000 else "the Gateway answers slowly; compactions may time out")
         try:
             client.query_mmd("tdo-doctor-%s" % uuid.uuid4().hex[:12], limit=1)
@@ -277,8 +277,8 @@ def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Pa
               "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
         return
     msg = "%s waiting for the Gateway, %s refused for good, %s delivered; %s archived" % (
-        plural(st["outbox_backlog"], "row"), format(st["outbox_dead"], ","),
-        format(st["delivered"], ","), plural(st["archived_items"], "item"))
+        plural(st["outbox_backlog"], "row"), count(st["outbox_dead"]),
+        count(st["delivered"]), plural(st["archived_items"], "item"))
     if st["outbox_dead"]:
         c.add("outbox", WARN, msg, "python3 %s status   (shows the Gateway's errors)" % plugin_dir)
     elif st["outbox_backlog"] and not settings.gateway_url:

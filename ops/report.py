@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ..humanize import count, plural
+
 
 def _k(n: Optional[int]) -> str:
     return "-" if n is None else ("%.1fK" % (n / 1000.0) if n >= 1000 else str(n))
@@ -29,14 +31,6 @@ def chart(report: Dict[str, Any], width: int = 60) -> List[str]:
     return lines
 
 
-def _n(n: int) -> str:
-    return format(n, ",")
-
-
-def _plural(n: int, word: str) -> str:
-    return "%s %s" % (_n(n), word if n == 1 else word + "s")
-
-
 def _origin(text: str) -> str:
     return "" if text == "default" else " (from %s)" % text
 
@@ -49,10 +43,10 @@ def render(report: Dict[str, Any]) -> str:
             "%s %s" % (src.get("kind"), src.get("session_id") or src.get("path")))
     out = ["tencentdb-offload %s — %s" % (report["command"], what),
            "mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
-           "window %s tokens%s" % (_n(report["context_length"]), _origin(report["window_from"])),
+           "window %s tokens%s" % (count(report["context_length"]), _origin(report["window_from"])),
            "compaction at %.0f%% = %s tokens%s; down to %.0f%% = %s tokens%s; session %s"
-           % (report["threshold"] * 100, _n(report["threshold_tokens"]),
-              _origin(report["threshold_from"]), report["ratio"] * 100, _n(report["target_tokens"]),
+           % (report["threshold"] * 100, count(report["threshold_tokens"]),
+              _origin(report["threshold_from"]), report["ratio"] * 100, count(report["target_tokens"]),
               _origin(report["ratio_from"]), report["session_id"]), "",
            "turn  msgs  requests  peak tokens -> after  action      level       mode"]
     over = 0
@@ -61,7 +55,7 @@ def render(report: Dict[str, Any]) -> str:
         if t.get("over_trigger"):
             action, over = "over*", over + 1
         out.append("%4d  %4d  %8d  %11s -> %-6s %-11s %-11s %s"
-                   % (t["turn"], t["messages"], t["requests"], _n(t["peak_tokens"]),
+                   % (t["turn"], t["messages"], t["requests"], count(t["peak_tokens"]),
                       _k(t["tokens_after"]), action, t["level"] or "-", t["path"] or "-"))
     if over:
         out.append("* over the trigger, no compaction yet: Hermes compacts after the response "
@@ -69,41 +63,41 @@ def render(report: Dict[str, Any]) -> str:
     out += [""] + chart(report) + ["", "summary"]
     levels = ", ".join("%s %d" % kv for kv in sorted(s["levels"].items())) or "none"
     out.append("  messages read %s, now in context %s; %s sent"
-               % (_n(s["messages_read"]), _n(s["messages_now"]), _plural(s["requests"], "request")))
+               % (count(s["messages_read"]), count(s["messages_now"]), plural(s["requests"], "request")))
     for line in src.get("not_reconstructed") or []:
         out.append("  not reconstructed: %s" % line)
     out.append("  compactions: %s (Gateway %s, local %s); levels: %s"
-               % (_n(s["compactions"]), _n(s["gateway_compactions"]), _n(s["local_compactions"]),
+               % (count(s["compactions"]), count(s["gateway_compactions"]), count(s["local_compactions"]),
                   levels))
     if src.get("live_compactions") is not None:
         out.append("  the live session compacted %s (runs of rows written back in state.db)"
-                   % ("once" if src["live_compactions"] == 1 else "%s times" % _n(src["live_compactions"])))
-    out.append("  tokens saved: %s" % _n(s["tokens_saved"]))
+                   % ("once" if src["live_compactions"] == 1 else "%s times" % count(src["live_compactions"])))
+    out.append("  tokens saved: %s" % count(s["tokens_saved"]))
     out.append("  largest context sent: %s tokens = %.1f%% of the %s window%s"
-               % (_n(s["largest_request_tokens"]), s["largest_request_pct"],
-                  _n(report["context_length"]),
+               % (count(s["largest_request_tokens"]), s["largest_request_pct"],
+                  count(report["context_length"]),
                   "" if s["largest_request_tokens"] <= report["context_length"] else "  OVER THE WINDOW"))
     out.append("  sequence validity: %s" % (
-        "all %s valid" % _plural(s["requests"], "request") if not s["invalid_requests"] else
-        "%s INVALID, e.g. turn %d: %s" % (_n(s["invalid_requests"]), s["invalid_examples"][0]["turn"],
+        "all %s valid" % plural(s["requests"], "request") if not s["invalid_requests"] else
+        "%s INVALID, e.g. turn %d: %s" % (count(s["invalid_requests"]), s["invalid_examples"][0]["turn"],
                                           "; ".join(s["invalid_examples"][0]["errors"]))))
     out.append("  archived: %s — every tool result as it arrived (%s of %s) and %s a compaction "
                "removed — in %s%s"
-               % (_plural(s["archived_items"], "item"), _n(s["archived_tool_results"]),
-                  _n(s["tool_results"]), _plural(s["archived_messages"], "message"), report["store_dir"],
+               % (plural(s["archived_items"], "item"), count(s["archived_tool_results"]),
+                  count(s["tool_results"]), plural(s["archived_messages"], "message"), report["store_dir"],
                   "" if report["store_kept"] else " (temporary; keep it with --store DIR)"))
     if r.get("tool_call_id"):
         out.append("  recall: tdai_read_cos(tool_call_id=%r) -> %s" % (r["tool_call_id"], (
             "%s chars, identical to the original %s result%s" % (
-                _n(r["chars"]), r["tool_name"] or "tool",
+                count(r["chars"]), r["tool_name"] or "tool",
                 "" if r.get("left_context") else " (it never left the context)")
             if r.get("ok") else "FAILED: %s" % r.get("reason", "text differs from the original"))))
     cal = s["calibration"]
     out.append("  calibration: provider tokens = %s x estimate + %s (%s)"
-               % (cal["slope"], _n(cal["overhead"]), _plural(cal["points"], "observation")))
+               % (cal["slope"], count(cal["overhead"]), plural(cal["points"], "observation")))
     if report["mode"] == "gateway":
         out.append("  Gateway: %s delivered, %s waiting"
-                   % (_plural(s["delivered"], "outbox row"), _n(s["outbox_backlog"])))
+                   % (plural(s["delivered"], "outbox row"), count(s["outbox_backlog"])))
     for w in s["warnings"]:
         out.append("  warning: %s" % w)
     for e in s["errors"][-3:]:

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ..command import _n, describe_compaction, plural
+from ..command import describe_compaction
+from ..humanize import count, plural
 from ..config import Settings
 from .env import CliError, _ro, resolve_settings, unreadable
 
@@ -103,28 +104,28 @@ def render_status_text(st: Dict[str, Any]) -> str:
     lines.append("  archive: %s, %s chars in %s (every session any Hermes process archived; "
                  "`/tencentdb-offload status` in a chat also shows the sessions that process "
                  "holds in memory); database %.1f KB"
-                 % (plural(store["archived_items"], "item"), _n(store["archived_chars"]),
+                 % (plural(store["archived_items"], "item"), count(store["archived_chars"]),
                     plural(store["archived_sessions"], "session"), store["db_bytes"] / 1e3))
     lines.append("  outbox: %s waiting, %s refused for good, %s delivered"
-                 % (_n(store["outbox_backlog"]), _n(store["outbox_dead"]), _n(store["delivered"])))
+                 % (count(store["outbox_backlog"]), count(store["outbox_dead"]), count(store["delivered"])))
     lines.append("  compactions: %s (Gateway %s, local %s); levels: %s; tokens saved %s"
-                 % (_n(comp["total"]), _n(comp["gateway"]), _n(comp["local"]),
-                    ", ".join("%s %s" % (k, _n(v)) for k, v in sorted(comp["levels"].items())) or "none",
-                    _n(comp["tokens_saved"])))
+                 % (count(comp["total"]), count(comp["gateway"]), count(comp["local"]),
+                    ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp["levels"].items())) or "none",
+                    count(comp["tokens_saved"])))
     if st["sessions"]:
         lines.append("  sessions (newest first):")
         for r in st["sessions"][:15]:
             lines.append("    %s: %s, %s, saved %s tokens, %s waiting, last %s"
                          % (r["session"], plural(r["archived_items"], "item"),
-                            plural(r["compactions"], "compaction"), _n(r["tokens_saved"]),
-                            _n(r["backlog"]), _when(r["last_activity"])))
+                            plural(r["compactions"], "compaction"), count(r["tokens_saved"]),
+                            count(r["backlog"]), _when(r["last_activity"])))
     if comp["recent"]:
         lines.append("  recent compactions:")
         for ev in comp["recent"]:
             lines.append("    %s  %s: %s, %s, %s → %s tokens, %s archived%s"
                          % (_when(ev["ts"]), ev["session"], ev["path"],
                             ("level %s" % ev["level"]) if ev["level"] else "no level",
-                            _n(ev["tokens_before"]), _n(ev["tokens_after"]),
+                            count(ev["tokens_before"]), count(ev["tokens_after"]),
                             plural(ev["archived"], "message"),
                             "; error: %s" % ev["error"] if ev["error"] else ""))
     for e in st["errors"][:5]:
