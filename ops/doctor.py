@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Tuple
 
-from ..config import PREFIX
+from ..config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..humanize import count, plural
@@ -173,16 +173,16 @@ def check_config(c: Checks, config: ConfigFile) -> None:
 
 
 def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, invalid: str,
-                  set_url: Any, set_credentials: str) -> None:
-    """``invalid``: why the configured URL is unusable ("" when it is fine): then nothing is
-    contacted. ``explicit``: the user named this Gateway, so an unreachable one is a failure;
+                  set_url: Any, set_credentials: str, off_by: str = "GATEWAY_URL") -> None:
+    """``invalid``: why the setting ``off_by`` (the URL, or a credential that cannot be sent)
+    turned the Gateway off ("" when nothing did): then nothing is contacted. ``explicit``: the user named this Gateway, so an unreachable one is a failure;
     the default URL with no Gateway behind it just means local-only."""
     from ..memory_gateway.client import (GatewayClient, GatewayError, GatewayNotSupported,
                                          GatewayRejected, GatewayUnavailable)
     var = PREFIX + "GATEWAY_URL"
     if invalid:
-        c.add("gateway", WARN, "Gateway off: %s is invalid (%s); nothing contacted" % (var, invalid),
-              set_url("off"))
+        c.add("gateway", WARN, "Gateway off: %s%s is invalid (%s); nothing contacted"
+              % (PREFIX, off_by, invalid), set_url("off") if off_by == "GATEWAY_URL" else set_credentials)
         return
     url = settings.gateway_url
     if not url:
@@ -310,8 +310,9 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
         return source_of("GATEWAY_URL", env, home, config.path, block).set_command("GATEWAY_URL", value)
     creds = " && ".join(source_of(s, env, home, config.path, block).set_command(s, v) for s, v in
                         (("API_KEY", "YOUR_KEY"), ("INSTANCE_ID", "YOUR_INSTANCE")))
-    check_gateway(c, settings, timeout, explicit_gateway(env, block), bad.get("GATEWAY_URL", ""),
-                  set_url, creds)
+    off_by = next((s for s in GATEWAY_OFF if s in bad), "GATEWAY_URL")   # what turned it off
+    check_gateway(c, settings, timeout, explicit_gateway(env, block), bad.get(off_by, ""),
+                  set_url, creds, off_by)
     check_store(c, settings, env, plugin_dir)
     return c
 

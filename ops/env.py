@@ -65,10 +65,11 @@ def resolve_settings(overrides: Optional[Mapping[str, str]] = None
 
 # --- status -----------------------------------------------------------------------------
 
-def _ro(path: Path) -> sqlite3.Connection:
+def _ro(path: Path, timeout: float = 5) -> sqlite3.Connection:
+    """A read-only connection: the operator commands never write Hermes' or the plugin's files."""
     import urllib.request
     return sqlite3.connect("file:%s?mode=ro" % urllib.request.pathname2url(str(path)),
-                           uri=True, timeout=5)
+                           uri=True, timeout=timeout)
 
 
 def unreadable(db: Path) -> str:

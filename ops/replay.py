@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .env import CliError, effective_env
 from ..hermes_config import hermes_home
+from ..humanize import plural
+from .env import CliError, _ro, effective_env
 
 Message = Dict[str, Any]
 
@@ -90,8 +90,7 @@ def _from_state_db(sid: str) -> Tuple[List[Message], str, Dict[str, Any]]:
     if not db.exists():
         raise CliError("%r is not a file, and there is no Hermes session database at %s" % (sid, db))
     try:
-        conn = sqlite3.connect("file:%s?mode=ro" % urllib.request.pathname2url(str(db)), uri=True,
-                               timeout=10)
+        conn = _ro(db, timeout=10)
         return _read_session(conn, sid, db)
     except sqlite3.Error as exc:
         raise CliError("cannot read %s: %s" % (db, exc))
@@ -146,11 +145,11 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
     original, copies, summaries, runs = original_stream(msgs, [float(r[-2] or 0) for r in rows])
     gaps = []
     if copies:
-        gaps.append("%d %s that compactions wrote back (kept or shortened messages) skipped; the "
-                    "originals are replayed" % (copies, "row" if copies == 1 else "rows"))
+        gaps.append("%s that compactions wrote back (kept or shortened messages) skipped; the "
+                    "originals are replayed" % plural(copies, "row"))
     if summaries:
-        gaps.append("%d compaction %s skipped (written by a compaction, not by the conversation)"
-                    % (summaries, "summary" if summaries == 1 else "summaries"))
+        gaps.append("%s skipped (written by a compaction, not by the conversation)"
+                    % plural(summaries, "compaction summary", "compaction summaries"))
     if parent:
         gaps.append("this session continues %s (Hermes 0.17 starts a new session at each "
                     "compaction): the turns before it are in that session" % parent)

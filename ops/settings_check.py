@@ -68,33 +68,37 @@ def suggest(name: str, known: List[str]) -> str:
     return close[0] if close else ""
 
 
+def _percent(suffix: str, raw: Any) -> Optional[float]:
+    """``45`` or ``45%`` for a fraction setting: what the user meant (0.45), else None."""
+    if suffix not in FRACTIONS:
+        return None
+    try:
+        value = float(str(raw).strip().rstrip("%"))
+    except ValueError:
+        return None
+    return value / 100 if 1 < value < 100 else None
+
+
 def _reason(suffix: str, raw: Any, exc: Exception) -> str:
+    """The parser's own words; Python's for a number that is not one get plain ones."""
     text = str(exc)
-    if text.startswith("must"):
+    if not text.startswith(("invalid literal", "could not convert")):
         reason = text
     elif isinstance(getattr(Settings(), SPEC[suffix][0]), int):
         reason = "must be a whole number"
     else:
         reason = "must be a number"
-    if suffix in FRACTIONS:
-        try:
-            value = float(str(raw).strip().rstrip("%"))
-        except ValueError:
-            value = 0.0
-        if 1 < value < 100:
-            reason += " — did you mean %g?" % (value / 100)
-    return reason
+    guess = _percent(suffix, raw)
+    return reason + (" — did you mean %g?" % guess if guess is not None else "")
 
 
-def _good_value(suffix: str, raw: Any) -> str:
-    if suffix in FRACTIONS:
-        try:
-            value = float(str(raw).strip().rstrip("%"))
-            if 1 < value < 100:
-                return "%g" % (value / 100)
-        except ValueError:
-            pass
+def _good_value(suffix: str, raw: Any, env: Mapping[str, str]) -> str:
+    guess = _percent(suffix, raw)
+    if guess is not None:
+        return "%g" % guess
     default = getattr(Settings(), SPEC[suffix][0])
+    if suffix == "STORE_DIR":          # the default is "" = under HERMES_HOME: name it
+        return str(Settings().resolved_store_dir(env))
     if isinstance(default, bool):
         return "true" if default else "false"
     return str(default) if default != "" else "off"
@@ -122,7 +126,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
             shown = shown_value(suffix, raw)
             c.add("settings", "fail", "%s=%s in %s %s" % (var if src.kind != "block" else attr, shown,
                                                          src.label, bad[suffix]),
-                  src.set_command(suffix, _good_value(suffix, raw)))
+                  src.set_command(suffix, _good_value(suffix, raw, env)))
     known_vars = sorted(PREFIX + k for k in SPEC)
     for var in sorted(k for k in env if k.startswith(PREFIX) and k not in known_vars):
         src = by_var.get(var, environ)
@@ -141,7 +145,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
     for w in warnings:          # what single values cannot show (e.g. ratio above threshold)
         if not any(name in w for name in flagged):
             c.add("settings", "fail", w, "%s; see README.md, Settings"
-                  % environ.set_command("COMPACT_RATIO", "%g" % round(settings.threshold * 2 / 3, 2))
+                  % source_of("COMPACT_RATIO", env, home, config_path, block).set_command(
+                      "COMPACT_RATIO", "%g" % round(settings.threshold * 2 / 3, 2))
                   if "COMPACT_RATIO" in w else "see README.md, Settings")
     if not bad and not any(i["status"] == "fail" for i in c.items if i["name"] == "settings"):
         c.add("settings", "pass", "all settings valid: compaction at %.0f%% of the window, down to "

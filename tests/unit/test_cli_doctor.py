@@ -299,3 +299,17 @@ def test_the_install_fix_names_a_url_even_for_a_clone_of_a_local_folder(tmp_path
                              ("git@example.invalid:org/tdo.git", "git@example.invalid:org/tdo.git")):
         (clone / ".git" / "config").write_text('[remote "origin"]\n\turl = %s\n' % remote)
         assert install_url(clone) == expected
+
+
+def test_a_bad_store_dir_or_key_is_named_with_its_own_reason_and_a_fix_that_works(tmp_path, gateway):
+    """The parser's words, not "must be a number"; a store fix that is an absolute path (not
+    "off", a relative folder); a key that turns the Gateway off is the one named."""
+    home = setup_home(tmp_path, gateway, env={"TENCENTDB_OFFLOAD_STORE_DIR": "~nosuchuser_tdo/x",
+                                              "TENCENTDB_OFFLOAD_API_KEY": "k\u201cx"})
+    items = checks(doctor(home))
+    store = next(i for i in items if "STORE_DIR" in i["message"])
+    assert "does not exist" in store["message"] and "number" not in store["message"]
+    assert store["fix"].split("=", 1)[1].startswith("/"), store
+    gw = next(i for i in items if i["name"] == "gateway")
+    assert gw["message"].startswith("Gateway off: TENCENTDB_OFFLOAD_API_KEY is invalid"), gw
+    assert gw["fix"].startswith(("echo TENCENTDB_OFFLOAD_API_KEY=", "export TENCENTDB_OFFLOAD_API_KEY=")), gw
