@@ -201,8 +201,8 @@ def load_settings(env: Mapping[str, str] = os.environ,
         try:
             if var in env:
                 raw, source = env[var], var
-            elif attr in block or suffix.lower() in block:
-                raw = block.get(attr, block.get(suffix.lower()))
+            elif attr in block:             # (a block key is the setting's name in lower case)
+                raw = block[attr]
                 source = "tencentdb_offload.%s" % attr
             else:
                 continue

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .env import PROG, CliError
+from .env import MIN_WINDOW, PROG, CliError
 from .status import cmd_status
 
 
@@ -46,7 +46,7 @@ def _int_at_least(lowest: int, why: str):
     return parse
 
 
-_context_length = _int_at_least(64_000, " (Hermes refuses smaller windows)")
+_context_length = _int_at_least(MIN_WINDOW, " (Hermes refuses smaller windows)")
 _positive = _int_at_least(1, "")
 
 

@@ -19,7 +19,7 @@ from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
 from ..config import PREFIX
 from ..hermes_config import ConfigFile
-from .env import CliError, _ro, resolve_settings
+from .env import MIN_WINDOW, CliError, _ro, resolve_settings
 from .replay import load_source
 from .report import render
 
@@ -238,9 +238,9 @@ def _window(args: argparse.Namespace, config: ConfigFile) -> Dict[str, Any]:
         return {"context_length": args.context_length, "window_from": "--context-length"}
     value = config.get("model", "context_length")
     if args.command == "replay" and isinstance(value, int) and not isinstance(value, bool):
-        if value < 64_000:
-            raise CliError("model.context_length in %s is %s, below Hermes' minimum of 64,000; "
-                           "give --context-length N" % (config.path, count(value)))
+        if value < MIN_WINDOW:
+            raise CliError("model.context_length in %s is %s, below Hermes' minimum of %s; "
+                           "give --context-length N" % (config.path, count(value), count(MIN_WINDOW)))
         return {"context_length": value, "window_from": "model.context_length in %s" % config.path}
     return {"context_length": DEFAULT_WINDOW, "window_from": "default"}
 

