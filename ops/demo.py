@@ -204,9 +204,7 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     info.update(_window(args, config), threshold_from=_origin(args.threshold, "THRESHOLD", env, config),
                 ratio_from=_origin(args.ratio, "COMPACT_RATIO", env, config))
     if not runtime.settings.enabled or runtime.store is None:
-        runtime.close()
-        if tmp is not None:
-            tmp.cleanup()
+        _close(runtime, tmp)
         raise CliError(runtime.store_error or "TENCENTDB_OFFLOAD_ENABLED is false: the engine "
                        "would pass messages through")
     if runtime.client is None:
@@ -269,9 +267,7 @@ def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[
         return (sum(r["prompt_tokens"] for r in driver.requests), len(driver.requests),
                 len(driver.compactions))
     finally:
-        runtime.close()
-        if tmp is not None:
-            tmp.cleanup()
+        _close(runtime, tmp)
 
 
 def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
@@ -294,9 +290,7 @@ def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[St
         runtime.flush_writes()
         report = build_report(driver, info, args, source, recall)
     finally:
-        runtime.close()
-        if tmp is not None:
-            tmp.cleanup()
+        _close(runtime, tmp)
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2, default=str))
     else:
@@ -314,8 +308,8 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
     stats = status["session_stats"]
     largest = max((r["prompt_tokens"] for r in d.requests), default=0)
     invalid = [r for r in d.requests if not r["valid"]]
-    archived = rt.store.count_archived(status["session"]) if rt.store is not None else 0
     kinds = _archived_kinds(Path(info["store_dir"]), status["session"])
+    archived = sum(kinds.values())
     store_stats = rt.store.stats() if rt.store is not None else {}
     problems = []
     if invalid:
@@ -361,6 +355,13 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
     }
 
 
+def _close(runtime: Any, tmp: Optional[tempfile.TemporaryDirectory]) -> None:
+    """The runtime, then the temporary store it wrote (unless the user asked to keep it)."""
+    runtime.close()
+    if tmp is not None:
+        tmp.cleanup()
+
+
 def _archived_kinds(store_dir: Path, session: str) -> Dict[str, int]:
     """Archived rows of ``session`` per kind (tool results as they arrived; messages a
     compaction removed)."""
@@ -376,9 +377,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.turns > 1000:
         raise CliError("--turns %d is too many (at most 1000)" % args.turns)
     session = synthetic_session(args.turns, args.seed)
-    count = sum(1 + sum(1 + len(r) for _a, r in steps) for _u, steps in session)
+    messages = sum(1 + sum(1 + len(r) for _a, r in steps) for _u, steps in session)
     return run(args, session, SYSTEM_PROMPT, "demo-%d" % args.seed,
-               {"kind": "synthetic", "turns": args.turns, "seed": args.seed, "messages": count})
+               {"kind": "synthetic", "turns": args.turns, "seed": args.seed, "messages": messages})
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

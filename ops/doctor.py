@@ -152,8 +152,8 @@ def check_config(c: Checks, config: ConfigFile) -> None:
                   "fix the YAML in %s (or move it aside and run: %s && %s)"
                   % (path, ENGINE_FIX, ENABLE_FIX))
         return
-    plugins = config.get("plugins") if isinstance(config.get("plugins"), dict) else {}
-    enabled, disabled = _names(plugins.get("enabled")), _names(plugins.get("disabled"))
+    enabled = _names(config.get("plugins", "enabled"))
+    disabled = _names(config.get("plugins", "disabled"))
     engine = config.get("context", "engine") or "compressor"
     if NAME in disabled:
         c.add("config", FAIL, "plugins.disabled in %s lists %s (disabled always wins)" % (path, NAME),
