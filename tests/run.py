@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -81,9 +82,8 @@ def ensure_venv(name: str, requirements: list) -> Path:
 
 
 def run_pytest(py: Path, label: str, paths: list, extra: list, env_extra: dict) -> tuple:
-    report = venv_root() / ("junit-%s.xml" % label)
-    if report.exists():
-        report.unlink()
+    # a private report file: several runs (helpers, a user's second checkout) may share venvs
+    report = Path(tempfile.mkdtemp(prefix="tdo-junit-")) / ("junit-%s.xml" % label)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **env_extra)
     cmd = [str(py), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--junitxml", str(report)]
     cmd += extra + [str(ROOT / p) for p in paths if (ROOT / p).exists()]
