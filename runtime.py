@@ -21,6 +21,7 @@ from .session import Reclaimer, SessionRegistry, SessionState
 from .archive.store import ArchiveItem, Store, StoreError
 from .archive.writer import StoreWriter
 from .archive.recall import RecallTools
+from .archive.seal_key import load_seal
 
 log = logging.getLogger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
@@ -47,6 +48,10 @@ class Runtime:
         except StoreError as exc:
             self.store_error = "%s — recall tools are off until this is fixed" % exc
             self.warnings.append(self.store_error)
+        # what the plugin writes into the context carries this seal (context/provenance.py)
+        self.seal, seal_problem = load_seal(store_dir)
+        if seal_problem:
+            self.warnings.append(seal_problem)
         self.registry = SessionRegistry(
             settings.max_sessions,
             alias_lookup=self.store.get_alias if self.store else None,

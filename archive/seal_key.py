@@ -1,0 +1,39 @@
+"""The installation's seal key (``context/provenance.py``), kept beside the store.
+
+Created once with owner-only permissions; every process and agent of one store shares it, so a
+notice written by one ``--resume`` process is recognised by the next. Unreadable or unwritable:
+a per-process key, which only costs recognising earlier processes' blocks (they are kept).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Tuple
+
+from ..context.provenance import Seal
+
+KEY_FILE = "seal.key"
+
+
+def load_seal(directory: Path) -> Tuple[Seal, str]:
+    """(seal, problem); problem is "" when the key file was read or created."""
+    path = Path(directory) / KEY_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():               # write aside, then link: readers never see half a key
+            tmp = path.with_name("%s.%d.tmp" % (KEY_FILE, os.getpid()))
+            fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(os.urandom(32).hex().encode("ascii"))
+            try:
+                os.link(str(tmp), str(path))   # fails if another process won the race
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(str(tmp))
+        raw = path.read_text(encoding="ascii").strip()
+        return Seal(bytes.fromhex(raw)), ""
+    except (OSError, ValueError) as exc:
+        return Seal.ephemeral(), "seal key %s unusable (%s): this process cannot recognise " \
+                                 "blocks written by earlier ones" % (KEY_FILE, exc)
