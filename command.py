@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from .humanize import count, plural, size
+from .compaction_record import Compaction
+from .humanize import count, plural, printable, size
 
 HELP = """/tencentdb-offload [subcommand]
   status   (default) the last compaction first, then mode, thresholds, sessions,
@@ -23,19 +24,11 @@ RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
 
 
 def describe_compaction(ev: Dict[str, Any]) -> str:
-    """One line about a compaction event (``Store.op_event`` "compaction" data)."""
+    """One line about a stored compaction event: when, the record's own description, whose."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ev["ts"])) if ev.get("ts") else "?"
-    path = str(ev.get("path") or "?")
-    where = ("through the Gateway" if path == "gateway" else "locally" if path == "local" else
-             "through the Gateway, then locally" if path == "gateway+local" else path)
-    level = ev.get("level") or ""
-    text = "%s, %s%s: %s → %s tokens; %s archived" % (
-        when, where, " (level %s)" % level if level and level != path else "",
-        count(ev.get("tokens_before")), count(ev.get("tokens_after")), plural(ev.get("archived"), "message"))
+    text = "%s, %s" % (when, Compaction.from_json(ev).describe())
     if ev.get("session"):
-        text += " (session %s)" % ev["session"]
-    if ev.get("error"):
-        text += "; error: %s" % ev["error"]
+        text += " (session %s)" % printable(ev["session"], 200, newlines=False)
     return text + "; " + RECALL
 
 

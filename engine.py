@@ -14,21 +14,22 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
-from .compat import HOST_SELECTS_CONTEXT, ContextEngine
-from .context import canvas, departures
+from .compaction_flow import CompactionRun
+from .compat import ContextEngine
+from .context import canvas
 from .context import messages as M
-from .context.fallback import has_compressible, local_compact, prune_results
-from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text, messages_tokens
+from .context.fallback import has_compressible, local_compact
+from .context.tokens import TokenMemo, messages_tokens
 from .session import announce_line
 
 log = logging.getLogger("tencentdb_offload.engine")
 
 NAME = "tencentdb-offload"
-PRUNE_FROM = 0.6            # the cheap step starts at 60 % of the trigger (the warm-up point)
-PER_AGENT = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
-             "last_real_prompt_tokens", "threshold_tokens", "context_length", "compression_count",
-             "threshold_percent", "protect_first_n", "protect_last_n", "_key", "_session_id", "model",
-             "awaiting_real_usage_after_compression")
+PREPARE_FROM = 0.8          # a Gateway compaction is prepared ahead from 80 % of the trigger
+COUNTERS = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
+            "last_real_prompt_tokens", "threshold_tokens", "context_length", "compression_count")
+PER_AGENT = COUNTERS + ("threshold_percent", "protect_first_n", "protect_last_n", "_key",
+                        "_session_id", "model", "awaiting_real_usage_after_compression")
 
 
 class TencentDBOffloadEngine(ContextEngine):
@@ -38,7 +39,7 @@ class TencentDBOffloadEngine(ContextEngine):
         self.threshold_percent = s.threshold
         self.protect_first_n = s.keep_first
         self.protect_last_n = 6
-        for attr in PER_AGENT[:7]:           # counters (the host reads last_real_prompt_tokens)
+        for attr in COUNTERS:                # the host reads last_real_prompt_tokens too
             setattr(self, attr, 0)
         self.awaiting_real_usage_after_compression = False   # 0.22 sets it after compactions
         self.model = ""
@@ -119,7 +120,7 @@ class TencentDBOffloadEngine(ContextEngine):
             if state.request_estimate:
                 state.calibrator.observe(state.request_estimate, prompt)
                 state.request_estimate = 0
-            state.stats.record_usage(prompt, usage)
+            state.record_usage(prompt, usage)
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(completion, int) and completion >= 0:
             self.last_completion_tokens = completion
@@ -157,7 +158,9 @@ class TencentDBOffloadEngine(ContextEngine):
     def compress(self, messages: Any, current_tokens: Any = None, focus_topic: Any = None,
                  force: bool = False, memory_context: str = "", **_: Any) -> List[Dict[str, Any]]:
         """Never raises (0.17 re-runs compress on a TypeError): any failure ends in the
-        local compaction, and if even that fails the list comes back unchanged."""
+        local compaction, and if even that fails the list comes back unchanged. Re-entrant:
+        0.22 may call it again on this instance while a stalled call still runs."""
+        cancelled = self._cancel_check()
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
         if not isinstance(messages, list) or not messages:
@@ -165,123 +168,93 @@ class TencentDBOffloadEngine(ContextEngine):
         if not self.runtime.settings.enabled:
             return messages
         try:
-            return self._compress(messages, current_tokens, bool(force))
+            result, record = CompactionRun(self, messages, cancelled).run(current_tokens,
+                                                                          bool(force))
+            if record is not None:
+                self._landed(record)
+            return result
         except Exception as exc:
+            log.debug("compress failed", exc_info=True)
             self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
-        try:   # last resort: the plain local compaction, so the host does not loop on us
+        return self._plain_local(messages, cancelled)
+
+    def _cancel_check(self):
+        """This attempt's cancellation check, captured now (a later attempt replaces it)."""
+        check = getattr(self, "_compression_cancelled_check", None)
+
+        def cancelled() -> bool:
+            try:
+                return bool(check()) if callable(check) else False
+            except Exception:
+                return False
+        return cancelled
+
+    def _landed(self, record: Any) -> None:
+        state = self._state()
+        with state.lock:
+            self.compression_count += 1
+        self._last_compression_made_progress = True
+        self.runtime.record_compaction(state, record)
+
+    def _plain_local(self, messages: List[Any], cancelled: Any) -> List[Any]:
+        """Last resort: the plain local compaction, so the host does not loop on us."""
+        try:
             plain = local_compact([m for m in messages if isinstance(m, dict)],
                                   int(self._target() * 0.8), keep_first=self.runtime.settings.keep_first)
-            if plain.changed:
-                self.compression_count += 1
+            if plain.changed and not cancelled():
+                with self._state().lock:
+                    self.compression_count += 1
                 return [M.fresh(m) for m in plain.messages]
         except Exception as exc:
+            log.debug("plain local compaction failed", exc_info=True)
             self.runtime.note_error("plain local compaction failed too (%s); messages kept" % exc)
         return messages
 
     def _target(self) -> int:
         return int((self.context_length or 128_000) * self.runtime.settings.compact_ratio)
 
-    def _compress(self, messages: List[Dict[str, Any]], current_tokens: Any,
-                  force: bool) -> List[Dict[str, Any]]:
-        rt, s = self.runtime, self.runtime.settings
+    def _estimate_real(self, messages: List[Any]) -> int:
+        """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
         state = self._state()
-        started = time.monotonic()
-        count = TokenMemo()
-        target = self._target()
-        overhead = state.overhead_estimate or rt.last_overhead_estimate
-        if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
-            # no calibration yet: the host's real count of (about) this list is the best anchor;
-            # what it counts beyond the messages is system prompt + tool schemas
-            est = sum(map(count, messages))
-            overhead = overhead or max(0, current_tokens - est)
-            state.calibrator.observe(overhead + est, current_tokens)
-        budget = max(256, state.calibrator.to_estimate(target) - overhead)
-        before_real = state.calibrator.to_real(overhead + sum(map(count, messages)))
-        if isinstance(current_tokens, int) and current_tokens > 0 and not force:
-            before_real = max(before_real, current_tokens)
+        overhead = state.overhead_estimate or self.runtime.last_overhead_estimate
+        return state.calibrator.to_real(overhead + messages_tokens(messages))
 
-        recallable = rt.writer.healthy      # if not: trim harder, fewer leave, no recall promised
-        trim = s.trim_chars if recallable else min(s.trim_chars, 600)
-        clean, canvas_removed = canvas.strip_all(messages)
-        result, level, path, report, error, cut = None, "", "local", {}, "", []
-        if rt.client is not None and rt.client.available:
-            result, level, report, cut, error = self._via_gateway(state, clean, target, overhead, count)
-            path = "gateway" if result is not None else "local"
-        block = state.canvas_text if s.canvas else ""   # (the flush above may have fetched it)
-        if block:                                       # every later request carries it
-            budget = max(256, budget - estimate_text(block) - PER_MESSAGE)
-        if result is not None and sum(map(count, result)) > budget:
-            finish = local_compact(result, budget, keep_first=s.keep_first, trim_chars=trim,
-                                   archived_total=state.stats.archived, recallable=recallable,
-                                   count=count)
-            result, path = finish.messages, "gateway+local"
-        if result is None:
-            result = local_compact(clean, budget, keep_first=s.keep_first, trim_chars=trim,
-                                   archived_total=state.stats.archived, recallable=recallable,
-                                   count=count).messages
-            level = "local"
-        after_est = sum(map(count, result))
-        # Fresh dicts for every message: Hermes 0.17 persists a rotated session by object
-        # identity and skips objects it already saw in the old history.
-        result = [M.fresh(m) for m in result]
-        if len(result) == len(messages) and result == [M.fresh(m) if isinstance(m, dict) else m
-                                                        for m in messages]:
-            return messages
-        if block and not HOST_SELECTS_CONTEXT:
-            result = canvas.inject(result, block)
-            state.injected_canvas_hash = canvas.digest(block)
-            after_est += estimate_text(block)
-        gone = departures.find(clean, result, cut)
-        self.runtime.archive_departures(state, gone)
-        self.compression_count += 1
-        self._last_compression_made_progress = True
-        event = {"path": path, "level": level, "tokens_before": before_real,
-                 "tokens_after": state.calibrator.to_real(overhead + after_est),
-                 "archived": gone.count, "report": report, "error": error,
-                 "canvas_removed": canvas_removed, "at": rt.now(),
-                 "ms": round((time.monotonic() - started) * 1000, 1),
-                 "context_length": self.context_length}
-        rt.record_compaction(state, event)
-        return result
-
-    def _via_gateway(self, state, clean, target, overhead, count):
-        """(messages, level, report, results cut before sending, error); messages None on failure."""
-        outcome, error = self.runtime.gateway_compact(
-            state, clean, target=target, context_length=self.context_length or 128_000,
-            overhead=overhead, count=count)
-        if outcome is not None and not departures.keeps_current_turn(clean, outcome.messages):
-            outcome, error = None, "Gateway reply lost the current turn"
-        if outcome is None:
-            self.runtime.note_error("gateway compaction failed, compacting locally: %s" % error)
-            return None, "", {}, [], error
-        if outcome.canvas:
-            state.set_canvas(outcome.canvas, replace=False)
-        state.remember_summaries(departures.gateway_summaries(outcome.messages))
-        return outcome.messages, outcome.level, outcome.report, outcome.body_trimmed, ""
+    def should_compress_preflight(self, messages: Any = None, **_: Any) -> bool:
+        """Turn start (0.22): a fresh agent or process knows no usage yet, and the host's
+        rough count can be under the provider's; our calibrated estimate decides too."""
+        if not isinstance(messages, list) or self.threshold_tokens <= 0:
+            return False
+        try:
+            return (self.runtime.settings.enabled
+                    and self._estimate_real(messages) >= self.threshold_tokens)
+        except Exception:
+            log.debug("preflight estimate failed", exc_info=True)
+            return False
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,
                                 **_: Any) -> Tuple[Any, int]:
-        """The cheap step (0.22): near the trigger, old long tool results are replaced by the
-        Gateway's summary when one is known, else trimmed with a recall pointer. Archived first."""
-        tokens = current_tokens if isinstance(current_tokens, int) else self.last_prompt_tokens
-        if (not isinstance(messages, list) or not self.runtime.settings.enabled
-                or self.threshold_tokens <= 0 or tokens < self.threshold_tokens * PRUNE_FROM):
-            return messages, 0
-        state = self._state()
+        """0.22's cheap step after every tool round. Its result is never persisted: every new
+        process or agent reloads the unpruned history, so each prune would cost two cache
+        breaks and win nothing durable. We prune nothing; near the trigger we prepare the
+        Gateway compaction instead, so the real one (persisted) is quick."""
+        self._prepare_ahead(messages, current_tokens)
+        return messages, 0
+
+    def _prepare_ahead(self, messages: Any, current_tokens: Any = None) -> None:
+        rt = self.runtime
+        if (not isinstance(messages, list) or not rt.settings.enabled or rt.client is None
+                or not rt.client.available or self.threshold_tokens <= 0):
+            return
         try:
-            with state.lock:
-                summaries = dict(state.summaries)
-            pruned = prune_results(messages, protect_last=self.protect_last_n,
-                                   limit=self.runtime.settings.trim_chars, summaries=summaries)
-            if not pruned.trimmed:
-                return messages, 0
-            self.runtime.archive_departures(state, departures.find(pruned.trimmed, []))
+            tokens = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 \
+                else self._estimate_real(messages)
+            if tokens >= self.threshold_tokens * PREPARE_FROM:
+                clean, _removed = canvas.strip_all(messages)
+                state = self._state()
+                rt.ahead.start(state, clean, self, state.overhead_estimate, TokenMemo())
         except Exception as exc:
-            self.runtime.note_error("prune failed (%s); messages kept" % exc)
-            return messages, 0
-        n = sum(1 for m in pruned.trimmed for _result in M.tool_results(m))
-        state.stats.pruned_results += n
-        return pruned.messages, n         # markers kept: the host persisted these rows
+            log.debug("prepare ahead failed", exc_info=True)
+            rt.note_error("preparing a compaction failed (%s)" % exc)
 
     # -- per request and per turn (0.22) ---------------------------------------------------
     def select_context(self, request_messages: Any, *, conversation_messages: Any = None,
@@ -300,15 +273,17 @@ class TencentDBOffloadEngine(ContextEngine):
             out, removed = canvas.for_request(request_messages, block)
             if block and state.injected_canvas_hash != state.canvas_hash:
                 state.injected_canvas_hash = state.canvas_hash
-                state.stats.canvas_injections += 1
-            state.stats.canvas_blocks_removed += removed
+                state.record_canvas_shown()
+            state.record_canvas_removed(removed)
             return out
         except Exception as exc:
+            log.debug("select_context failed", exc_info=True)
             self.runtime.note_error("select_context: %s" % exc)
             return None
 
     def on_turn_complete(self, messages: Any = None, usage: Any = None, **_: Any) -> None:
         self.runtime.turn_completed(self._key)
+        self._prepare_ahead(messages)
 
     def get_automatic_compaction_status_message(self, *, phase: str = "", default_message: str = "",
                                                 **context: Any) -> Optional[str]:
@@ -316,7 +291,7 @@ class TencentDBOffloadEngine(ContextEngine):
         target, how to recall, and how the previous compaction ended."""
         via_gateway = self.runtime.client is not None and self.runtime.client.available
         return announce_line(context.get("approx_tokens"), self._target(), via_gateway,
-                             self._state().stats.last_compaction)
+                             self._state().last_compaction)
 
     # -- tools ----------------------------------------------------------------------------
     def get_tool_schemas(self, **_: Any) -> List[Dict[str, Any]]:

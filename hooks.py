@@ -161,7 +161,7 @@ class HookHandlers:
                 return None
             state.injected_canvas_hash = state.canvas_hash
             text = state.canvas_text
-        state.stats.canvas_injections += 1
+        state.record_canvas_shown()
         return {"context": text}
 
     # -- llm_request middleware: one canvas per request, and calibration data ------------
@@ -189,7 +189,7 @@ class HookHandlers:
         fixed, removed = canvas.keep_newest(msgs)
         if fixed is None:
             return None
-        state.stats.canvas_blocks_removed += removed
+        state.record_canvas_removed(removed)
         rt.counters["canvas_blocks_removed"] += removed
         out = dict(request)
         out["messages"] = fixed

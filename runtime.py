@@ -18,10 +18,14 @@ from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from .memory_gateway.compaction import GatewayCompactor
 from .memory_gateway.ingest import IngestWorker
 from .session import Reclaimer, SessionRegistry, SessionState
+from .context.tokens import TokenMemo
 from .archive.store import ArchiveItem, Store, StoreError
 from .archive.writer import StoreWriter
 from .archive.recall import RecallTools
 from .archive.seal_key import load_seal
+from .compaction_ahead import AheadOfNeed, GatewayAttempt
+from .compaction_record import Compaction, Level
+from .context import departures
 
 log = logging.getLogger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
@@ -76,6 +80,7 @@ class Runtime:
                                        canvas=settings.canvas)
         elif settings.gateway_enabled:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
+        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
         self.tools = RecallTools(self.store, self.flush_writes,
                                  read_ref=self._read_ref if self.client else None)
         for w in self.warnings:
@@ -151,13 +156,28 @@ class Runtime:
         except Exception as exc:   # a reply we could not even repair
             return None, "Gateway reply unusable: %s" % exc
 
-    def record_compaction(self, state: SessionState, event: Dict[str, Any]) -> None:
-        for stats in (state.stats, self.registry.totals):
-            stats.record_compaction(event)
-        self.writer.submit(Store.op_event(state.key, "compaction", event, self.now()))
-        log.info("tencentdb-offload: compacted %s via %s (%s): %d -> %d tokens",
-                 state.key, event["path"], event["level"], event["tokens_before"],
-                 event["tokens_after"])
+    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: Any,
+                        overhead: int, count: Any) -> GatewayAttempt:
+        """Ask the Gateway to compact ``clean`` for ``engine``'s target; keep what its reply
+        taught us (canvas, L1 summaries). Never raises."""
+        outcome, error = self.gateway_compact(
+            state, clean, target=engine._target(), context_length=engine.context_length or 128_000,
+            overhead=overhead, count=count or TokenMemo())
+        if outcome is not None and not departures.keeps_current_turn(clean, outcome.messages):
+            outcome, error = None, "Gateway reply lost the current turn"
+        if outcome is None:
+            self.note_error("gateway compaction failed, compacting locally: %s" % error)
+            return GatewayAttempt.failed(error)
+        if outcome.canvas:
+            state.set_canvas(outcome.canvas, replace=False)
+        state.remember_summaries(departures.gateway_summaries(outcome.messages))
+        return GatewayAttempt(outcome.messages, Level.parse(outcome.level), outcome.report or {},
+                              list(outcome.body_trimmed), "")
+
+    def record_compaction(self, state: SessionState, record: Compaction) -> None:
+        state.record_compaction(record)
+        self.writer.submit(Store.op_event(state.key, "compaction", record.to_json(), self.now()))
+        log.info("tencentdb-offload: %s: %s", state.key, record.describe())
 
     def _after_commit(self) -> None:
         if self.worker is not None:
@@ -194,6 +214,7 @@ class Runtime:
             "settings": self.settings.public(),
             "sessions_in_memory": len(self.registry),
             "sessions_evicted": self.registry.evictions,
+            "compactions_ahead": self.ahead.status(),
             "totals": totals,
             "counters": dict(self.counters),
             "pending_writes": self.writer.pending(),
@@ -220,6 +241,7 @@ class Runtime:
         if self.closed:
             return
         self.closed = True
+        self.ahead.close()
         if self.worker is not None:
             self.worker.stop()
         self.writer.close()

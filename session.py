@@ -15,8 +15,9 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
+from .compaction_record import Compaction
 from .context import canvas
-from .humanize import kilo, plural
+from .humanize import kilo
 from .context.tokens import Calibrator
 
 _GATEWAY_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -37,8 +38,13 @@ def gateway_session_id(conversation: str) -> str:
     return safe
 
 
+_STATS_LOCK = threading.Lock()     # counters are bumped from hook threads and engines at once
+
+
 @dataclass
 class SessionStats:
+    """Counters for one conversation, or (``SessionRegistry.totals``) for the process. Written
+    only through ``SessionState``'s ``record_*`` methods, which update both under one lock."""
     compactions: int = 0
     gateway_compactions: int = 0
     local_compactions: int = 0
@@ -54,28 +60,27 @@ class SessionStats:
     prompt_tokens: int = 0          # provider usage, for the prompt-cache hit share
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    last_compaction: Dict[str, Any] = field(default_factory=dict)
+    last_compaction: Optional[Compaction] = None
 
-    def record_compaction(self, event: Dict[str, Any]) -> None:
-        """One compaction (``event``: path, level, tokens_before/after, archived, error …)."""
+    def _add_compaction(self, rec: Compaction) -> None:
         self.compactions += 1
-        if event["path"].startswith("gateway"):
+        if rec.via_gateway:
             self.gateway_compactions += 1
         else:
             self.local_compactions += 1
-        self.tokens_before += event["tokens_before"]
-        self.tokens_after += event["tokens_after"]
-        self.archived += event["archived"]
-        self.levels[event["level"]] += 1
-        self.last_level = event["level"]
-        self.canvas_blocks_removed += event.get("canvas_removed", 0)
-        if event.get("error"):
-            self.last_error = event["error"]
-        self.last_compaction = dict(event)
+        self.tokens_before += rec.tokens_before
+        self.tokens_after += rec.tokens_after
+        self.archived += rec.archived
+        self.levels[rec.level.value] += 1
+        self.last_level = rec.level.value
+        self.canvas_blocks_removed += rec.canvas_removed
+        if rec.error:
+            self.last_error = rec.error
+        self.last_compaction = rec
 
-    def record_usage(self, prompt: int, usage: Dict[str, Any]) -> None:
-        """Provider usage; ``cache_read_tokens``/``cache_write_tokens`` are 0.22's canonical
-        buckets (absent on older hosts)."""
+    def _add_usage(self, prompt: int, usage: Dict[str, Any]) -> None:
+        """``cache_read_tokens``/``cache_write_tokens`` are 0.22's canonical buckets (absent
+        on older hosts)."""
         self.prompt_tokens += prompt
         for bucket in ("cache_read_tokens", "cache_write_tokens"):
             value = usage.get(bucket)
@@ -83,38 +88,37 @@ class SessionStats:
                 setattr(self, bucket, getattr(self, bucket) + value)
 
     def as_dict(self) -> Dict[str, Any]:
-        share = self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens else None
-        return {"compactions": self.compactions, "gateway_compactions": self.gateway_compactions,
-                "local_compactions": self.local_compactions,
-                "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
-                "tokens_saved": max(0, self.tokens_before - self.tokens_after),
-                "archived": self.archived, "levels": dict(self.levels),
-                "last_level": self.last_level, "last_error": self.last_error,
-                "canvas_injections": self.canvas_injections,
-                "canvas_blocks_removed": self.canvas_blocks_removed,
-                "pruned_results": self.pruned_results,
-                "cache_read_tokens": self.cache_read_tokens,
-                "cache_write_tokens": self.cache_write_tokens,
-                "cache_hit_share": None if share is None else round(min(1.0, share), 3),
-                "last_compaction": dict(self.last_compaction)}
+        with _STATS_LOCK:
+            share = self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens else None
+            last = self.last_compaction
+            return {"compactions": self.compactions,
+                    "gateway_compactions": self.gateway_compactions,
+                    "local_compactions": self.local_compactions,
+                    "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
+                    "tokens_saved": max(0, self.tokens_before - self.tokens_after),
+                    "archived": self.archived, "levels": dict(self.levels),
+                    "last_level": self.last_level, "last_error": self.last_error,
+                    "canvas_injections": self.canvas_injections,
+                    "canvas_blocks_removed": self.canvas_blocks_removed,
+                    "pruned_results": self.pruned_results,
+                    "prompt_tokens": self.prompt_tokens,
+                    "cache_read_tokens": self.cache_read_tokens,
+                    "cache_write_tokens": self.cache_write_tokens,
+                    "cache_hit_share": None if share is None else round(min(1.0, share), 3),
+                    "last_compaction": last.to_json() if last else {}}
 
 
-def compaction_line(event: Dict[str, Any]) -> str:
-    """"Gateway compaction (mild) 118K → 52K tokens, 14 items archived"."""
-    how = ("Gateway compaction (%s)" % event["level"] if event["path"].startswith("gateway")
-           else "local compaction")
-    return "%s %s → %s tokens, %s archived" % (
-        how, kilo(event["tokens_before"]), kilo(event["tokens_after"]),
-        plural(event.get("archived", 0), "item"))
-
-
-def announce_line(approx: Any, target: int, via_gateway: bool, last: Dict[str, Any]) -> str:
-    """What the user reads when a compaction starts (Hermes asks before it runs)."""
-    size = "~%s tokens" % kilo(approx) if isinstance(approx, int) and approx > 0 else "the context"
+def announce_line(approx: Any, target: int, via_gateway: bool, last: Optional[Compaction],
+                  gateway_note: str = "") -> str:
+    """What the user reads when a compaction starts (Hermes asks before it runs); ``approx``
+    is Hermes' estimate, and the line says so."""
+    size = ("~%s tokens (Hermes' estimate)" % kilo(approx) if isinstance(approx, int) and approx > 0
+            else "the context")
     line = ("tencentdb-offload: compacting %s %s to the %s-token target; what leaves stays "
             "readable (recall: tdai_read_cos, tdai_offload_search)"
-            % (size, "through the Gateway" if via_gateway else "locally", kilo(target)))
-    return line + (". Last: " + compaction_line(last) if last else "")
+            % (size, "through the Gateway%s" % gateway_note if via_gateway else "locally",
+               kilo(target)))
+    return line + (". Last: " + last.describe() if last else "")
 
 
 @dataclass
@@ -138,7 +142,37 @@ class SessionState:
     calibrator: Calibrator = field(default_factory=Calibrator)
     summaries: "OrderedDict[str, str]" = field(default_factory=OrderedDict)  # Gateway summaries by call id
     stats: SessionStats = field(default_factory=SessionStats)
+    totals: SessionStats = field(default_factory=SessionStats, repr=False)  # the registry's
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # -- the one place counters change: this conversation's and the process totals ------
+    def _both(self, apply: Callable[[SessionStats], None]) -> None:
+        with _STATS_LOCK:
+            apply(self.stats)
+            if self.totals is not self.stats:
+                apply(self.totals)
+
+    def record_compaction(self, rec: Compaction) -> None:
+        self._both(lambda s: s._add_compaction(rec))
+
+    def record_usage(self, prompt: int, usage: Dict[str, Any]) -> None:
+        self._both(lambda s: s._add_usage(prompt, usage))
+
+    def record_canvas_shown(self) -> None:
+        """The current canvas went to the model (a new one, or again after a boundary)."""
+        self._both(lambda s: setattr(s, "canvas_injections", s.canvas_injections + 1))
+
+    def record_canvas_removed(self, n: int) -> None:
+        if n > 0:
+            self._both(lambda s: setattr(s, "canvas_blocks_removed", s.canvas_blocks_removed + n))
+
+    def record_pruned(self, n: int) -> None:
+        if n > 0:
+            self._both(lambda s: setattr(s, "pruned_results", s.pruned_results + n))
+
+    @property
+    def last_compaction(self) -> Optional[Compaction]:
+        return self.stats.last_compaction
 
     def status(self) -> Dict[str, Any]:
         return {"session": self.key, "gateway_session": self.gateway_id,
@@ -218,7 +252,8 @@ class SessionRegistry:
         with self._lock:
             state = self._sessions.get(key)
             if state is None:
-                state = SessionState(key=key, gateway_id=gateway_session_id(key))
+                state = SessionState(key=key, gateway_id=gateway_session_id(key),
+                                     totals=self.totals)
                 self._sessions[key] = state
                 while len(self._sessions) > self.max_sessions:
                     self._sessions.popitem(last=False)

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..compaction_record import Compaction
 from ..archive.recall import READ
 from ..context import messages as M
 from ..hooks import HookHandlers
@@ -168,12 +169,15 @@ class Driver:
             key = self.rt.registry.conversation_of(self.sid)
             found = [e for e in self.rt.store.events("compaction", limit=10) if e.get("session") == key]
             event = found[0] if found else {}
+        rec = Compaction.from_json(event) if event else None
         self.compactions.append({
             "turn": self.turn_no, "trigger": trigger, "messages_before": before,
-            "messages_after": len(self.messages), "tokens_before": event.get("tokens_before", tokens),
-            "tokens_after": event.get("tokens_after", 0), "level": event.get("level", ""),
-            "path": event.get("path", "?"), "archived": event.get("archived", 0),
-            "error": event.get("error", "")})
+            "messages_after": len(self.messages),
+            "tokens_before": rec.tokens_before if rec else tokens,
+            "tokens_after": rec.tokens_after if rec else 0,
+            "level": rec.level.value if rec else "", "path": rec.route.value if rec else "?",
+            "via_gateway": bool(rec and rec.via_gateway), "archived": rec.archived if rec else 0,
+            "error": rec.error if rec else "", "describe": rec.describe() if rec else ""})
 
     # -- the end: recall one archived item ---------------------------------------------
     def recall(self) -> Dict[str, Any]:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..command import describe_compaction
-from ..humanize import count, plural
+from ..compaction_record import Compaction
+from ..humanize import count, plural, printable
 from ..config import Settings
 from .env import CliError, _ro, resolve_settings, unreadable
 
@@ -58,27 +59,27 @@ def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[s
     levels: Dict[str, int] = {}
     saved = gateway = 0
     for ev in events:
-        gain = max(0, int(ev.get("tokens_before", 0)) - int(ev.get("tokens_after", 0)))
+        rec = Compaction.from_json(ev)
+        gain = rec.saved
         saved += gain
-        gateway += 1 if str(ev.get("path", "")).startswith("gateway") else 0
-        levels[str(ev.get("level") or "?")] = levels.get(str(ev.get("level") or "?"), 0) + 1
+        gateway += 1 if rec.via_gateway else 0
+        levels[rec.level.value] = levels.get(rec.level.value, 0) + 1
         row = sessions.setdefault(ev.get("session") or "?", {
             "session": ev.get("session") or "?", "archived_items": 0, "archived_chars": 0,
             "last_activity": ev.get("ts"), "compactions": 0, "tokens_saved": 0, "backlog": 0})
         row["compactions"] += 1
         row["tokens_saved"] += gain
         row["last_activity"] = max(row["last_activity"] or 0, ev.get("ts") or 0)
-        if ev.get("error"):
+        if rec.error:
             errors.append({"ts": ev.get("ts"), "session": ev.get("session"), "source": "compaction",
-                           "error": ev["error"]})
+                           "error": rec.error})
     errors.sort(key=lambda e: e.get("ts") or 0, reverse=True)
     out["sessions"] = sorted(sessions.values(), key=lambda r: r["last_activity"] or 0, reverse=True)
     out["compactions"] = {
         "total": len(events), "gateway": gateway, "local": len(events) - gateway,
         "levels": levels, "tokens_saved": saved,
-        "recent": [{k: ev.get(k) for k in ("ts", "session", "path", "level", "tokens_before",
-                                           "tokens_after", "archived", "error")}
-                   for ev in events[:recent]]}
+        "recent": [dict(Compaction.from_json(ev).to_json(), ts=ev.get("ts"),
+                        session=ev.get("session")) for ev in events[:recent]]}
     out["errors"] = errors[:recent]
     return out
 
@@ -122,14 +123,11 @@ def render_status_text(st: Dict[str, Any]) -> str:
     if comp["recent"]:
         lines.append("  recent compactions:")
         for ev in comp["recent"]:
-            lines.append("    %s  %s: %s, %s, %s → %s tokens, %s archived%s"
-                         % (_when(ev["ts"]), ev["session"], ev["path"],
-                            ("level %s" % ev["level"]) if ev["level"] else "no level",
-                            count(ev["tokens_before"]), count(ev["tokens_after"]),
-                            plural(ev["archived"], "message"),
-                            "; error: %s" % ev["error"] if ev["error"] else ""))
+            lines.append("    %s  %s: %s" % (_when(ev["ts"]), printable(ev["session"], 200, False),
+                                             Compaction.from_json(ev).describe()))
     for e in st["errors"][:5]:
-        lines.append("  error (%s, %s): %s" % (e["source"], _when(e["ts"]), str(e["error"])[:200]))
+        lines.append("  error (%s, %s): %s" % (e["source"], _when(e["ts"]),
+                                               printable(e["error"], 200, newlines=False)))
     return "\n".join(lines)
 
 

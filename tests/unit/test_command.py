@@ -28,7 +28,7 @@ def test_status_shows_the_last_compaction_first_and_reads_well(tmp_path):
     first = lines[1]
     assert first.startswith("  last compaction: ") and "locally" in first
     assert "%s → %s tokens" % (format(ev["tokens_before"], ","), format(ev["tokens_after"], ",")) in first
-    assert "%d messages archived" % ev["archived"] in first and "tdai_read_cos" in first
+    assert "%d items archived" % ev["archived"] in first and "tdai_read_cos" in first
     text = "\n".join(lines)
     assert "60,000 before" in text and "1 session;" in text and "1 sessions" not in text
     assert re.search(r"sessions in memory: \d+ \(at most 20; 0 evicted, their archive stays\) — this "

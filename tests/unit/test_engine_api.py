@@ -51,25 +51,36 @@ def test_select_context_feeds_the_calibration(tmp_path):
     assert eng._state().calibrator.points == 1
 
 
-def test_prune_waits_for_the_warm_up_then_shortens_old_results(tmp_path):
+def test_prune_never_rewrites_what_the_host_will_not_persist(tmp_path):
+    """0.22 keeps every row as first written: a prune would be undone by the next process or
+    agent, two cache breaks for nothing durable. So the cheap step changes nothing."""
     rt, eng = make_engine(tmp_path, trim_chars="1500")
     conv = conversation(8, 6000)
-    same, n = eng.prune_tool_results_only(conv, current_tokens=10_000)
-    assert same is conv and n == 0
-    eng._state().remember_summaries({"call_1_0": "read /fcall_1_0: a config loader, 40 lines"})
-    conv = [dict(m, _db_persisted=True) for m in conv]       # as 0.22 hands them over
-    out, n = eng.prune_tool_results_only(conv, current_tokens=40_000)
-    assert n >= 6 and M.validation_errors(out) == [] and out is not conv
-    assert all(m.get("_db_persisted") for m in out), "0.22 would persist the rows again"
-    assert sum(a is b for a, b in zip(out, conv)) == len(conv) - n, "untouched rows are kept as is"
-    by_id = {m["tool_call_id"]: m["content"] for m in out if m.get("role") == "tool"}
-    assert "a config loader" in by_id["call_1_0"] and "tdai_read_cos" in by_id["call_1_0"]
-    assert len(by_id["call_0_0"]) < 2000 and "tdai_read_cos" in by_id["call_0_0"]
-    assert len(by_id["call_7_0"]) > 6000, "the newest messages are protected"
-    rt.flush()
-    got = json.loads(eng.handle_tool_call("tdai_read_cos", {"tool_call_id": "call_0_0"}))
-    assert got["ok"] and got["total_chars"] > 6000, "pruned results are readable in full"
-    assert eng.get_status()["session_stats"]["pruned_results"] == n
+    for tokens in (10_000, 40_000, 60_000):
+        same, n = eng.prune_tool_results_only(conv, current_tokens=tokens)
+        assert same is conv and n == 0
+    assert eng.get_status()["session_stats"]["pruned_results"] == 0
+
+
+def test_near_the_trigger_a_gateway_compaction_is_prepared_and_compress_applies_it(tmp_path):
+    from fakes.gateway import FakeGateway
+    from helpers import wait_for
+    with FakeGateway(api_key="k1") as gw:
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k1")
+        conv = [{"role": "system", "content": "sys"}] + conversation(12, 6000)
+        eng.prune_tool_results_only(conv, current_tokens=int(eng.threshold_tokens * 0.5))
+        assert rt.ahead.status()["prepared_started"] == 0, "too early: nothing is prepared"
+        eng.prune_tool_results_only(conv, current_tokens=int(eng.threshold_tokens * 0.9))
+        assert wait_for(lambda: rt.ahead.status()["preparing"] == 0, 30)
+        compacts = lambda: [r for r in gw.requests if r.path.endswith("/compact")]
+        assert len(compacts()) == 1
+        later = conv + [{"role": "user", "content": "and now the next step, please"}]
+        out = eng.compress(later, current_tokens=eng.threshold_tokens + 1000)
+        assert len(compacts()) == 1, "compress applied the prepared result, asked nothing more"
+        assert M.validation_errors(out) == [] and out[-1] == later[-1]
+        last = eng.get_status()["session_stats"]["last_compaction"]
+        assert last["route"].startswith("gateway") and rt.ahead.status()["prepared_used"] == 1
+        rt.close()
 
 
 def test_should_compress_info_gives_a_reason_only_for_a_real_block(tmp_path):
@@ -93,13 +104,14 @@ def test_status_line_names_the_plugin_path_and_tokens(tmp_path):
     rt, eng = make_engine(tmp_path)
     first = eng.get_automatic_compaction_status_message(
         phase="compress", default_message="Compacting context…", approx_tokens=70_000)
-    assert first == ("tencentdb-offload: compacting ~70K tokens locally to the 32K-token target; "
-                     "what leaves stays readable (recall: tdai_read_cos, tdai_offload_search)")
+    assert first == ("tencentdb-offload: compacting ~70K tokens (Hermes' estimate) locally to the "
+                     "32K-token target; what leaves stays readable (recall: tdai_read_cos, "
+                     "tdai_offload_search)")
     eng.compress(conversation(40, 6000), current_tokens=70_000)
     line = eng.get_automatic_compaction_status_message(phase="compress", default_message="x")
     assert line.startswith("tencentdb-offload: compacting the context locally")
-    assert ". Last: local compaction 70K → " in line and "items archived" in line
-    assert eng.get_status()["session_stats"]["last_compaction"]["path"] == "local"
+    assert ". Last: compacted locally: 70,000 → " in line and "items archived" in line
+    assert eng.get_status()["session_stats"]["last_compaction"]["route"] == "local"
 
 
 def test_clone_for_agent_shares_the_runtime_not_the_budget(tmp_path):

@@ -1,0 +1,143 @@
+"""Gateway compactions prepared ahead of need, so ``compress()`` holds the host briefly.
+
+Hermes 0.22 runs ``compress()`` on a 4-worker pool shared by every agent of the process and
+refuses new compactions while all four are busy ("Context compression pool saturated"); the
+request then goes out uncompacted. A Gateway ``/compact`` takes seconds. So from the warm-up
+point a background thread asks the Gateway to compact a snapshot of the conversation, and
+``compress()`` applies the ready result when the snapshot is still a prefix of the list it is
+given (the messages that came since follow unchanged), or waits briefly for one in flight.
+A prepared result lives in memory only: using it, or not, publishes nothing durable.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+from .compaction_record import Level
+
+Message = Dict[str, Any]
+REFRESH_TAIL_SHARE = 0.25   # a ready result stays usable while what came since is this small
+MAX_RUNNING = 2             # the Gateway is the bottleneck: more at once only queue there
+
+
+@dataclass(frozen=True)
+class GatewayAttempt:
+    """What asking the Gateway gave: its list (None if it failed), level, report, the results
+    cut before sending (archived with the rest), and why it failed."""
+    messages: Optional[List[Message]]
+    level: Level = Level.UNKNOWN
+    report: Dict[str, Any] = field(default_factory=dict)
+    cut: List[Message] = field(default_factory=list)
+    error: str = ""
+
+    @classmethod
+    def failed(cls, why: str) -> "GatewayAttempt":
+        return cls(None, error=why)
+
+
+def content_key(m: Any) -> str:
+    """What makes two messages the same message (host bookkeeping keys aside)."""
+    if not isinstance(m, dict):
+        return repr(m)
+    return json.dumps([m.get("role"), m.get("content"), m.get("tool_calls"),
+                       m.get("tool_call_id")], sort_keys=True, default=str, ensure_ascii=False)
+
+
+@dataclass
+class _Job:
+    keys: List[str]
+    done: threading.Event = field(default_factory=threading.Event)
+    attempt: Optional[GatewayAttempt] = None
+    started: float = field(default_factory=time.monotonic)
+
+
+class AheadOfNeed:
+    """Per conversation at most one prepared (or preparing) Gateway compaction."""
+
+    def __init__(self, ask: Callable[..., GatewayAttempt], max_sessions: int = 20) -> None:
+        self._ask = ask                     # runtime.gateway_attempt
+        self._jobs: "OrderedDict[str, _Job]" = OrderedDict()
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(MAX_RUNNING)
+        self._max = max(1, max_sessions)
+        self.closed = False
+        self.used = self.started_jobs = 0
+
+    def _usable(self, job: Optional[_Job], keys: List[str], tail_tokens: int,
+                target: int) -> bool:
+        return (job is not None and len(job.keys) <= len(keys) and keys[:len(job.keys)] == job.keys
+                and (not job.done.is_set() or (job.attempt is not None
+                                                and job.attempt.messages is not None
+                                                and tail_tokens <= target * REFRESH_TAIL_SHARE)))
+
+    def start(self, state: Any, clean: List[Message], engine: Any, overhead: int,
+              count: Callable[[Any], int]) -> bool:
+        """Prepare a compaction of ``clean`` unless a usable one exists or is under way."""
+        keys = [content_key(m) for m in clean]
+        with self._lock:
+            job = self._jobs.get(state.key)
+            if self.closed or (job is not None and not job.done.is_set()):
+                return False
+            if job is not None and self._usable(job, keys, _tail(clean, job, count),
+                                                engine._target()):
+                return False
+            job = _Job(keys)
+            self._jobs[state.key] = job
+            self._jobs.move_to_end(state.key)
+            while len(self._jobs) > self._max:
+                self._jobs.popitem(last=False)
+            self.started_jobs += 1
+        snapshot = list(clean)
+        threading.Thread(target=self._run, args=(job, state, snapshot, engine, overhead),
+                         name="tdo-compact-ahead", daemon=True).start()
+        return True
+
+    def _run(self, job: _Job, state: Any, snapshot: List[Message], engine: Any,
+             overhead: int) -> None:
+        try:
+            with self._slots:
+                job.attempt = self._ask(state, snapshot, engine, overhead, None)
+        except Exception as exc:            # the runtime's own guard logs; never kill a thread
+            job.attempt = GatewayAttempt.failed("prepared compaction failed: %s" % exc)
+        finally:
+            job.done.set()
+
+    def take(self, state: Any, clean: List[Message], wait_s: float) -> Optional[GatewayAttempt]:
+        """The prepared result applied to ``clean`` (its messages, then what came since), or
+        None when there is none for this list within ``wait_s``."""
+        with self._lock:
+            job = self._jobs.get(state.key)
+        keys = [content_key(m) for m in clean]
+        if job is None or keys[:len(job.keys)] != job.keys:
+            return None
+        if not job.done.wait(max(0.0, wait_s)):
+            return None
+        got = job.attempt
+        if got is None or got.messages is None:
+            return None
+        with self._lock:
+            if self._jobs.get(state.key) is job:
+                del self._jobs[state.key]   # a result is applied once
+            self.used += 1
+        return GatewayAttempt(list(got.messages) + list(clean[len(job.keys):]), got.level,
+                              got.report, got.cut, got.error)
+
+    def status(self) -> Dict[str, int]:
+        with self._lock:
+            running = sum(1 for j in self._jobs.values() if not j.done.is_set())
+        return {"prepared_started": self.started_jobs, "prepared_used": self.used,
+                "preparing": running}
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            self._jobs.clear()
+
+
+def _tail(clean: List[Message], job: _Job, count: Callable[[Any], int]) -> int:
+    return sum(count(m) for m in clean[len(job.keys):])

@@ -1,0 +1,142 @@
+"""One ``compress()`` call in named steps: size the budget, get a Gateway result (ready,
+briefly waited for, or asked now), finish locally to the budget, then publish — unless the host
+cancelled this attempt, in which case nothing durable is written.
+
+The engine decides *whether* to compact; this module decides *how*, and returns the new list
+plus the typed record of what happened. Gateway I/O goes through the runtime; message surgery
+through ``context``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .compaction_ahead import GatewayAttempt
+from .compaction_record import Compaction, Level, Route
+from .compat import HOST_SELECTS_CONTEXT
+from .context import canvas, departures
+from .context import messages as M
+from .context.fallback import local_compact
+from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
+
+Message = Dict[str, Any]
+# Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
+# refuses compactions while all are busy: there we wait this long for the Gateway, at most.
+POOL_GATEWAY_WAIT_S = 1.5
+ARCHIVE_BEFORE_RETURN_S = 2.0   # what leaves mid-turn is on disk before the next request
+
+
+@dataclass(frozen=True)
+class Budget:
+    target: int         # provider tokens the request must land at or under
+    overhead: int       # estimated tokens outside the list (system prompt, tool schemas)
+    for_messages: int   # estimated tokens the list itself may hold
+    before: int         # provider tokens of the request before
+
+
+def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target: int,
+                fallback_overhead: int, count: TokenMemo, force: bool) -> Budget:
+    overhead = state.overhead_estimate or fallback_overhead
+    listed = sum(map(count, messages))
+    if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
+        # no calibration yet: the host's count of (about) this list is the best anchor; what
+        # it counts beyond the messages is system prompt + tool schemas
+        overhead = overhead or max(0, current_tokens - listed)
+        state.calibrator.observe(overhead + listed, current_tokens)
+    before = state.calibrator.to_real(overhead + listed)
+    if isinstance(current_tokens, int) and current_tokens > 0 and not force:
+        before = max(before, current_tokens)
+    return Budget(target, overhead, max(256, state.calibrator.to_estimate(target) - overhead),
+                  before)
+
+
+class CompactionRun:
+    """One attempt; ``cancelled`` is the host's check for *this* attempt (0.22 installs it on
+    the engine before calling compress, and a later attempt replaces it: capture it first)."""
+
+    def __init__(self, engine: Any, messages: List[Message], cancelled: Callable[[], bool]):
+        self.engine, self.rt = engine, engine.runtime
+        self.state = engine._state()
+        self.messages = messages
+        self.cancelled = cancelled
+        self.count = TokenMemo()
+        self.started = time.monotonic()
+
+    def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
+        s = self.rt.settings
+        budget = plan_budget(self.state, self.messages, current_tokens, self.engine._target(),
+                             self.rt.last_overhead_estimate, self.count, force)
+        clean, canvas_removed = canvas.strip_all(self.messages)
+        attempt = self.gateway_step(clean, budget)
+        if self.cancelled():
+            return self.messages, None
+        block = self.state.canvas_text if s.canvas else ""
+        room = budget.for_messages - (estimate_text(block) + PER_MESSAGE if block else 0)
+        result, route = self.finish(clean, attempt, max(256, room))
+        result = [M.fresh(m) for m in result]
+        if self.unchanged(result):
+            return self.messages, None
+        if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead
+            result = canvas.inject(result, block)
+            self.state.injected_canvas_hash = canvas.digest(block)
+        if self.cancelled():                        # a discarded attempt publishes nothing
+            return self.messages, None
+        archived = self.publish(clean, result, attempt)
+        after = self.state.calibrator.to_real(budget.overhead + sum(map(self.count, result)))
+        record = Compaction(
+            route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
+            tokens_before=budget.before, tokens_after=after, target=budget.target,
+            archived=archived, context_length=self.engine.context_length,
+            canvas_removed=canvas_removed, error=attempt.error, at=self.rt.now(),
+            ms=round((time.monotonic() - self.started) * 1000, 1))
+        return result, record
+
+    # -- steps ------------------------------------------------------------------------
+    def gateway_step(self, clean: List[Message], budget: Budget) -> GatewayAttempt:
+        """A Gateway result for ``clean``: one prepared ahead, or one asked for now (on a
+        pooled host only as long as ``POOL_GATEWAY_WAIT_S``)."""
+        rt = self.rt
+        if rt.client is None:                       # local mode: nothing went wrong
+            return GatewayAttempt(None)
+        if not rt.client.available:
+            return GatewayAttempt.failed("Gateway unavailable")
+        ready = rt.ahead.take(self.state, clean, 0.0)
+        if ready is not None:
+            return ready
+        if not HOST_SELECTS_CONTEXT:        # 0.17/0.19: no pool to starve, ask and wait
+            return rt.gateway_attempt(self.state, clean, self.engine, budget.overhead, self.count)
+        rt.ahead.start(self.state, clean, self.engine, budget.overhead, self.count)
+        return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S) or GatewayAttempt.failed(
+            "Gateway compaction not ready within %.1f s (the host's compression pool is "
+            "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
+
+    def finish(self, clean: List[Message], attempt: GatewayAttempt,
+               room: int) -> Tuple[List[Message], Route]:
+        s, rt = self.rt.settings, self.rt
+        recallable = rt.writer.healthy   # if not: trim harder, fewer leave, no recall promised
+        common = dict(keep_first=s.keep_first,
+                      trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
+                      archived_total=self.state.stats.archived, recallable=recallable,
+                      count=self.count)
+        if attempt.messages is None:
+            return local_compact(clean, room, **common).messages, Route.LOCAL
+        if sum(map(self.count, attempt.messages)) <= room:
+            return attempt.messages, Route.GATEWAY
+        return (local_compact(attempt.messages, room, **common).messages,
+                Route.GATEWAY_THEN_LOCAL)
+
+    def unchanged(self, result: List[Message]) -> bool:
+        # Fresh dicts returned: Hermes 0.17 persists a rotated session by object identity.
+        return len(result) == len(self.messages) and result == [
+            M.fresh(m) if isinstance(m, dict) else m for m in self.messages]
+
+    def publish(self, clean: List[Message], result: List[Message],
+                attempt: GatewayAttempt) -> int:
+        """Archive what left (on disk before the next request, bounded) and count it."""
+        gone = departures.find(clean, result, attempt.cut)
+        self.rt.archive_departures(self.state, gone)
+        if gone.items:
+            self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
+        return gone.count

@@ -1,0 +1,116 @@
+"""One compaction as a typed record, and the one way every surface describes it.
+
+The engine builds a ``Compaction`` when a compaction lands; session stats, the events table,
+``/tencentdb-offload``, ``python3 <plugin dir> status``, the 0.22 start-of-compaction line, the
+demo and replay all read this record and render it through ``describe()``, so one compaction
+reads the same everywhere. Sizes are always *provider tokens* (our estimate calibrated to the
+provider's own counts); when a line shows Hermes' figure beside ours, it says which is which.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Mapping
+
+from .humanize import count, plural, printable
+
+
+class Route(str, enum.Enum):
+    """Which path produced the result."""
+    GATEWAY = "gateway"                   # the Gateway's reply, within the budget as it came
+    GATEWAY_THEN_LOCAL = "gateway+local"  # the Gateway's reply, finished locally to the budget
+    LOCAL = "local"                       # local compaction only (no Gateway, or it failed)
+
+    @property
+    def via_gateway(self) -> bool:
+        return self is not Route.LOCAL
+
+
+class Level(str, enum.Enum):
+    """The Gateway's ``resolvedLevel`` (cumulative: each includes the ones before), or local."""
+    FASTPATH = "fastpath"
+    MILD = "mild"
+    AGGRESSIVE = "aggressive"
+    EMERGENCY = "emergency"
+    LOCAL = "local"
+    UNKNOWN = "unknown"                   # a level this version does not know (never shown raw)
+
+    @classmethod
+    def parse(cls, raw: Any) -> "Level":
+        try:
+            return cls(str(raw or "").strip().lower())
+        except ValueError:
+            return cls.UNKNOWN
+
+
+def _num(raw: Any) -> float:
+    """A count from a stored row: finite and non-negative, else 0 (rows may be old or odd)."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) and value > 0 else 0.0
+
+
+def _int(raw: Any) -> int:
+    return int(_num(raw))
+
+
+@dataclass(frozen=True)
+class Compaction:
+    route: Route
+    level: Level
+    tokens_before: int          # provider tokens of the request before (ours, calibrated)
+    tokens_after: int           # provider tokens of the request after (ours, calibrated)
+    target: int                 # the budget it had to land at or under
+    archived: int               # items (messages and tool results) moved to the archive
+    context_length: int = 0
+    canvas_removed: int = 0     # stale canvas blocks dropped on the way
+    error: str = ""             # why the Gateway was not used or not enough ("" if it was)
+    at: float = 0.0             # wall-clock time it landed
+    ms: float = 0.0             # how long compress() took
+
+    @property
+    def via_gateway(self) -> bool:
+        return self.route.via_gateway
+
+    @property
+    def saved(self) -> int:
+        return max(0, self.tokens_before - self.tokens_after)
+
+    def describe(self) -> str:
+        """"compacted through the Gateway (mild): 118,020 → 52,311 tokens (target 64,000), 14 items
+        archived" — the one rendering every surface uses."""
+        how = ("through the Gateway (%s)" % self.level.value if self.route is Route.GATEWAY else
+               "through the Gateway (%s), finished locally" % self.level.value
+               if self.route is Route.GATEWAY_THEN_LOCAL else "locally")
+        line = "compacted %s: %s → %s tokens (target %s), %s archived" % (
+            how, count(self.tokens_before), count(self.tokens_after), count(self.target),
+            plural(self.archived, "item"))
+        return line + ("; Gateway: %s" % printable(self.error, 160, newlines=False)
+                       if self.error else "")
+
+    def to_json(self) -> Dict[str, Any]:
+        out = asdict(self)
+        out["route"], out["level"] = self.route.value, self.level.value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Compaction":
+        """From an events-table row, this version's or an older one's (``path`` for route,
+        no ``target``); whatever a row holds, a record comes back."""
+        data = data if isinstance(data, Mapping) else {}
+        raw_route = str(data.get("route", data.get("path", "local")) or "local")
+        route = (Route.GATEWAY_THEN_LOCAL if raw_route.startswith("gateway+") else
+                 Route.GATEWAY if raw_route.startswith("gateway") else Route.LOCAL)
+        level = Level.parse(data.get("level")) if route.via_gateway else Level.LOCAL
+        return cls(route=route, level=level,
+                   tokens_before=_int(data.get("tokens_before")),
+                   tokens_after=_int(data.get("tokens_after")),
+                   target=_int(data.get("target")), archived=_int(data.get("archived")),
+                   context_length=_int(data.get("context_length")),
+                   canvas_removed=_int(data.get("canvas_removed")),
+                   error=printable(data.get("error") or "", 500),
+                   at=_num(data.get("at")), ms=_num(data.get("ms")))
