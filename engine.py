@@ -108,9 +108,18 @@ class TencentDBOffloadEngine(ContextEngine):
 
     # -- budget ---------------------------------------------------------------------------
     def update_from_response(self, usage: Dict[str, Any], **_: Any) -> None:
+        """Never raises: the host calls it inside its API-call retry loop, so an error here
+        would be retried as a failed provider call."""
         self.awaiting_real_usage_after_compression = False    # as the built-in does (0.22)
         if not isinstance(usage, dict):
             return
+        try:
+            self._take_usage(usage)
+        except Exception as exc:
+            log.debug("update_from_response failed", exc_info=True)
+            self.runtime.note_error("usage not recorded (%s: %s)" % (type(exc).__name__, exc))
+
+    def _take_usage(self, usage: Dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
         state = self._state()
         if isinstance(prompt, int) and prompt > 0:

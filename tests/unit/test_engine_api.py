@@ -170,3 +170,14 @@ def test_register_per_agent_shares_one_runtime(tmp_path, monkeypatch):
     assert engines[0].runtime.registry.totals.compactions == 1
     runtime.close()
     assert os.environ["HERMES_HOME"].endswith("home")
+
+
+def test_usage_that_cannot_be_recorded_never_fails_the_provider_call(tmp_path):
+    """Hermes calls update_from_response inside its API retry loop: a raise there is
+    retried as a failed provider call and ends the turn."""
+    rt, eng = make_engine(tmp_path)
+    eng._state().calibrator = None              # any internal fault
+    eng.update_from_response({"prompt_tokens": 1234, "completion_tokens": 5})
+    eng._state().request_estimate = 900
+    eng.update_from_response({"prompt_tokens": 1300})
+    assert any("usage not recorded" in e for e in rt.errors)
