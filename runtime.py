@@ -59,7 +59,8 @@ class Runtime:
         self.registry = SessionRegistry(
             settings.max_sessions,
             alias_lookup=self.store.get_alias if self.store else None,
-            alias_store=self.store.set_alias if self.store else None)
+            alias_store=self.store.set_alias if self.store else None,
+            on_error=self.note_error)
         self.client: Optional[GatewayClient] = None
         self.worker: Optional[IngestWorker] = None
         self.reclaimer = Reclaimer(self.store.reclaim if self.store else (lambda d: {}),
@@ -100,9 +101,15 @@ class Runtime:
         return "gateway" if self.client.available else "local (gateway unavailable)"
 
     def note_error(self, message: str) -> None:
+        """A guard caught something: keep the line for status, count it, and log it with the
+        traceback at debug level when called from an ``except`` block."""
+        import sys
         stamp = time.strftime("%H:%M:%S")
         self.errors.append("%s %s" % (stamp, message))
+        self.counters["errors_caught"] += 1
         log.warning("tencentdb-offload: %s", message)
+        if sys.exc_info()[0] is not None:
+            log.debug("tencentdb-offload: traceback of: %s", message, exc_info=True)
 
     @staticmethod
     def near_threshold(state: SessionState) -> bool:

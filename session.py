@@ -56,7 +56,6 @@ class SessionStats:
     last_error: str = ""
     canvas_injections: int = 0
     canvas_blocks_removed: int = 0
-    pruned_results: int = 0
     prompt_tokens: int = 0          # provider usage, for the prompt-cache hit share
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
@@ -100,7 +99,6 @@ class SessionStats:
                     "last_level": self.last_level, "last_error": self.last_error,
                     "canvas_injections": self.canvas_injections,
                     "canvas_blocks_removed": self.canvas_blocks_removed,
-                    "pruned_results": self.pruned_results,
                     "prompt_tokens": self.prompt_tokens,
                     "cache_read_tokens": self.cache_read_tokens,
                     "cache_write_tokens": self.cache_write_tokens,
@@ -166,10 +164,6 @@ class SessionState:
         if n > 0:
             self._both(lambda s: setattr(s, "canvas_blocks_removed", s.canvas_blocks_removed + n))
 
-    def record_pruned(self, n: int) -> None:
-        if n > 0:
-            self._both(lambda s: setattr(s, "pruned_results", s.pruned_results + n))
-
     @property
     def last_compaction(self) -> Optional[Compaction]:
         return self.stats.last_compaction
@@ -202,13 +196,15 @@ class SessionRegistry:
 
     def __init__(self, max_sessions: int = 20,
                  alias_lookup: Optional[Callable[[str], Optional[str]]] = None,
-                 alias_store: Optional[Callable[[str, str], None]] = None) -> None:
+                 alias_store: Optional[Callable[[str, str], None]] = None,
+                 on_error: Optional[Callable[[str], None]] = None) -> None:
         self.max_sessions = max(1, max_sessions)
         self._sessions: "OrderedDict[str, SessionState]" = OrderedDict()
         self._aliases: "OrderedDict[str, str]" = OrderedDict()
         self._lock = threading.Lock()
         self._alias_lookup = alias_lookup
         self._alias_store = alias_store
+        self._on_error = on_error or (lambda _message: None)
         self.evictions = 0
         self.totals = SessionStats()   # survives eviction
 
@@ -224,8 +220,10 @@ class SessionRegistry:
         if self._alias_lookup is not None:
             try:
                 found = self._alias_lookup(session_id)
-            except Exception:
+            except Exception as exc:    # a rotated 0.17 id would start a new Gateway session
                 found = None
+                self._on_error("session alias for %r unreadable (%s); treated as a new "
+                               "conversation" % (session_id[:80], exc))
         key = found or session_id
         self._remember_alias(session_id, key)
         return key
@@ -237,8 +235,9 @@ class SessionRegistry:
         if self._alias_store is not None and new_id != key:
             try:
                 self._alias_store(new_id, key)
-            except Exception:
-                pass
+            except Exception as exc:
+                self._on_error("session alias %r -> %r not saved (%s): a later process may "
+                               "see a new conversation" % (new_id[:80], key[:80], exc))
         return key
 
     def _remember_alias(self, session_id: str, key: str) -> None:
