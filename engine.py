@@ -29,7 +29,8 @@ PREPARE_FROM = 0.8          # a Gateway compaction is prepared ahead from 80 % o
 COUNTERS = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
             "last_real_prompt_tokens", "threshold_tokens", "context_length", "compression_count")
 PER_AGENT = COUNTERS + ("threshold_percent", "protect_first_n", "protect_last_n", "_key",
-                        "_session_id", "model", "awaiting_real_usage_after_compression")
+                        "_session_id", "model", "awaiting_real_usage_after_compression",
+                        "model_thresholds")
 
 
 class TencentDBOffloadEngine(ContextEngine):
@@ -43,6 +44,7 @@ class TencentDBOffloadEngine(ContextEngine):
             setattr(self, attr, 0)
         self.awaiting_real_usage_after_compression = False   # 0.22 sets it after compactions
         self.model = ""
+        self.model_thresholds: Dict[str, Any] = {}    # 0.22 sets compression.model_thresholds
         self._key = "default"
         self._session_id = ""
         self._last_compress_aborted = self._last_compression_made_progress = False
@@ -74,9 +76,34 @@ class TencentDBOffloadEngine(ContextEngine):
         self.model = model or self.model
         if isinstance(context_length, int) and context_length > 0:
             self.context_length = context_length
-        self.threshold_percent = self.runtime.settings.threshold   # ours, not a host override
-        self.threshold_tokens = int(self.context_length * self.runtime.settings.threshold)
+        self.threshold_percent = self._threshold_for(self.model, provider)
+        self.threshold_tokens = int(self.context_length * self.threshold_percent)
         self._state().threshold_tokens = self.threshold_tokens
+
+    def _threshold_for(self, model: str, provider: str = "") -> float:
+        """Hermes' ``compression.model_thresholds`` (set on the engine by 0.22 before
+        ``update_model``) wins for a model it names, by the host's own rule: the longest
+        matching substring, a ``provider:`` scoped key before a bare one. It must stay above
+        our landing ratio, or every compaction would trigger the next."""
+        table = getattr(self, "model_thresholds", None)
+        ours = self.runtime.settings.threshold
+        if not isinstance(table, dict) or not table or not model:
+            return ours
+        provider = (provider or "").strip().lower()
+        best, value = None, None
+        for key, raw in table.items():
+            scope, sep, part = str(key).partition(":")
+            rank = ((len(part), 1) if sep and scope.strip().lower() == provider and part in model
+                    else (len(key), 0) if not sep and str(key) in model else None)
+            if rank is not None and (best is None or rank > best):
+                best, value = rank, raw
+        try:
+            value = float(value) if value is not None else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not self.runtime.settings.compact_ratio < value < 1.0:
+            return ours
+        return value
 
     def on_session_start(self, session_id: str = "", **kwargs: Any) -> None:
         reg = self.runtime.registry

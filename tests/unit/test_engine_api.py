@@ -181,3 +181,17 @@ def test_usage_that_cannot_be_recorded_never_fails_the_provider_call(tmp_path):
     eng._state().request_estimate = 900
     eng.update_from_response({"prompt_tokens": 1300})
     assert any("usage not recorded" in e for e in rt.errors)
+
+
+def test_hermes_model_thresholds_are_honoured_by_the_hosts_matching_rule(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    eng.model_thresholds = {"gpt": 0.6, "gpt-5": 0.9, "openai:gpt-5": 0.8, "tiny": 0.3}
+    eng.update_model(model="gpt-5-mini", context_length=100_000, provider="openai")
+    assert eng.threshold_tokens == 80_000                  # scoped key of the same substring
+    eng.update_model(model="gpt-5-mini", context_length=100_000, provider="other")
+    assert eng.threshold_tokens == 90_000                  # the longest bare match
+    eng.update_model(model="tiny-model", context_length=100_000)
+    assert eng.threshold_tokens == 75_000, "below the landing ratio: ours is kept"
+    twin = eng.clone_for_agent()
+    twin.update_model(model="gpt-4o", context_length=100_000)
+    assert twin.threshold_tokens == 60_000
