@@ -233,11 +233,15 @@ class Store(Outbox):
                 "writes_lost": counters.get("writes_lost", 0),
                 "db_bytes": size, "path": str(self.path)}
 
-    def reclaim(self, retention_days: int, now: Optional[float] = None) -> Dict[str, int]:
-        """Delete archive, outbox, alias and event rows older than ``retention_days``."""
+    def reclaim(self, retention_days: int, now: Optional[float] = None,
+                keep_since: Optional[float] = None) -> Dict[str, int]:
+        """Delete archive, outbox, alias and event rows older than ``retention_days``; rows
+        created at or after ``keep_since`` (the calling process's start) always stay."""
         if retention_days <= 0:
             return {}
         cutoff = (now or time.time()) - retention_days * 86_400
+        if keep_since is not None:
+            cutoff = min(cutoff, keep_since)
         counts: Dict[str, int] = {}
 
         def op(conn: sqlite3.Connection) -> None:
