@@ -152,7 +152,8 @@ class Store(Outbox):
             for op in ops:
                 op(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:     # SQLite rolls back by itself on "disk full"
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
 
