@@ -13,6 +13,8 @@ import codecs
 import sqlite3
 from typing import Any, Dict, Generator, List, Optional
 
+from ..context import item_key
+
 # the conversation and the session ids aliased to it; two placeholders, both the key
 _SCOPE = "session IN (SELECT ? UNION SELECT session_id FROM aliases WHERE conversation=?)"
 _CHUNK = 1 << 18            # bytes decoded at a time when walking to a non-ASCII offset
@@ -22,18 +24,46 @@ SNIPPET_BEFORE = 200
 _SNIPPET = SNIPPET_BEFORE + 300
 
 
-def read_page(conn: sqlite3.Connection, conversation: str, tool_call_id: str,
+def read_page(conn: sqlite3.Connection, conversation: str, key: str,
               offset: int, limit: int) -> Optional[Dict[str, Any]]:
-    """``limit`` chars from ``offset`` of an archived tool result of this conversation."""
-    row = conn.execute(
-        "SELECT id,tool_call_id,tool_name,chars,created FROM archive WHERE tool_call_id=? AND "
-        + _SCOPE + " ORDER BY id LIMIT 1", (tool_call_id, conversation, conversation)).fetchone()
+    """``limit`` chars from ``offset`` of an archived item of this conversation: a message by
+    its ``msg-`` key (``context/item_key.py``), a tool result by its ``tool_call_id``."""
+    row = None
+    if item_key.PATTERN.fullmatch(key):
+        low = "msg:" + key[len(item_key.PREFIX):]
+        row = conn.execute(
+            "SELECT " + _ITEM + " FROM archive WHERE item_key >= ? AND item_key < ? AND "
+            + _SCOPE + " ORDER BY id LIMIT 1", (low, low + "g", conversation, conversation)).fetchone()
+    if row is None:
+        row = conn.execute(
+            "SELECT " + _ITEM + " FROM archive WHERE tool_call_id=? AND "
+            + _SCOPE + " ORDER BY id LIMIT 1", (key, conversation, conversation)).fetchone()
     if row is None:
         return None
-    rowid, call_id, tool_name, chars, created = row
-    page = _page(conn, rowid, chars, offset, limit)
-    return {"tool_call_id": call_id, "tool_name": tool_name or "", "total_chars": chars,
-            "created": created, "content": page}
+    item = described(row)
+    item["content"] = _page(conn, item.pop("id"), item["total_chars"], offset, limit)
+    return item
+
+
+# the columns ``described`` reads, in its order
+_ITEM = "id,item_key,kind,tool_call_id,tool_name,role,chars,created"
+
+
+def readable_key(item_key_value: str, tool_call_id: Optional[str]) -> str:
+    """The key the model is shown for a stored row: its call id, or ``msg-`` and 12 digits."""
+    if item_key_value.startswith("call:") and tool_call_id:
+        return tool_call_id
+    if item_key_value.startswith("msg:"):
+        return item_key.PREFIX + item_key_value[4:4 + item_key.DIGITS]
+    return item_key_value
+
+
+def described(row: Any) -> Dict[str, Any]:
+    """A row of ``_ITEM`` as the recall tools and the ``archive`` command show it."""
+    rowid, ikey, kind, call_id, tool_name, role, chars, created = row
+    return {"id": rowid, "key": readable_key(ikey, call_id), "kind": kind,
+            "tool_call_id": call_id or "", "tool_name": tool_name or "", "role": role or "",
+            "total_chars": chars, "created": created}
 
 
 def _page(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit: int) -> str:
@@ -132,10 +162,11 @@ def search(conn: sqlite3.Connection, conversation: str, words: List[str],
     """Items of this conversation containing every word (any case), newest first, with snippets."""
     folded = [w.casefold() for w in words if w] or [""]
     # ids first (no content: ordering them sorts small rows), then the rows until ``limit`` match
-    rows = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created FROM archive "
-                        "WHERE " + _SCOPE + " ORDER BY id DESC",
+    rows = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created,item_key "
+                        "FROM archive WHERE " + _SCOPE + " ORDER BY id DESC",
                         (conversation, conversation)).fetchall()
-    keys = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created")
+    rows = [r[:7] + (readable_key(r[7], r[2]),) for r in rows]
+    keys = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created", "key")
     out: List[Dict[str, Any]] = []
     i = 0
     while i < len(rows) and len(out) < limit:

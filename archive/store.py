@@ -9,7 +9,6 @@ raises into a turn.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -21,6 +20,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 from .outbox import OUTBOX_SCHEMA, Outbox, clean_text, migrate_outbox, sized
 
 from . import lookup
+from ..context import item_key
 from ..per_thread import PerThread
 
 log = logging.getLogger("tencentdb_offload.store")
@@ -68,10 +68,16 @@ class ArchiveItem:
 
     @property
     def key(self) -> str:
+        """The stored ``item_key``; ``readable_key`` is what the model is shown."""
         if self.tool_call_id and self.kind == "tool_result":
             return "call:" + self.tool_call_id
-        digest = hashlib.sha1((self.role + "\0" + self.content).encode("utf-8", "replace"))
-        return "msg:" + digest.hexdigest()
+        return "msg:" + item_key.digest(self.role, self.content)
+
+    @property
+    def readable_key(self) -> str:
+        if self.tool_call_id and self.kind == "tool_result":
+            return self.tool_call_id
+        return item_key.message_key(self.role, self.content)
 
 
 def _args_text(args: Any) -> str:
@@ -176,10 +182,15 @@ class Store(Outbox):
         if items:
             self.transaction([self.op_archive(session, items, time.time())])
 
-    def read_page(self, conversation: str, tool_call_id: str, offset: int = 0,
+    def read_page(self, conversation: str, key: str, offset: int = 0,
                   limit: int = 20_000) -> Optional[Dict[str, Any]]:
-        """A page of an archived tool result of this conversation (never another's)."""
-        return lookup.read_page(self._conn(), conversation, tool_call_id, offset, limit)
+        """A page of an archived item of this conversation (never another's), by the key the
+        model was shown: a ``tool_call_id``, or ``msg-…`` for a message."""
+        return lookup.read_page(self._conn(), conversation, key, offset, limit)
+
+    def holds(self, conversation: str, key: str) -> bool:
+        """Whether the archive durably holds this item of this conversation (committed)."""
+        return lookup.read_page(self._conn(), conversation, key, 0, 0) is not None
 
     def search(self, conversation: str, query: str, limit: int = 5) -> List[Dict[str, Any]]:
         """This conversation's items containing every word of ``query``, any case, newest first."""
