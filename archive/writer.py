@@ -19,6 +19,8 @@ import time
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .repair import is_broken
+
 log = logging.getLogger("tencentdb_offload.store")
 
 Op = Callable[[sqlite3.Connection], Any]
@@ -121,7 +123,8 @@ class StoreWriter:
                     "pending": self._submitted - self._done,
                     "retrying": len(self._held),
                     "waiting_bytes": self._held_bytes + self._queued_bytes,
-                    "lost": self.lost, "last_error": self.last_error}
+                    "lost": self.lost, "last_error": self.last_error,
+                    "store_recoveries": list(getattr(self.store, "recoveries", []))}
 
     def close(self, timeout: float = 5.0) -> None:
         self.flush(timeout)
@@ -201,7 +204,7 @@ class StoreWriter:
             self._failed(groups, "no store: %s" % self.last_error)
             return
         try:
-            self.store.transaction([op for g in groups for op in g[1]])
+            self._write([op for g in groups for op in g[1]])
         except _STORE_PROBLEMS as exc:
             self._failed(groups, "store write failed: %s" % exc)
             return
@@ -209,7 +212,7 @@ class StoreWriter:
             # one bad row must not lose the batch: commit each group alone
             for i, g in enumerate(groups):
                 try:
-                    self.store.transaction(list(g[1]))
+                    self._write(list(g[1]))
                 except _STORE_PROBLEMS as exc:
                     self._failed(groups[i:], "store write failed: %s" % exc)
                     return
@@ -223,6 +226,21 @@ class StoreWriter:
             return
         self._settle(groups)
         self._recovered()
+
+    def _write(self, ops: List[Op]) -> None:
+        """One transaction, on the file the store opened: a store deleted, replaced or turned
+        to garbage under us is recovered first (``Store.recover``) and the writes go to the
+        recovered file, so nothing held in memory is lost to a file nobody will read."""
+        check = getattr(self.store, "check", None)
+        if check is not None:
+            check()
+        try:
+            self.store.transaction(ops)
+        except sqlite3.DatabaseError as exc:
+            if check is None or not is_broken(exc):
+                raise
+            self.store.recover("the store failed: %s" % exc)
+            self.store.transaction(ops)
 
     def _failed(self, groups: List[Group], error: str) -> None:
         self._hold(groups)
