@@ -128,3 +128,17 @@ def test_a_start_beside_a_process_that_lost_the_wal_recovers_instead_of_refusing
     again = Store(tmp_path)
     assert again.count_archived("s") == 1
     again.close()
+
+
+def test_two_stores_on_one_file_converge_on_the_restored_one(tmp_path):
+    one, two = Store(tmp_path), Store(tmp_path)     # as two processes sharing the store
+    one.archive("s", [ArchiveItem("message", "first", role="user")])
+    one.path.unlink()
+    assert one.check()                              # restores from its open copy
+    assert two.check()                              # finds a good store there: uses it
+    assert "another good store" in two.recoveries[-1]
+    two.archive("s", [ArchiveItem("message", "second", role="user")])
+    assert one.count_archived("s") == two.count_archived("s") == 2
+    assert not one.check() and not two.check()
+    one.close()
+    two.close()
