@@ -13,8 +13,10 @@ import codecs
 import sqlite3
 from typing import Any, Dict, Generator, List, Optional
 
+from ..context import item_key
+
 # the conversation and the session ids aliased to it; two placeholders, both the key
-_SCOPE = "session IN (SELECT ? UNION SELECT session_id FROM aliases WHERE conversation=?)"
+SCOPE = "session IN (SELECT ? UNION SELECT session_id FROM aliases WHERE conversation=?)"
 _CHUNK = 1 << 18            # bytes decoded at a time when walking to a non-ASCII offset
 _SMALL = 64 * 1024          # chars up to which a row is searched whole, with its neighbours
 _BATCH = 1 << 20            # chars of small rows fetched in one query
@@ -22,21 +24,49 @@ SNIPPET_BEFORE = 200
 _SNIPPET = SNIPPET_BEFORE + 300
 
 
-def read_page(conn: sqlite3.Connection, conversation: str, tool_call_id: str,
+def read_page(conn: sqlite3.Connection, conversation: str, key: str,
               offset: int, limit: int) -> Optional[Dict[str, Any]]:
-    """``limit`` chars from ``offset`` of an archived tool result of this conversation."""
-    row = conn.execute(
-        "SELECT id,tool_call_id,tool_name,chars,created FROM archive WHERE tool_call_id=? AND "
-        + _SCOPE + " ORDER BY id LIMIT 1", (tool_call_id, conversation, conversation)).fetchone()
+    """``limit`` chars from ``offset`` of an archived item of this conversation: a message by
+    its ``msg-`` key (``context/item_key.py``), a tool result by its ``tool_call_id``."""
+    row = None
+    if item_key.PATTERN.fullmatch(key):
+        low = "msg:" + key[len(item_key.PREFIX):]
+        row = conn.execute(
+            "SELECT " + ITEM + " FROM archive WHERE item_key >= ? AND item_key < ? AND "
+            + SCOPE + " ORDER BY id LIMIT 1", (low, low + "g", conversation, conversation)).fetchone()
+    if row is None:
+        row = conn.execute(
+            "SELECT " + ITEM + " FROM archive WHERE tool_call_id=? AND "
+            + SCOPE + " ORDER BY id LIMIT 1", (key, conversation, conversation)).fetchone()
     if row is None:
         return None
-    rowid, call_id, tool_name, chars, created = row
-    page = _page(conn, rowid, chars, offset, limit)
-    return {"tool_call_id": call_id, "tool_name": tool_name or "", "total_chars": chars,
-            "created": created, "content": page}
+    item = described(row)
+    item["content"] = page_of(conn, item.pop("id"), item["total_chars"], offset, limit)
+    return item
 
 
-def _page(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit: int) -> str:
+# the columns ``described`` reads, in its order
+ITEM = "id,item_key,kind,tool_call_id,tool_name,role,chars,created"
+
+
+def readable_key(item_key_value: str, tool_call_id: Optional[str]) -> str:
+    """The key the model is shown for a stored row: its call id, or ``msg-`` and 12 digits."""
+    if item_key_value.startswith("call:") and tool_call_id:
+        return tool_call_id
+    if item_key_value.startswith("msg:"):
+        return item_key.PREFIX + item_key_value[4:4 + item_key.DIGITS]
+    return item_key_value
+
+
+def described(row: Any) -> Dict[str, Any]:
+    """A row of ``ITEM`` as the recall tools and the ``archive`` command show it."""
+    rowid, ikey, kind, call_id, tool_name, role, chars, created = row
+    return {"id": rowid, "key": readable_key(ikey, call_id), "kind": kind,
+            "tool_call_id": call_id or "", "tool_name": tool_name or "", "role": role or "",
+            "total_chars": chars, "created": created}
+
+
+def page_of(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit: int) -> str:
     if offset >= chars:
         return ""
     if hasattr(conn, "blobopen"):
@@ -44,14 +74,14 @@ def _page(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit: 
             if len(blob) == chars:            # one byte per char (ASCII): seek straight there
                 blob.seek(offset)
                 return blob.read(limit).decode("utf-8", "replace")
-    return _walk(_chunks(conn, rowid), offset, limit)
+    return _walk(chunks(conn, rowid), offset, limit)
 
 
-def _walk(chunks: Generator[str, None, None], offset: int, limit: int) -> str:
-    """Skip ``offset`` chars of ``chunks``, keep ``limit``. Memory: a chunk."""
+def _walk(pieces: Generator[str, None, None], offset: int, limit: int) -> str:
+    """Skip ``offset`` chars of ``pieces``, keep ``limit``. Memory: a chunk."""
     skip, out, kept = offset, [], 0
     try:
-        for text in chunks:
+        for text in pieces:
             if skip:
                 cut = min(skip, len(text))
                 text, skip = text[cut:], skip - cut
@@ -61,11 +91,11 @@ def _walk(chunks: Generator[str, None, None], offset: int, limit: int) -> str:
             if kept >= limit:
                 break
     finally:
-        chunks.close()          # releases the blob handle when the page is complete
+        pieces.close()          # releases the blob handle when the page is complete
     return "".join(out)
 
 
-def _chunks(conn: sqlite3.Connection, rowid: int) -> Generator[str, None, None]:
+def chunks(conn: sqlite3.Connection, rowid: int) -> Generator[str, None, None]:
     """An archived text decoded a chunk at a time through SQLite's incremental blob I/O; before
     Python 3.11 (no ``blobopen``) the whole value in one piece."""
     if not hasattr(conn, "blobopen"):
@@ -103,9 +133,9 @@ def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
     missing = set(range(len(words)))
     first, base, tail = -1, 0, ""
     keep = max(len(w) for w in words)
-    chunks = _chunks(conn, rowid)
+    pieces = chunks(conn, rowid)
     try:
-        for chunk in chunks:
+        for chunk in pieces:
             text = tail + chunk.casefold()
             for i in sorted(missing):
                 at = text.find(words[i])
@@ -117,7 +147,7 @@ def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
             cut = max(0, len(text) - keep + 1)
             tail, base = text[cut:], base + cut
     finally:
-        chunks.close()          # releases the blob handle when the words are found early
+        pieces.close()          # releases the blob handle when the words are found early
     return first + 1 if not missing else 0
 
 
@@ -132,17 +162,18 @@ def search(conn: sqlite3.Connection, conversation: str, words: List[str],
     """Items of this conversation containing every word (any case), newest first, with snippets."""
     folded = [w.casefold() for w in words if w] or [""]
     # ids first (no content: ordering them sorts small rows), then the rows until ``limit`` match
-    rows = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created FROM archive "
-                        "WHERE " + _SCOPE + " ORDER BY id DESC",
+    rows = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created,item_key "
+                        "FROM archive WHERE " + SCOPE + " ORDER BY id DESC",
                         (conversation, conversation)).fetchall()
-    keys = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created")
+    rows = [r[:7] + (readable_key(r[7], r[2]),) for r in rows]
+    keys = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created", "key")
     out: List[Dict[str, Any]] = []
     i = 0
     while i < len(rows) and len(out) < limit:
         if rows[i][5] > _SMALL:            # a big row: folded a chunk at a time
             at = _locate(conn, rows[i][0], folded)
             if at:
-                out.append(dict(zip(keys, rows[i]), snippet=_page(
+                out.append(dict(zip(keys, rows[i]), snippet=page_of(
                     conn, rows[i][0], rows[i][5], _snippet_start(at), _SNIPPET)))
             i += 1
             continue

@@ -1,7 +1,9 @@
 """The recall tools the engine gives the model: read and search what left the context.
 
 ``tdai_read_cos`` is the name the Gateway's own offload notes tell the model to call, so a
-summary written by the Gateway ("call tdai_read_cos(path=...)") works as-is. Both tools
+summary written by the Gateway ("call tdai_read_cos(path=...)") works as-is. Every archived
+item has a key the model is shown: a tool result its ``tool_call_id``, a message ``msg-…``
+(``context/item_key.py``); both read in full, paged. Both tools
 answer from the local archive first; a Gateway that offers ``read-ref`` is asked only for
 refs the archive does not hold. Handlers return JSON strings, errors included.
 """
@@ -17,17 +19,26 @@ SEARCH = "tdai_offload_search"
 DEFAULT_PAGE = 20_000
 MAX_PAGE = 100_000
 
+# What the two tools hold, said in both descriptions: a model that also has long-term memory
+# tools (memory_tencentdb_*) must know this archive is a different thing.
+SCOPE = ("Holds only THIS conversation's own compacted tool outputs and messages (what was "
+         "moved out of the context to save space), not long-term memories; memory tools "
+         "(memory_tencentdb_*) do not hold these.")
+
 SCHEMAS: List[Dict[str, Any]] = [
     {
         "name": READ,
         "description": (
-            "Read the full text of a tool result or message that was moved out of the "
-            "context to save space. Pass the tool_call_id shown in an archive notice, or the "
-            "path from an '[Offloaded Tool Result]' summary. Long items are paged: call again "
-            "with offset=next_offset."),
+            "Read back in full a tool output or message of this conversation that was "
+            "compacted out of the context. Pass the key shown in the archive notice or after a "
+            "trimmed text (a tool_call_id, or msg-... for a message), or the path from an "
+            "'[Offloaded Tool Result]' summary. Long items are paged: call again with "
+            "offset=next_offset. " + SCOPE),
         "parameters": {
             "type": "object",
             "properties": {
+                "key": {"type": "string",
+                        "description": "key of the archived item: msg-... or a tool_call_id"},
                 "tool_call_id": {"type": "string", "description": "id of the archived tool call"},
                 "path": {"type": "string",
                          "description": "archive path such as offload/<session>/refs/<id>.md"},
@@ -40,8 +51,10 @@ SCHEMAS: List[Dict[str, Any]] = [
     {
         "name": SEARCH,
         "description": (
-            "Search the archived (offloaded) tool results and messages of this conversation "
-            "by words. Returns matching items with a snippet and the tool_call_id to read in full."),
+            "Search this conversation's compacted tool outputs and messages by words: use it "
+            "for something said or returned earlier in this conversation that is no longer in "
+            "the context. Returns matching items with a snippet and the key to read in full "
+            "with " + READ + ". " + SCOPE),
         "parameters": {
             "type": "object",
             "properties": {
@@ -120,11 +133,12 @@ class RecallTools:
         return _error("unknown tool %s" % _echo(name))
 
     def _read(self, args: Dict[str, Any], session_key: str, gateway_session: str) -> str:
-        call_id = _text(args.get("tool_call_id"))
+        call_id = _text(args.get("key")) or _text(args.get("tool_call_id"))
         path = _text(args.get("path"))
         ref_id = ref_of_session(path, gateway_session) if path else ""
         if not call_id and not path:
-            return _error("pass tool_call_id or path (offload/<session>/refs/<id>.md)")
+            return _error("pass key (msg-... or a tool_call_id) or path "
+                          "(offload/<session>/refs/<id>.md)")
         if not call_id and not _REF.fullmatch(path):
             return _error("path %s is not an archive path; expected "
                           "offload/<session>/refs/<tool_call_id>.md" % _echo(path))
@@ -143,11 +157,14 @@ class RecallTools:
             # another conversation's item reads exactly like a missing one
             return _error("nothing archived under %s in this conversation"
                           % _echo(wanted or path),
-                          hint="use tdai_offload_search to find archived items")
+                          hint="use tdai_offload_search to find this conversation's "
+                               "compacted items and their keys")
         page, total = item["content"], item["total_chars"]
         nxt = offset + len(page)
         return json.dumps({
-            "ok": True, "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
+            "ok": True, "key": item.get("key", item["tool_call_id"]),
+            "kind": item.get("kind", "tool_result"), "role": item.get("role", ""),
+            "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
             "offset": offset, "returned": len(page), "total_chars": total,
             "next_offset": nxt if nxt < total else None,
             "source": item.get("source", "archive"), "content": page,
@@ -176,12 +193,15 @@ class RecallTools:
             return _error("the archive is unavailable (see /tencentdb-offload status)")
         limit = _int(args.get("limit"), 5, 1, 20)
         self.flush()
-        results = [{"tool_call_id": h["tool_call_id"], "tool_name": h["tool_name"],
-                    "kind": h["kind"], "role": h["role"], "chars": h["chars"],
-                    "snippet": h["snippet"]}
+        results = [{"key": h["key"], "kind": h["kind"], "role": h["role"],
+                    "tool_call_id": h["tool_call_id"] or "", "tool_name": h["tool_name"] or "",
+                    "chars": h["chars"], "snippet": h["snippet"]}
                    for h in self.store.search(session_key, query, limit)]
         return json.dumps({"ok": True, "query": query, "count": len(results),
-                           "results": results}, ensure_ascii=False)
+                           "results": results,
+                           "read_in_full": READ + "(key=<key>)" if results else "",
+                           "scope": "this conversation's compacted tool outputs and messages"},
+                          ensure_ascii=False)
 
 
 def _text(value: Any) -> str:

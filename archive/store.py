@@ -9,18 +9,19 @@ raises into a turn.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .outbox import OUTBOX_SCHEMA, Outbox, clean_text, migrate_outbox, sized
 
-from . import lookup
+from . import lookup, repair
+from ..context import item_key
 from ..per_thread import PerThread
 
 log = logging.getLogger("tencentdb_offload.store")
@@ -68,10 +69,16 @@ class ArchiveItem:
 
     @property
     def key(self) -> str:
+        """The stored ``item_key``; ``readable_key`` is what the model is shown."""
         if self.tool_call_id and self.kind == "tool_result":
             return "call:" + self.tool_call_id
-        digest = hashlib.sha1((self.role + "\0" + self.content).encode("utf-8", "replace"))
-        return "msg:" + digest.hexdigest()
+        return "msg:" + item_key.digest(self.role, self.content)
+
+    @property
+    def readable_key(self) -> str:
+        if self.tool_call_id and self.kind == "tool_result":
+            return self.tool_call_id
+        return item_key.message_key(self.role, self.content)
 
 
 def _args_text(args: Any) -> str:
@@ -93,57 +100,135 @@ class Store(Outbox):
         self.directory = Path(directory)
         self.path = self.directory / "store.db"
         self.last_error = ""
-        self._conns: PerThread[sqlite3.Connection] = PerThread(lambda c: c.close())
+        self.recoveries: List[str] = []     # what was found broken while live and done about it
+        self.generation = 0                 # bumped by a recovery: older connections are stale
+        self._identity: Optional[Tuple[repair.Ident, repair.Ident]] = None
+        self._anchor: Optional[sqlite3.Connection] = None   # the file as opened, for a salvage
+        self._repairing = threading.RLock()
+        self._conns: PerThread[Tuple[sqlite3.Connection, int]] = PerThread(lambda c: c[0].close())
         self._open_checked()
 
     # -- connections ------------------------------------------------------------------
     def _open_checked(self) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            _while_locked(self._create, self.BUSY_TIMEOUT_S)
+            self._start()
         except sqlite3.DatabaseError as exc:
-            if "not a database" in str(exc) or "malformed" in str(exc):
-                self._quarantine(exc)
-                self._create()
+            if repair.is_broken(exc) or "disk I/O error" in str(exc):
+                # a lost WAL leaves an -shm that fails every open: set the pair aside first
+                self._quarantine(exc, repair.SUFFIXES[1:] if "I/O" in str(exc) else repair.SUFFIXES)
+                try:
+                    self._start()
+                except sqlite3.DatabaseError as again:
+                    self._quarantine(again, repair.SUFFIXES)
+                    self._start()
             else:
                 raise StoreError("cannot open %s: %s" % (self.path, exc)) from exc
         except OSError as exc:
             raise StoreError("cannot create %s: %s" % (self.directory, exc)) from exc
+
+    def _start(self) -> None:
+        """Create (or open) the file and remember which file it is."""
+        _while_locked(self._create, self.BUSY_TIMEOUT_S)
+        self._anchor = self._connect()
+        self._anchor.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL
+        self._identity = repair.identity(self.path)
 
     def _create(self) -> None:
         conn = self._conn()
         conn.executescript(SCHEMA + OUTBOX_SCHEMA)
         migrate_outbox(conn)
 
-    def _quarantine(self, exc: Exception) -> None:
+    def _quarantine(self, exc: Exception, suffixes: Tuple[str, ...]) -> None:
         """Move a corrupt database aside (kept for inspection) and start a new one."""
         self.close()
-        aside = self.path.with_name("store.db.corrupt-%d" % int(time.time()))
-        for suffix in ("", "-wal", "-shm"):
-            src = Path(str(self.path) + suffix)
-            if src.exists():
-                src.rename(Path(str(aside) + suffix))
+        aside = repair.quarantine(self.path, "corrupt", suffixes)
         self.last_error = ("store was corrupt (%s); moved to %s and started a new one"
-                           % (exc, aside.name))
+                           % (exc, aside or "(nothing to move)"))
         log.warning("tencentdb-offload: %s", self.last_error)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = self._conns.get()
-        if conn is None:
-            conn = sqlite3.connect(str(self.path), timeout=self.BUSY_TIMEOUT_S,
-                                   isolation_level=None, check_same_thread=False)
-            # switching to WAL answers "locked" at once (no busy wait) while another process
-            # creates or recovers the file: a second process starting is normal, so wait
-            _while_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"), self.BUSY_TIMEOUT_S)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=%d" % int(self.BUSY_TIMEOUT_S * 1000))
-            # after a checkpoint the WAL shrinks back: a burst must not leave a copy on disk
-            conn.execute("PRAGMA journal_size_limit=%d" % (4 << 20))
-            self._conns.put(conn)
+        entry = self._conns.get()
+        if entry is not None and entry[1] == self.generation:
+            return entry[0]
+        self.check()                # a new connection: the file must still be the one we use
+        conn = self._connect()
+        self._conns.put((conn, self.generation))
         return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=self.BUSY_TIMEOUT_S,
+                               isolation_level=None, check_same_thread=False)
+        # switching to WAL answers "locked" at once (no busy wait) while another process
+        # creates or recovers the file: a second process starting is normal, so wait
+        _while_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"), self.BUSY_TIMEOUT_S)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=%d" % int(self.BUSY_TIMEOUT_S * 1000))
+        # after a checkpoint the WAL shrinks back: a burst must not leave a copy on disk
+        conn.execute("PRAGMA journal_size_limit=%d" % (4 << 20))
+        return conn
+
+    # -- the file changed under the running process (archive/repair.py) ----------------
+    def check(self) -> bool:
+        """Whether ``store.db`` (or its WAL) is still the file this store opened; if not,
+        recover. True when a recovery ran. Costs two ``stat`` calls."""
+        want = self._identity
+        if want is None:
+            return False
+        db, wal = repair.identity(self.path)
+        if db == want[0] and (wal == want[1] or want[1] is None):
+            return False
+        if db is None:
+            what = "deleted"
+        elif db != want[0]:
+            what = "replaced"
+        else:
+            what = "left without its WAL" if wal is None else "given another WAL"
+        self.recover("store.db was %s while in use" % what, replaced=db not in (None, want[0]))
+        return True
+
+    def recover(self, reason: str, replaced: bool = False) -> None:
+        """Keep the broken file, restore what the open copy still holds (or adopt a good store
+        another process put there), and carry on with a working file. The writer re-sends
+        what it holds."""
+        with self._repairing:
+            if self._identity is not None and self._identity == repair.identity(self.path) \
+                    and not reason.startswith("the store failed"):
+                return              # another thread recovered meanwhile
+            self._identity = None
+            if replaced and repair.usable(self.path):
+                done = "another good store is there now; using it"
+                self._drop_connections()
+            else:
+                tmp = self.path.with_name(self.path.name + ".salvage-" + repair.stamp())
+                saved = repair.salvage(self._anchor, tmp)
+                self._drop_connections()
+                aside = repair.quarantine(self.path, "broken")
+                if saved >= 0:
+                    tmp.rename(self.path)
+                done = ("%s; restored %d archived items from the open copy" % (
+                    "kept as " + aside if aside else "nothing left to keep", saved)
+                    if saved >= 0 else "kept as %s; started a new store" % (aside or "-"))
+            self.generation += 1
+            self._start()
+            text = "%s %s: %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), reason, done)
+            self.recoveries = (self.recoveries + [text])[-10:]
+            self.last_error = text
+            log.warning("tencentdb-offload: %s", text)
+
+    def _drop_connections(self) -> None:
+        # every connection on the old file closes before a new file takes the name: the last
+        # one to close deletes "store.db-wal" by name, which must not be the new file's
+        if self._anchor is not None:
+            self._anchor.close()
+            self._anchor = None
+        self._conns.close_all()
 
     def close(self) -> None:
         self._conns.close_all()
+        if self._anchor is not None:
+            self._anchor.close()
+            self._anchor = None
 
     def transaction(self, ops: Iterable[Callable[[sqlite3.Connection], Any]]) -> None:
         conn = self._conn()
@@ -152,7 +237,8 @@ class Store(Outbox):
             for op in ops:
                 op(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:     # SQLite rolls back by itself on "disk full"
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
 
@@ -175,10 +261,15 @@ class Store(Outbox):
         if items:
             self.transaction([self.op_archive(session, items, time.time())])
 
-    def read_page(self, conversation: str, tool_call_id: str, offset: int = 0,
+    def read_page(self, conversation: str, key: str, offset: int = 0,
                   limit: int = 20_000) -> Optional[Dict[str, Any]]:
-        """A page of an archived tool result of this conversation (never another's)."""
-        return lookup.read_page(self._conn(), conversation, tool_call_id, offset, limit)
+        """A page of an archived item of this conversation (never another's), by the key the
+        model was shown: a ``tool_call_id``, or ``msg-…`` for a message."""
+        return lookup.read_page(self._conn(), conversation, key, offset, limit)
+
+    def holds(self, conversation: str, key: str) -> bool:
+        """Whether the archive durably holds this item of this conversation (committed)."""
+        return lookup.read_page(self._conn(), conversation, key, 0, 0) is not None
 
     def search(self, conversation: str, query: str, limit: int = 5) -> List[Dict[str, Any]]:
         """This conversation's items containing every word of ``query``, any case, newest first."""
@@ -231,13 +322,19 @@ class Store(Outbox):
                 "outbox_backlog": backlog, "outbox_dead": dead,
                 "delivered": counters.get("delivered", 0),
                 "writes_lost": counters.get("writes_lost", 0),
-                "db_bytes": size, "path": str(self.path)}
+                "db_bytes": size, "path": str(self.path),
+                "recoveries": len(self.recoveries),
+                "last_recovery": self.recoveries[-1] if self.recoveries else ""}
 
-    def reclaim(self, retention_days: int, now: Optional[float] = None) -> Dict[str, int]:
-        """Delete archive, outbox, alias and event rows older than ``retention_days``."""
+    def reclaim(self, retention_days: int, now: Optional[float] = None,
+                keep_since: Optional[float] = None) -> Dict[str, int]:
+        """Delete archive, outbox, alias and event rows older than ``retention_days``; rows
+        created at or after ``keep_since`` (the calling process's start) always stay."""
         if retention_days <= 0:
             return {}
         cutoff = (now or time.time()) - retention_days * 86_400
+        if keep_since is not None:
+            cutoff = min(cutoff, keep_since)
         counts: Dict[str, int] = {}
 
         def op(conn: sqlite3.Connection) -> None:

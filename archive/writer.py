@@ -19,6 +19,8 @@ import time
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from .repair import is_broken
+
 log = logging.getLogger("tencentdb_offload.store")
 
 Op = Callable[[sqlite3.Connection], Any]
@@ -49,7 +51,9 @@ class StoreWriter:
         self._held: List[Group] = []       # failed on a store problem, oldest first
         self._held_bytes = 0
         self._queued_bytes = 0
-        self._failures = 0
+        self._failures = 0          # consecutive failed attempts (0: the last one succeeded)
+        self._fail_total = 0        # every failed attempt: a waiting flush sees one happen
+        self.last_flush = ""
         self._retry_at = 0.0
         self._submitted = 0
         self._done = 0
@@ -73,38 +77,54 @@ class StoreWriter:
         self._queue.put((size, ops))
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything submitted before is committed; False on timeout."""
+        """Wait until everything submitted before is committed; False on timeout, and False
+        at once when a write attempt fails meanwhile (the writes are held for a retry: waiting
+        longer would not write them). ``last_flush`` says which."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            target = self._submitted
+            target, failures = self._submitted, self._fail_total
             if self._done < target and self._held:
                 self._retry_at = 0.0            # a waiting caller: retry now, not after backoff
                 self._queue.put(_WAKE)
             while self._done < target:
                 left = deadline - time.monotonic()
+                if self._fail_total != failures:
+                    self.last_flush = "held for retry: %s" % self.last_error
+                    return False
                 if left <= 0 or not self._thread.is_alive():
+                    self.last_flush = "timed out"
                     return False
                 self._cond.wait(left)
+        self.last_flush = "written"
         return True
+
+    def settled(self, timeout: float = 0.5) -> bool:
+        """Flush (bounded), then whether the store takes writes: what a caller promises the
+        model can be read back only when this is True."""
+        return self.flush(timeout) and self.writable
 
     def pending(self) -> int:
         with self._cond:
             return self._submitted - self._done
 
     @property
-    def healthy(self) -> bool:
-        """True when the store exists and no write is waiting for a retry: what was
-        submitted is (or is about to be) in the archive."""
+    def writable(self) -> bool:
+        """True when the store exists, the last write attempt succeeded and nothing waits for
+        a retry: what is submitted now is about to be in the archive. False from the first
+        failed attempt until one succeeds (also while a retry is being tried)."""
         with self._cond:
-            return self.store is not None and not self._held
+            return self.store is not None and not self._held and self._failures == 0
+
+    healthy = writable          # the older name, kept for status readers
 
     def stats(self) -> Dict[str, Any]:
         with self._cond:
-            return {"healthy": self.healthy,
+            return {"healthy": self.writable, "writable": self.writable,
                     "pending": self._submitted - self._done,
                     "retrying": len(self._held),
                     "waiting_bytes": self._held_bytes + self._queued_bytes,
-                    "lost": self.lost, "last_error": self.last_error}
+                    "lost": self.lost, "last_error": self.last_error,
+                    "store_recoveries": list(getattr(self.store, "recoveries", []))}
 
     def close(self, timeout: float = 5.0) -> None:
         self.flush(timeout)
@@ -184,7 +204,7 @@ class StoreWriter:
             self._failed(groups, "no store: %s" % self.last_error)
             return
         try:
-            self.store.transaction([op for g in groups for op in g[1]])
+            self._write([op for g in groups for op in g[1]])
         except _STORE_PROBLEMS as exc:
             self._failed(groups, "store write failed: %s" % exc)
             return
@@ -192,7 +212,7 @@ class StoreWriter:
             # one bad row must not lose the batch: commit each group alone
             for i, g in enumerate(groups):
                 try:
-                    self.store.transaction(list(g[1]))
+                    self._write(list(g[1]))
                 except _STORE_PROBLEMS as exc:
                     self._failed(groups[i:], "store write failed: %s" % exc)
                     return
@@ -207,9 +227,27 @@ class StoreWriter:
         self._settle(groups)
         self._recovered()
 
+    def _write(self, ops: List[Op]) -> None:
+        """One transaction, on the file the store opened: a store deleted, replaced or turned
+        to garbage under us is recovered first (``Store.recover``) and the writes go to the
+        recovered file, so nothing held in memory is lost to a file nobody will read."""
+        check = getattr(self.store, "check", None)
+        if check is not None:
+            check()
+        try:
+            self.store.transaction(ops)
+        except sqlite3.DatabaseError as exc:
+            if check is None or not is_broken(exc):
+                raise
+            self.store.recover("the store failed: %s" % exc)
+            self.store.transaction(ops)
+
     def _failed(self, groups: List[Group], error: str) -> None:
         self._hold(groups)
-        self._failures += 1
+        with self._cond:
+            self._failures += 1
+            self._fail_total += 1
+            self._cond.notify_all()
         self._retry_at = time.monotonic() + min(self.RETRY_MAX_S,
                                                 self.RETRY_MIN_S * 2 ** min(self._failures - 1, 8))
         self.last_error = "%s; %d write(s) wait in memory and are retried" % (error, len(self._held))
@@ -218,7 +256,8 @@ class StoreWriter:
 
     def _recovered(self) -> None:
         if self._failures:
-            self._failures = 0
+            with self._cond:
+                self._failures = 0
             self.last_error = ""
         with self._cond:
             lost, self._lost_unrecorded = self._lost_unrecorded, 0

@@ -1,7 +1,7 @@
 """``python3 <plugin dir> <command>``: argument parsing and dispatch.
 
 Commands: ``demo`` and ``replay`` (``ops.demo``), ``doctor`` (``ops.doctor``), ``status``
-(``ops.status``); what they share is in ``ops.env``. The environment is read the way Hermes reads it: the process environment with
+(``ops.status``), ``archive`` (``ops.archive_cmd``); what they share is in ``ops.env``. The environment is read the way Hermes reads it: the process environment with
 ``$HERMES_HOME/.env`` loaded over it, plus the optional ``tencentdb_offload:`` block of
 ``$HERMES_HOME/config.yaml``. Nothing here imports Hermes.
 """
@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 from .env import MIN_WINDOW, PROG, CliError
 from .status import cmd_status
+from . import archive_cmd
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--recent", type=_positive, default=10, metavar="N",
                     help="recent compactions and errors to list (default 10)")
     st.add_argument("--json", action="store_true", help="print as JSON")
+    archive_cmd.add_parser(sub)
     return ap
 
 
@@ -134,6 +136,8 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
     try:
         if args.command == "status":
             return cmd_status(args)
+        if args.command == "archive":
+            return archive_cmd.cmd_archive(args)
         if args.command == "doctor":
             from .doctor import cmd_doctor
             return cmd_doctor(args)

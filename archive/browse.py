@@ -1,0 +1,169 @@
+"""The archive as a person looks into it without a chat: list, show, search, export, forget.
+
+Reads open the file read-only (``mode=ro``): they work while another process writes the store
+(WAL readers never wait), never create tables or convert the file, and leave it byte-identical.
+Export walks one conversation in id order a page of row heads at a time and streams each text
+through SQLite's incremental blob I/O, so memory stays flat whatever the archive's size.
+Forget is the one write: it takes the write lock like any writer (``BEGIN IMMEDIATE``, waiting
+for another process's transaction) and overwrites what it deletes (``secure_delete``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from . import lookup
+from ..context import item_key
+
+BUSY_S = 10.0
+_HEADS = 500                # row heads (no content) read per page of an export
+# a conversation's rows in the tables that hold per-conversation data; {scope} is lookup.SCOPE
+_FORGET = (("archive", "DELETE FROM archive WHERE {scope}"),
+           ("outbox", "DELETE FROM outbox WHERE {scope}"),
+           ("outbox_leases", "DELETE FROM outbox_leases WHERE {scope}"),
+           ("events", "DELETE FROM events WHERE {scope}"))
+
+
+class BrowseError(Exception):
+    """The store cannot be read (missing, not a store); the message says which."""
+
+
+def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connection:
+    """A read-only connection to ``directory/store.db``; BrowseError when there is none."""
+    db = Path(directory) / "store.db"
+    if not db.is_file():
+        raise BrowseError("no archive at %s" % db)
+    try:
+        conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True, timeout=timeout)
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as exc:
+        raise BrowseError("cannot read %s: %s" % (db, exc)) from exc
+    if "archive" not in names:
+        conn.close()
+        raise BrowseError("%s is not a tencentdb-offload store (no archive table)" % db)
+    return conn
+
+
+def conversations(conn: sqlite3.Connection) -> List[Dict[str, Any]]:
+    """Every conversation in the archive, newest activity first, with counts and sizes."""
+    rows = conn.execute(
+        "SELECT session, count(*), sum(kind='message'), sum(kind='tool_result'), "
+        "coalesce(sum(chars),0), min(created), max(created) FROM archive GROUP BY session "
+        "ORDER BY max(created) DESC").fetchall()
+    aliases: Dict[str, int] = dict(conn.execute(
+        "SELECT conversation, count(*) FROM aliases GROUP BY conversation"))
+    return [{"session": r[0], "items": r[1], "messages": r[2] or 0, "tool_results": r[3] or 0,
+             "chars": r[4], "first": r[5], "last": r[6], "aliases": aliases.get(r[0], 0)}
+            for r in rows]
+
+
+def find(conn: sqlite3.Connection, ident: str, session: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Items named ``ident``: a row number (``#12`` or ``12``), a ``msg-`` key or a
+    ``tool_call_id``; in one conversation when ``session`` is given (keys repeat across them)."""
+    number = ident[1:] if ident.startswith("#") else ident
+    head = "SELECT " + lookup.ITEM + ",session FROM archive WHERE "
+    if number.isdigit():
+        rows = conn.execute(head + "id=?", (int(number),)).fetchall()
+    elif item_key.PATTERN.fullmatch(ident):
+        low = "msg:" + ident[len(item_key.PREFIX):]
+        rows = conn.execute(head + "item_key >= ? AND item_key < ? ORDER BY id LIMIT 50",
+                            (low, low + "g")).fetchall()
+    else:
+        rows = conn.execute(head + "tool_call_id=? ORDER BY id LIMIT 50", (ident,)).fetchall()
+    out = [dict(lookup.described(r[:-1]), session=r[-1]) for r in rows]
+    return [o for o in out if session is None or o["session"] == session]
+
+
+def read(conn: sqlite3.Connection, item: Dict[str, Any], offset: int, limit: int) -> str:
+    """A page of one item found by ``find``."""
+    return lookup.page_of(conn, item["id"], item["total_chars"], max(0, offset), limit)
+
+
+def search(conn: sqlite3.Connection, query: str, session: Optional[str] = None,
+           limit: int = 20) -> List[Dict[str, Any]]:
+    """Items containing every word of ``query`` (any case), newest conversations first."""
+    words = query.split()[:8]
+    sessions = [session] if session else [c["session"] for c in conversations(conn)]
+    out: List[Dict[str, Any]] = []
+    for s in sessions:
+        for hit in lookup.search(conn, s, words, limit - len(out)):
+            out.append(dict(hit, session=s))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def export(conn: sqlite3.Connection, session: str, write: Callable[[str], Any]) -> int:
+    """Every item of one conversation (with its aliased session ids), in order, as JSON Lines
+    through ``write``; the number of items. Memory: a page of heads and a chunk of text."""
+    last, n = 0, 0
+    while True:
+        heads = conn.execute(
+            "SELECT " + lookup.ITEM + ",session,args FROM archive WHERE id > ? AND "
+            + lookup.SCOPE + " ORDER BY id LIMIT ?", (last, session, session, _HEADS)).fetchall()
+        if not heads:
+            return n
+        for row in heads:
+            item = dict(lookup.described(row[:-2]), session=row[-2], args=row[-1] or "")
+            last = item["id"]
+            write(json.dumps(item, ensure_ascii=False)[:-1] + ', "content": "')
+            for text in lookup.chunks(conn, item["id"]):
+                write(json.dumps(text, ensure_ascii=False)[1:-1])
+            write('"}\n')
+            n += 1
+
+
+def forget_counts(conn: sqlite3.Connection, session: str) -> Dict[str, int]:
+    """What ``forget`` would remove, table by table."""
+    out = {table: int(conn.execute(sql.replace("DELETE", "SELECT count(*)", 1).format(
+        scope=lookup.SCOPE), (session, session)).fetchone()[0]) for table, sql in _FORGET}
+    out["aliases"] = int(conn.execute("SELECT count(*) FROM aliases WHERE conversation=? OR "
+                                      "session_id=?", (session, session)).fetchone()[0])
+    return out
+
+
+def forget(directory: Path, session: str, timeout: float = BUSY_S) -> Dict[str, int]:
+    """Delete one conversation's data (archive, outbox, leases, events, aliases) in one
+    transaction; the rows removed per table. Waits up to ``timeout`` for the write lock."""
+    db = Path(directory) / "store.db"
+    open_readonly(directory).close()           # exists and is a store: never create one
+    conn = sqlite3.connect(str(db), timeout=timeout, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete=ON")     # the deleted text is overwritten, not freed
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            removed = {}
+            for table, sql in _FORGET:
+                removed[table] = conn.execute(sql.format(scope=lookup.SCOPE),
+                                              (session, session)).rowcount
+            removed["aliases"] = conn.execute("DELETE FROM aliases WHERE conversation=? OR "
+                                              "session_id=?", (session, session)).rowcount
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        try:        # the WAL still holds the old pages until a checkpoint: copy them back now
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+        return removed
+    finally:
+        conn.close()
+
+
+def items(conn: sqlite3.Connection, session: str) -> Iterator[Dict[str, Any]]:
+    """One conversation's items without content, in order (for ``list --session``)."""
+    last = 0
+    while True:
+        rows = conn.execute("SELECT " + lookup.ITEM + " FROM archive WHERE id > ? AND "
+                            + lookup.SCOPE + " ORDER BY id LIMIT ?",
+                            (last, session, session, _HEADS)).fetchall()
+        if not rows:
+            return
+        for r in rows:
+            last = r[0]
+            yield lookup.described(r)

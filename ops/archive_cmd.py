@@ -1,0 +1,175 @@
+"""``archive``: look into what was archived without a chat (list, show, search, export, forget).
+
+Hermes is not needed. Reads open the store read-only, so they are safe while a chat or the
+messaging gateway writes it; ``forget`` waits for the write lock like any writer. The SQL is in
+``archive/browse.py``; this file parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ..archive import browse
+from ..humanize import count, plural, printable
+from .env import CliError, resolve_settings
+
+PAGE = 4_000                # chars ``show`` prints by default
+
+
+def add_parser(sub: Any) -> None:
+    ap = sub.add_parser("archive", help="list, show, search, export or forget archived items",
+                        description="What the plugin archived (tool results and messages that "
+                        "left the context), read from the store without Hermes. Reads are "
+                        "read-only and safe while another process writes the store.")
+    ap.add_argument("--store", metavar="DIR", help="store directory (default: the configured one)")
+    ap.add_argument("--json", action="store_true", help="print as JSON")
+    cmds = ap.add_subparsers(dest="archive_command", metavar="ACTION")
+    ls = cmds.add_parser("list", help="conversations with counts, sizes and dates")
+    ls.add_argument("--session", metavar="ID", help="list this conversation's items instead")
+    show = cmds.add_parser("show", help="one item, paged")
+    show.add_argument("ident", metavar="ID", help="row number (#12), msg-... key or tool_call_id")
+    show.add_argument("--session", metavar="ID", help="the conversation (keys repeat across them)")
+    show.add_argument("--offset", type=int, default=0, metavar="N", help="first character (default 0)")
+    show.add_argument("--limit", type=int, default=PAGE, metavar="N",
+                      help="characters to print (default %d)" % PAGE)
+    find = cmds.add_parser("search", help="items containing every word")
+    find.add_argument("query", nargs="+", metavar="WORD")
+    find.add_argument("--session", metavar="ID", help="search one conversation only")
+    find.add_argument("--limit", type=int, default=20, metavar="N", help="results (default 20)")
+    exp = cmds.add_parser("export", help="one conversation as JSON Lines, every item in order")
+    exp.add_argument("session", metavar="SESSION")
+    exp.add_argument("--out", metavar="FILE", help="write to FILE (default: standard output)")
+    gone = cmds.add_parser("forget", help="delete one conversation's data")
+    gone.add_argument("session", metavar="SESSION")
+    gone.add_argument("--yes", action="store_true", help="really delete (without it: say what would go)")
+
+
+def _store_dir(args: argparse.Namespace) -> Path:
+    overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
+    env, _config, settings, _warnings = resolve_settings(overrides)
+    return settings.resolved_store_dir(env)
+
+
+def _day(ts: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+def _label(item: Dict[str, Any]) -> str:
+    what = item["tool_name"] or item["kind"] if item["kind"] == "tool_result" else (
+        "%s message" % (item["role"] or "a"))
+    return "#%d %s  %s  %s  %s" % (item["id"], item["key"], printable(what, 60, False),
+                                   plural(item["total_chars"], "char"), _day(item["created"]))
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    action = getattr(args, "archive_command", None)
+    if not action:
+        raise CliError("say what to do: list, show ID, search WORDS, export SESSION, forget SESSION")
+    directory = _store_dir(args)
+    try:
+        if action == "forget":
+            return _forget(args, directory)
+        conn = browse.open_readonly(directory)
+    except browse.BrowseError as exc:
+        raise CliError(str(exc))
+    try:
+        if action == "export":
+            return _export(args, conn)
+        return {"list": _list, "show": _show, "search": _search}[action](args, conn)
+    finally:
+        conn.close()
+
+
+def _print(args: argparse.Namespace, data: Any, lines: List[str]) -> int:
+    print(json.dumps(data, ensure_ascii=False, indent=2) if args.json else "\n".join(lines))
+    return 0
+
+
+def _list(args: argparse.Namespace, conn: Any) -> int:
+    if args.session:
+        rows = list(browse.items(conn, args.session))
+        return _print(args, rows, [_label(r) for r in rows] or ["nothing archived in %s" % args.session])
+    convs = browse.conversations(conn)
+    lines = ["%s  %s (%s, %s), %s, %s .. %s" % (
+        printable(c["session"], 120, False), plural(c["items"], "item"),
+        plural(c["messages"], "message"), plural(c["tool_results"], "tool result"),
+        plural(c["chars"], "char"), _day(c["first"]), _day(c["last"])) for c in convs]
+    return _print(args, convs, lines or ["the archive is empty"])
+
+
+def _show(args: argparse.Namespace, conn: Any) -> int:
+    found = browse.find(conn, args.ident, args.session)
+    if not found:
+        raise CliError("nothing archived under %r%s" % (
+            args.ident, " in %s" % args.session if args.session else ""))
+    if len(found) > 1:
+        raise CliError("%r names %s; say which: %s" % (
+            args.ident, plural(len(found), "item"),
+            "; ".join("#%d in %s" % (f["id"], f["session"]) for f in found[:10])))
+    item = found[0]
+    offset, limit = max(0, args.offset), max(1, args.limit)
+    text = browse.read(conn, item, offset, limit)
+    nxt = offset + len(text)
+    item.update(offset=offset, returned=len(text), content=text,
+                next_offset=nxt if nxt < item["total_chars"] else None)
+    lines = [_label(item) + "  in " + printable(item["session"], 120, False),
+             "chars %s..%s of %s" % (count(offset), count(nxt), count(item["total_chars"])),
+             "", printable(text)]
+    if item["next_offset"] is not None:
+        lines += ["", "(more: --offset %d)" % nxt]
+    return _print(args, item, lines)
+
+
+def _search(args: argparse.Namespace, conn: Any) -> int:
+    query = " ".join(args.query)
+    if len(query) > 1000:
+        raise CliError("the query is %d chars; use a few words" % len(query))
+    hits = browse.search(conn, query, args.session, max(1, min(args.limit, 200)))
+    lines = []
+    for h in hits:
+        lines += ["#%d %s in %s: %s" % (h["id"], h["key"], printable(h["session"], 120, False),
+                                        printable(h["snippet"], 200, False))]
+    return _print(args, hits, lines or ["no archived item contains %r" % query])
+
+
+def _export(args: argparse.Namespace, conn: Any) -> int:
+    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
+    try:
+        n = browse.export(conn, args.session, out.write)
+    finally:
+        if args.out:
+            out.close()
+    if n == 0:
+        raise CliError("nothing archived in %s (see: archive list)" % args.session)
+    if args.out:
+        sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), args.out))
+    return 0
+
+
+def _forget(args: argparse.Namespace, directory: Path) -> int:
+    if not args.yes:
+        conn = browse.open_readonly(directory)
+        try:
+            would = browse.forget_counts(conn, args.session)
+        finally:
+            conn.close()
+        print("would remove from %s: %s; run again with --yes to delete"
+              % (args.session, _counts(would)))
+        return 1
+    removed = browse.forget(directory, args.session)
+    if args.json:
+        print(json.dumps(removed))
+    else:
+        print("removed %s: %s" % (args.session, _counts(removed)))
+        if sum(removed.values()):
+            print("a chat still open on this conversation can archive new items into it")
+    return 0
+
+
+def _counts(table_counts: Dict[str, int]) -> str:
+    return ", ".join("%s %s" % (count(n), table) for table, n in table_counts.items())

@@ -1,0 +1,62 @@
+"""Every archived item has a key the model can read it back by, in full (issue 19 item 6), and
+the tools say they hold this conversation's compacted items, not long-term memory (issue 20
+item 5)."""
+
+import json
+
+from tencentdb_offload.archive.recall import READ, SCHEMAS, SEARCH
+from tencentdb_offload.archive.store import ArchiveItem
+from tencentdb_offload.context.item_key import PATTERN, message_key
+
+from helpers import conversation, make_engine
+
+
+def call(eng, name, **args):
+    return json.loads(eng.handle_tool_call(name, args))
+
+
+def test_a_removed_message_is_read_back_in_full_by_the_key_derived_before_it_was_written(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    long_user = "the design we agreed on: " + "每个细节 detail " * 3000   # ~36K chars, not ASCII
+    conv = [{"role": "user", "content": long_user},
+            {"role": "assistant", "content": "noted"}] + conversation(60, 1500)
+    key = message_key("user", long_user)          # what a notice can show before the write
+    assert PATTERN.fullmatch(key)
+    eng.compress(conv, current_tokens=70_000)
+    rt.flush()
+    assert rt.store.holds(rt.registry.get("s1").key, key)
+    first = call(eng, READ, key=key)
+    assert first["ok"] and first["kind"] == "message" and first["role"] == "user"
+    assert first["total_chars"] == len(long_user) and first["key"] == key
+    text, nxt = first["content"], first["next_offset"]
+    while nxt is not None:                         # paged like a tool result
+        page = call(eng, READ, key=key, offset=nxt)
+        text, nxt = text + page["content"], page["next_offset"]
+    assert text == long_user
+    assert call(eng, READ, tool_call_id=key)["content"] == first["content"]  # either argument
+    hits = call(eng, SEARCH, query="design agreed")
+    assert hits["results"][0]["key"] == key and len(hits["results"][0]["snippet"]) <= 500
+    assert hits["read_in_full"] == READ + "(key=<key>)"
+    rt.close()
+
+
+def test_keys_are_scoped_to_the_conversation(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    item = ArchiveItem("message", "a private note", role="user")
+    rt.store.archive("other-conversation", [item])
+    got = call(eng, READ, key=item.readable_key)
+    assert not got["ok"] and "nothing archived" in got["error"]
+    rt.store.archive(rt.registry.get("s1").key, [item])
+    assert call(eng, READ, key=item.readable_key)["content"] == "a private note"
+    result = ArchiveItem("tool_result", "out", tool_call_id="call_9", tool_name="t")
+    assert result.readable_key == "call_9"
+    rt.close()
+
+
+def test_the_tools_say_they_hold_this_conversations_compacted_items_not_memories():
+    for schema in SCHEMAS:
+        text = schema["description"]
+        assert "this conversation" in text.lower() or "THIS conversation" in text
+        assert "memory_tencentdb_" in text and "not long-term memories" in text
+    read = next(s for s in SCHEMAS if s["name"] == READ)
+    assert "key" in read["parameters"]["properties"] and "msg-" in read["description"]

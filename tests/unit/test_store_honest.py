@@ -1,0 +1,32 @@
+"""The writer tells the truth about the archive: writable only while writes land, and a flush
+returns as soon as the writes it waits for are held for a retry (issue 16 item 15)."""
+
+import time
+
+from tencentdb_offload.archive.store import ArchiveItem, Store
+from tencentdb_offload.archive.writer import StoreWriter
+
+
+def test_disk_full_makes_the_writer_unwritable_and_flush_return_at_once(tmp_path):
+    st = Store(tmp_path)
+    w = StoreWriter(st)
+    w.RETRY_MIN_S = w.RETRY_MAX_S = 3600.0        # retries happen only when a flush asks
+    full = [True]
+
+    def disk(conn):         # SQLite's own "database or disk is full", while ``full`` says so
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute("PRAGMA max_page_count=%d" % (pages if full[0] else 1 << 30))
+
+    assert w.writable and w.settled(30)
+    for i in range(5):
+        w.submit(disk, Store.op_archive("s", [ArchiveItem("tool_result", "x" * 50_000, "c%d" % i)],
+                                        time.time()))
+    assert w.flush(600) is False                  # not the whole 600 s: the attempt failed
+    assert w.last_flush.startswith("held for retry") and "full" in w.last_flush
+    assert not w.writable and not w.settled(600)
+    stats = w.stats()
+    assert stats["writable"] is False and stats["retrying"] == 5 and stats["lost"] == 0
+    full[0] = False                               # space freed
+    assert w.flush(600) and w.writable and w.last_flush == "written"
+    assert st.count_archived("s") == 5
+    w.close()
