@@ -115,7 +115,8 @@ class CompactionRun:
     def finish(self, clean: List[Message], attempt: GatewayAttempt,
                room: int) -> Tuple[List[Message], Route]:
         s, rt = self.rt.settings, self.rt
-        recallable = rt.writer.healthy   # if not: trim harder, fewer leave, no recall promised
+        # only what the archive really holds is promised: trim harder, fewer leave otherwise
+        recallable = rt.writer.settled(0.2)
         common = dict(keep_first=s.keep_first,
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
                       archived_total=self.state.stats.archived, recallable=recallable,

@@ -63,7 +63,8 @@ class Runtime:
             on_error=self.note_error)
         self.client: Optional[GatewayClient] = None
         self.worker: Optional[IngestWorker] = None
-        self.reclaimer = Reclaimer(self.store.reclaim if self.store else (lambda d: {}),
+        self.reclaimer = Reclaimer(self.store.reclaim if self.store else
+                                   (lambda days, now=None, keep_since=None: {}),
                                    settings.retention_days)
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
@@ -231,7 +232,8 @@ class Runtime:
             "recent_errors": list(self.errors),
             "reclaim": {"retention_days": self.reclaimer.retention_days,
                         "last_result": self.reclaimer.last_result,
-                        "last_error": self.reclaimer.last_error},
+                        "last_error": self.reclaimer.last_error,
+                        "clock_warning": self.reclaimer.clock_warning},
         }
         if self.store is not None:
             try:
