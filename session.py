@@ -8,7 +8,6 @@ in a new process). Everything here is in memory and cheap; nothing durable lives
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -18,23 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from .context import canvas
 from .humanize import kilo, plural
 from .context.tokens import Calibrator
-
-_GATEWAY_SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def gateway_session_id(conversation: str) -> str:
-    """The Gateway session id for a conversation.
-
-    Only ``[A-Za-z0-9._-]`` (the Gateway maps ':' to '_' on disk, so 'a:b' and 'a_b' would
-    collide), at most 200 chars, and never a form the Gateway silently ignores
-    (ids containing 'subagent' or matching ``memory-*-session-N``).
-    """
-    safe = _GATEWAY_SAFE.sub("-", conversation or "default")[:180]
-    safe = re.sub("subagent", "sub-agent", safe, flags=re.I)
-    safe = "hermes-" + safe
-    if re.search(r"memory-.*-session-\d+", safe):
-        safe = safe.replace("session", "sess")
-    return safe
+from .memory_gateway.session_ids import gateway_session_id
 
 
 @dataclass
