@@ -209,8 +209,7 @@ class GatewayCompactor:
         if len(body) > limit:
             wire, body_trimmed = shrink_to_body_limit(wire, limit, len(body) - _json_size(wire))
             body = encode(wire, ascii_only=False)
-        data = self.client.compact(session_id, wire, ratio=0, context_window=1, total_tokens=0,
-                                   encoded=body)
+        data = self.client.compact_encoded(body)
         report = data.get("report") or {}
         if not isinstance(report, dict):
             raise GatewayProtocolError("compact report is not an object")

@@ -200,7 +200,7 @@ class IngestWorker:
             return False
         except GatewayRejected as exc:
             self.last_error = str(exc)
-            if exc.config_problem and exc.status in (401, 403):
+            if exc.auth_refused:
                 self._retry_at[session] = time.monotonic() + CONFIG_RETRY_S
                 return False
             if exc.config_problem:
