@@ -101,6 +101,11 @@ class GatewayProtocolError(GatewayError):
     """The Gateway answered 200 with something that is not the V2 envelope we expect."""
 
 
+class ReplyRefused(GatewayProtocolError):
+    """A well-formed reply we will not use: a message of invalid shape, or content that is
+    not derived from our request (see ``reply_origin``)."""
+
+
 class GatewayConfigError(GatewayError):
     """A setting makes every call impossible (e.g. a key that cannot go in a header); not sent."""
 
