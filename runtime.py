@@ -17,6 +17,7 @@ from .config import Settings
 from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from .memory_gateway.compaction import GatewayCompactor
 from .memory_gateway.ingest import IngestWorker
+from .ingest_policy import SessionIngestPolicy
 from .session import Reclaimer, SessionRegistry, SessionState
 from .archive.store import ArchiveItem, Store, StoreError
 from .archive.writer import StoreWriter
@@ -72,8 +73,8 @@ class Runtime:
                 body_limit=settings.body_limit, breaker=CircuitBreaker(),
                 probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0),
                 shared_dir=self.store.directory)
-            self.worker = IngestWorker(self.client, self.store, self.registry,
-                                       canvas=settings.canvas)
+            self.worker = IngestWorker(self.client, self.store,
+                                       SessionIngestPolicy(self.registry, canvas=settings.canvas))
         elif settings.gateway_enabled:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.tools = RecallTools(self.store, self.flush_writes,
