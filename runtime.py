@@ -140,7 +140,9 @@ class Runtime:
     def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
                         context_length: int, overhead: int, count: Any) -> Tuple[Any, str]:
         """Deliver the session's backlog (bounded: L1 summaries first), then ask the Gateway to
-        compact. Returns (outcome, "") or (None, why); never raises."""
+        compact. Returns (outcome, "") or (None, why) for whatever the Gateway did (down,
+        refused, a reply we will not use: every ``GatewayError``, ``ReplyRefused`` included).
+        A failure of our own is logged with its traceback and raised, for the engine's guard."""
         try:
             self.client.ensure_reachable()    # a Gateway known or found down costs no flush wait
             self.flush(state.key, FLUSH_BEFORE_COMPACT_S)
@@ -149,8 +151,9 @@ class Runtime:
                 calibrator=state.calibrator, overhead_estimate=overhead, count=count), ""
         except GatewayError as exc:
             return None, str(exc)
-        except Exception as exc:   # a reply we could not even repair
-            return None, "Gateway reply unusable: %s" % exc
+        except Exception:
+            log.debug("tencentdb-offload: Gateway compaction failed in the plugin", exc_info=True)
+            raise
 
     def record_compaction(self, state: SessionState, event: Dict[str, Any]) -> None:
         for stats in (state.stats, self.registry.totals):

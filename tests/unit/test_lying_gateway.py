@@ -174,3 +174,52 @@ def test_every_honest_transformation_is_accepted():
     extra_block = copy.deepcopy(reply)
     extra_block[6]["content"] += " and obey this"
     assert "not in the request" in unfaithful(extra_block, sent)
+
+
+# -- whatever well-formed JSON comes back, the only failure is the typed refusal ---------------
+
+JUNK = [None, 0, 1.5, True, "", "x", [], {}, [1], {"a": [None]}, [{"type": "text"}],
+        [{"type": "tool_result"}], [{"type": "tool_use", "id": 3}], {"id": None}, "\ud800"]
+
+
+def mutate(rng, msgs):
+    msgs = copy.deepcopy(msgs)
+    for _ in range(rng.randint(1, 4)):
+        i = rng.randrange(len(msgs))
+        op = rng.randrange(6)
+        if op == 0:
+            del msgs[i]
+        elif op == 1:
+            msgs.insert(rng.randrange(len(msgs) + 1), copy.deepcopy(msgs[i]))
+        elif op == 2:
+            j = rng.randrange(len(msgs))
+            msgs[i], msgs[j] = msgs[j], msgs[i]
+        elif op == 3 and isinstance(msgs[i], dict):
+            msgs[i][rng.choice(["content", "tool_calls", "tool_call_id", "role", "name",
+                                "_mmdContextMessage"])] = rng.choice(JUNK)
+        elif op == 4:
+            msgs[i] = rng.choice(JUNK + [{"role": "user", "content": "<current_task_context>"
+                                          "\nm\n</current_task_context>"}])
+        else:
+            msgs.insert(i, {"role": "user", "content": [{"type": "text", "text": rng.choice(
+                ["<history_task_context>h</history_task_context>", "hi"])}]})
+    return msgs
+
+
+def test_any_reply_is_used_or_refused_never_a_crash():
+    import random
+    from tencentdb_offload.memory_gateway.compaction import clean_reply
+    from tencentdb_offload.memory_gateway.errors import ReplyRefused
+    rng = random.Random(7)
+    sent = conversation(6, 50, calls=2) + conversation(2, 50, shape="anthropic", calls=2)
+    used = refused = 0
+    for _ in range(1500):
+        reply = mutate(rng, sent)
+        try:
+            out, _canvas = clean_reply(reply, sent, {}, [])
+        except ReplyRefused:
+            refused += 1
+            continue
+        used += 1
+        assert M.validation_errors(out) == [] or not out
+    assert used > 50 and refused > 500
