@@ -17,6 +17,7 @@ from .config import Settings
 from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from .memory_gateway.compaction import GatewayCompactor
 from .memory_gateway.ingest import IngestWorker
+from .ingest_policy import SessionIngestPolicy
 from .session import Reclaimer, SessionRegistry, SessionState
 from .context.tokens import TokenMemo
 from .archive.store import ArchiveItem, Store, StoreError
@@ -78,8 +79,8 @@ class Runtime:
                 body_limit=settings.body_limit, breaker=CircuitBreaker(),
                 probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0),
                 shared_dir=self.store.directory)
-            self.worker = IngestWorker(self.client, self.store, self.registry,
-                                       canvas=settings.canvas)
+            self.worker = IngestWorker(self.client, self.store,
+                                       SessionIngestPolicy(self.registry, canvas=settings.canvas))
         elif settings.gateway_enabled:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
@@ -152,7 +153,9 @@ class Runtime:
     def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
                         context_length: int, overhead: int, count: Any) -> Tuple[Any, str]:
         """Deliver the session's backlog (bounded: L1 summaries first), then ask the Gateway to
-        compact. Returns (outcome, "") or (None, why); never raises."""
+        compact. Returns (outcome, "") or (None, why) for whatever the Gateway did (down,
+        refused, a reply we will not use: every ``GatewayError``, ``ReplyRefused`` included).
+        A failure of our own is logged with its traceback and raised, for the engine's guard."""
         try:
             self.client.ensure_reachable()    # a Gateway known or found down costs no flush wait
             self.flush(state.key, FLUSH_BEFORE_COMPACT_S)
@@ -161,8 +164,9 @@ class Runtime:
                 calibrator=state.calibrator, overhead_estimate=overhead, count=count), ""
         except GatewayError as exc:
             return None, str(exc)
-        except Exception as exc:   # a reply we could not even repair
-            return None, "Gateway reply unusable: %s" % exc
+        except Exception:
+            log.debug("tencentdb-offload: Gateway compaction failed in the plugin", exc_info=True)
+            raise
 
     def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: Any,
                         overhead: int, count: Any) -> GatewayAttempt:

@@ -8,7 +8,6 @@ in a new process). Everything here is in memory and cheap; nothing durable lives
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -19,23 +18,7 @@ from .compaction_record import Compaction
 from .context import canvas
 from .humanize import kilo
 from .context.tokens import Calibrator
-
-_GATEWAY_SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def gateway_session_id(conversation: str) -> str:
-    """The Gateway session id for a conversation.
-
-    Only ``[A-Za-z0-9._-]`` (the Gateway maps ':' to '_' on disk, so 'a:b' and 'a_b' would
-    collide), at most 200 chars, and never a form the Gateway silently ignores
-    (ids containing 'subagent' or matching ``memory-*-session-N``).
-    """
-    safe = _GATEWAY_SAFE.sub("-", conversation or "default")[:180]
-    safe = re.sub("subagent", "sub-agent", safe, flags=re.I)
-    safe = "hermes-" + safe
-    if re.search(r"memory-.*-session-\d+", safe):
-        safe = safe.replace("session", "sess")
-    return safe
+from .memory_gateway.session_ids import gateway_session_id
 
 
 _STATS_LOCK = threading.Lock()     # counters are bumped from hook threads and engines at once

@@ -20,6 +20,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..per_thread import PerThread
 from .breaker import CircuitBreaker
 from .shared_health import SharedHealth, down_trust_s
+from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
+                     GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
+                     int_code)
 from .transport import (BadReply, BaseURL, Connection, PeerClosed, ReplyTooLarge, build_request,
                         host_header, unsafe_credentials)
 
@@ -30,62 +33,6 @@ READ_REF = "/v2/offload/read-ref"
 HEALTH = "/health"
 FRESH_S = 30.0          # heard from the Gateway this recently: no /health before a compaction
 RESET_MEANS_TOO_LARGE = 64_000   # the Gateway enforces its body limit by closing the socket
-
-
-class GatewayError(Exception):
-    """Base class: anything that went wrong talking to the Gateway."""
-
-
-class GatewayUnavailable(GatewayError):
-    """Not reachable: refused, reset, or the circuit breaker is open."""
-
-    def __init__(self, message: str, body_bytes: int = 0, reset: bool = False) -> None:
-        super().__init__(message)
-        self.body_bytes = body_bytes
-        self.reset = reset          # the connection was cut mid-exchange (body limit, crash)
-
-
-class GatewayTimeout(GatewayUnavailable):
-    """No answer within the timeout."""
-
-
-class GatewayRejected(GatewayError):
-    """The Gateway answered with an error status or ``code != 0``."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__("HTTP %d: %s" % (status, message))
-        self.status = status
-        self.message = message
-
-    @property
-    def retryable(self) -> bool:
-        return self.status >= 500 or self.status in (408, 409, 429)
-
-    @property
-    def config_problem(self) -> bool:
-        """4xx other than conflicts: a setting or the client is wrong, not an outage."""
-        return 400 <= self.status < 500 and not self.retryable
-
-
-class BodyTooLarge(GatewayRejected):
-    """The request would exceed the Gateway's body limit; it was not sent."""
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(413, "request body %d bytes exceeds the limit of %d" % (size, limit))
-        self.size = size
-        self.limit = limit
-
-
-class GatewayProtocolError(GatewayError):
-    """The Gateway answered 200 with something that is not the V2 envelope we expect."""
-
-
-class GatewayConfigError(GatewayError):
-    """A setting makes every call impossible (e.g. a key that cannot go in a header); not sent."""
-
-
-class GatewayNotSupported(GatewayRejected):
-    """The route does not exist on this Gateway (HTTP 404)."""
 
 
 class GatewayClient:
@@ -139,10 +86,13 @@ class GatewayClient:
 
     def compact(self, session_id: str, messages: List[Dict[str, Any]], *, ratio: float,
                 context_window: int, total_tokens: int,
-                message_tokens: Optional[List[int]] = None,
-                encoded: Optional[bytes] = None) -> Dict[str, Any]:
-        body = encoded or encode_compact(session_id, messages, ratio=ratio, context_window=context_window,
-                                         total_tokens=total_tokens, message_tokens=message_tokens)
+                message_tokens: Optional[List[int]] = None) -> Dict[str, Any]:
+        return self.compact_encoded(encode_compact(
+            session_id, messages, ratio=ratio, context_window=context_window,
+            total_tokens=total_tokens, message_tokens=message_tokens))
+
+    def compact_encoded(self, body: bytes) -> Dict[str, Any]:
+        """``/compact`` with a body made by ``encode_compact`` (the compactor sizes it first)."""
         data = self._call(COMPACT, body, self.timeout)
         if not isinstance(data.get("messages"), list) or not isinstance(data.get("report", {}), dict):
             raise GatewayProtocolError("compact reply has no message list")
@@ -283,7 +233,7 @@ class GatewayClient:
             self.last_error = str(exc)
             if exc.config_problem and not isinstance(exc, (GatewayNotSupported, BodyTooLarge)):
                 self.config_error = str(exc)
-            if exc.status >= 500:
+            if exc.outage:
                 self.breaker.record_outage(str(exc))
             else:
                 self._heard()
@@ -307,13 +257,14 @@ class GatewayClient:
             message = ""
             if isinstance(env, dict):
                 message = str(env.get("message") or env.get("error") or "")
-            raise GatewayRejected(status, message[:300] or "no message")
+            raise GatewayRejected(status, message[:300] or "no message",
+                                  code=int_code(env.get("code") if isinstance(env, dict) else None))
         if not isinstance(env, dict):
             raise GatewayProtocolError("reply to %s is not a JSON object" % path)
         code = env.get("code")
         if code != 0:
-            raise GatewayRejected(int(code) if isinstance(code, int) else 500,
-                                  str(env.get("message") or env.get("error") or "code %r" % code)[:300])
+            raise GatewayRejected(200, str(env.get("message") or env.get("error")
+                                           or "code %r" % code)[:300], code=int_code(code))
         data = env.get("data", {})
         if not isinstance(data, dict):
             raise GatewayProtocolError("reply to %s has data of type %s" % (path, type(data).__name__))

@@ -10,8 +10,10 @@ not get there. ``total_tokens`` and ``message_tokens`` are our calibrated estima
 provider's units; ``ratio`` is the honest ``total / context_length`` (clamped to 2).
 
 The Gateway never decides what the model is told about itself: system messages in a reply
-are ignored and the host's are kept as given; any other message must have a valid shape
-(``reply_shape``) or the whole reply is refused, so the engine compacts locally.
+are ignored and the host's are kept as given; every other message must have a valid shape
+(``reply_shape``) and come from our request (``reply_origin``: removed, a result replaced,
+a canvas added, the current turn byte-identical), or the whole reply is refused
+(``ReplyRefused``) and the engine compacts locally.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..context import canvas
 from ..context import messages as M
-from .client import (RESET_MEANS_TOO_LARGE, GatewayClient, GatewayProtocolError,
-                     GatewayUnavailable, encode_compact)
+from .client import RESET_MEANS_TOO_LARGE, GatewayClient, encode_compact
+from .errors import GatewayProtocolError, GatewayUnavailable, ReplyRefused
+from .reply_origin import unfaithful
 from .reply_shape import shape_problems
 from ..context.tokens import Calibrator, TokenMemo
 
@@ -119,20 +122,28 @@ def shrink_to_body_limit(messages: List[Message], limit: int,
     return out, originals
 
 
-def clean_reply(reply: List[Any], sidecars: Dict[str, Any],
+def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, Any],
                 host_systems: Sequence[Message] = ()) -> Tuple[List[Message], str]:
-    """Repair what the Gateway returned (see gateway contract, known bugs).
+    """Check what the Gateway returned for ``sent``, then repair what it is known to break.
 
-    Refuses a reply with a message of invalid shape (``GatewayProtocolError``); drops the
-    reply's system messages and puts ``host_systems`` first, as given; removes every canvas
-    block/message (returning the newest active one so the engine can place it once), drops
-    duplicate history canvases, strips ``_`` markers, removes dangling OpenAI ``tool_calls``
-    left by its replay, drops orphan results, merges consecutive roles, and restores
-    ``api_content`` on messages that came back unchanged.
+    Refused (``ReplyRefused``): a message of invalid shape, or anything not derived from
+    ``sent``. Repaired, each answering a behaviour of the Gateway (v2.0.1):
+
+    * its emergency level puts canvas messages at index 0, before the system message, and
+      a reply may carry system messages of its own: the reply's are dropped, ``host_systems``
+      go first, as given;
+    * it inserts its active canvas as a user message (and may leave an older one): every
+      canvas block is removed, the newest active one returned so the engine places it once;
+    * history canvases are re-inserted on each aggressive pass: duplicates are dropped;
+    * it marks messages with ``_offloaded``/``_mmd*`` keys a provider would refuse: stripped;
+    * its replay removes OpenAI tool results but leaves the ``tool_calls`` that issued them
+      (only content-block calls are cleaned): dangling calls and orphan results are removed,
+      and consecutive same-role messages merged (``messages.repair``);
+    * it never sees the host's ``api_content``: restored on messages that came back unchanged.
     """
-    problems = shape_problems(reply)
+    problems = shape_problems(reply) or unfaithful(reply, sent)
     if problems:
-        raise GatewayProtocolError("compact reply refused: %s" % problems)
+        raise ReplyRefused("compact reply refused: %s" % problems)
     rep = M.RepairReport()
     newest_canvas = ""
     seen_history = set()
@@ -209,11 +220,10 @@ class GatewayCompactor:
         if len(body) > limit:
             wire, body_trimmed = shrink_to_body_limit(wire, limit, len(body) - _json_size(wire))
             body = encode(wire, ascii_only=False)
-        data = self.client.compact(session_id, wire, ratio=0, context_window=1, total_tokens=0,
-                                   encoded=body)
+        data = self.client.compact_encoded(body)
         report = data.get("report") or {}
         if not isinstance(report, dict):
             raise GatewayProtocolError("compact report is not an object")
         host_systems = [m for m in messages if M.role(m) == "system"]
-        repaired, block = clean_reply(data["messages"], sidecars, host_systems)
+        repaired, block = clean_reply(data["messages"], wire, sidecars, host_systems)
         return GatewayOutcome(repaired, report, effective_level(report), block, body_trimmed)

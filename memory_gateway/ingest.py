@@ -6,6 +6,11 @@ batches bounded by bytes (content is loaded per batch, never the whole backlog),
 delivered only after the Gateway said ``code: 0``, retries with backoff, and refreshes a
 session's task canvas after new data was accepted. While the circuit breaker is open it
 only runs the cheap half-open probe when it is due.
+
+It knows nothing of sessions: an ``IngestPolicy`` (the runtime's, ``ingest_policy.py``) says
+what goes with a session's rows (``Outgoing``: its Gateway id, the turn's prompt and recent
+messages), hears which sessions' rows were accepted, names the canvases to refresh and gets
+what the Gateway returned for each (``Canvas``).
 """
 
 from __future__ import annotations
@@ -16,13 +21,12 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Protocol, Set, Tuple
 
-from ..context import canvas
 from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
-                             GatewayUnavailable)
+                     GatewayUnavailable)
 from ..archive.outbox import OutboxHead, OutboxRow
-from ..session import SessionRegistry, gateway_session_id
 from .timestamps import gateway_timestamp
 
 log = logging.getLogger("tencentdb_offload.ingest")
@@ -37,13 +41,41 @@ CUT_NOTE = ("\n\n[... %d characters not sent to the Gateway; the full result is 
             "archive: tdai_read_cos(tool_call_id=\"%s\") ...]")
 
 
+@dataclass(frozen=True)
+class Outgoing:
+    """What goes with a session's rows: its Gateway id, and the turn's prompt and recent
+    messages that accompany tool pairs (context for the Gateway's L1 summaries)."""
+    gateway_id: str
+    prompt: str = ""
+    recent: Tuple[Dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Canvas:
+    """The task canvas the Gateway holds for a session (its current Mermaid file)."""
+    filename: str
+    content: str
+
+
+class IngestPolicy(Protocol):
+    def outgoing(self, session: str) -> Outgoing:
+        """What to send with this session's rows now."""
+
+    def accepted(self, session: str) -> None:
+        """The Gateway accepted rows of this session (its canvas may have changed)."""
+
+    def canvases_due(self, delivered: Set[str]) -> List[Tuple[str, str]]:
+        """(session, Gateway id) of the canvases to ask for after a pass."""
+
+    def canvas(self, session: str, found: Optional[Canvas]) -> None:
+        """The answer for one canvas asked for (None: none, or the Gateway failed)."""
+
+
 class IngestWorker:
-    def __init__(self, client: GatewayClient, store: Any, registry: SessionRegistry, *,
-                 canvas: bool = True) -> None:
+    def __init__(self, client: GatewayClient, store: Any, policy: IngestPolicy) -> None:
         self.client = client
         self.store = store
-        self.registry = registry
-        self.canvas = canvas
+        self.policy = policy
         self.delivered = 0
         self.last_error = ""
         self.owner = "%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
@@ -135,14 +167,12 @@ class IngestWorker:
                 self.store.release(session, self.owner)
         if more:
             self._wake.set()     # more rows are waiting
-        if self.canvas:
-            self._refresh_canvases(refreshed)
+        self._refresh_canvases(refreshed)
 
     def _deliver_session(self, session: str) -> Tuple[bool, bool]:
         """Send the session's waiting rows in order, one byte-bounded batch at a time.
         Returns (all sent, rows left for the next pass)."""
-        gid = gateway_session_id(session)
-        state = self.registry.peek(session)
+        gid = self.policy.outgoing(session).gateway_id
         heads = self.store.heads(session, ROWS_PER_PASS)
         budget = int(self.client.body_limit * BATCH_SHARE)
         i = 0
@@ -159,7 +189,7 @@ class IngestWorker:
                     i += 1
             if not self.store.renew(session, self.owner, self.lease_s, time.time()):
                 return False, False         # our lease lapsed: another sender has the session
-            if not self._send(gid, self._load(batch), state, session):
+            if not self._send(gid, self._load(batch), session):
                 return False, False
         return True, len(heads) == ROWS_PER_PASS
 
@@ -170,7 +200,7 @@ class IngestWorker:
             return self.store.load(batch, int(limit * SHRUNK_SHARE))
         return self.store.load(batch)
 
-    def _send(self, gid: str, batch: List[OutboxRow], state: Any, session: str) -> bool:
+    def _send(self, gid: str, batch: List[OutboxRow], session: str) -> bool:
         gone = [r for r in batch if r.kind == "pair" and "result" not in r.payload]
         if gone:        # its archived result was deleted (retention) before it was sent
             self.store.mark_failed([r.id for r in gone], "archived result deleted", dead=True)
@@ -185,27 +215,26 @@ class IngestWorker:
                                    recent_messages=p.get("recent_messages") or None)
                 self._boundary[session] = gateway_timestamp()
             else:
-                prompt, recent = "", None
-                if state is not None:
-                    prompt, recent = state.prompt, list(state.recent) or None
+                context = self.policy.outgoing(session)
                 self.client.ingest(gid, [self._after_boundary(session, self._noted(r))
                                          for r in batch],
-                                   prompt=prompt, recent_messages=recent)
+                                   prompt=context.prompt,
+                                   recent_messages=list(context.recent) or None)
         except BodyTooLarge:
             if len(batch) > 1:
-                return all(self._send(gid, [r], state, session) for r in batch)
-            return self._send_shrunk(gid, batch[0], state, session)
+                return all(self._send(gid, [r], session) for r in batch)
+            return self._send_shrunk(gid, batch[0], session)
         except GatewayUnavailable as exc:
             self.last_error = str(exc)
             return False
         except GatewayRejected as exc:
             self.last_error = str(exc)
-            if exc.config_problem and exc.status in (401, 403):
+            if exc.auth_refused:
                 self._retry_at[session] = time.monotonic() + CONFIG_RETRY_S
                 return False
             if exc.config_problem:
                 if len(batch) > 1:      # find the row the Gateway refuses, deliver the rest
-                    return all(self._send(gid, [r], state, session) for r in batch)
+                    return all(self._send(gid, [r], session) for r in batch)
                 self.store.mark_failed(ids, str(exc), dead=True)
                 log.warning("tencentdb-offload: Gateway refused an outbox row for good: %s", exc)
                 return True
@@ -219,8 +248,7 @@ class IngestWorker:
             return False
         self.store.mark_delivered(ids)
         self.delivered += len(ids)
-        if state is not None:
-            state.canvas_wanted = True
+        self.policy.accepted(session)
         return True
 
     @staticmethod
@@ -241,7 +269,7 @@ class IngestWorker:
             return dict(pair, timestamp=floor)
         return pair
 
-    def _send_shrunk(self, gid: str, row: OutboxRow, state: Any, session: str) -> bool:
+    def _send_shrunk(self, gid: str, row: OutboxRow, session: str) -> bool:
         """A single pair over the body limit: send it with its result cut to fit (halved
         again if escaping still makes it too large). The full result stays in the local
         archive, where tdai_read_cos reads it."""
@@ -253,27 +281,31 @@ class IngestWorker:
             return True
         payload = dict(row.payload, result=text[:keep])
         return self._send(gid, [row._replace(payload=payload, cut=row.cut + len(text) - keep)],
-                          state, session)
+                          session)
 
     def _backoff(self, session: str, batch: List[OutboxRow]) -> None:
         attempts = max(r.attempts for r in batch) + 1
         self._retry_at[session] = time.monotonic() + min(60.0, 0.5 * (2 ** min(attempts, 7)))
 
-    def _refresh_canvases(self, sessions: set) -> None:
-        wanted = [s for s in self.registry.all() if s.canvas_wanted or s.key in sessions]
-        for state in wanted:
+    def _refresh_canvases(self, delivered: Set[str]) -> None:
+        for session, gid in self.policy.canvases_due(delivered):
             if not self.client.available:
                 return
-            state.canvas_wanted = False
+            found = None
             try:
-                data = self.client.query_mmd(state.gateway_id, limit=1)
+                found = current_canvas(self.client.query_mmd(gid, limit=1))
             except GatewayError as exc:
                 self.last_error = "canvas refresh: %s" % exc
-                continue
-            current = data.get("currentMmd")
-            mmds = [m for m in data.get("mmds") or [] if isinstance(m, dict)]
-            chosen = next((m for m in mmds if m.get("filename") == current), mmds[-1] if mmds else None)
-            content = str(chosen.get("content") or "") if chosen else ""
-            if not content.strip():
-                continue
-            state.set_canvas(canvas.format_block(str(chosen.get("filename") or ""), content))
+            self.policy.canvas(session, found)
+
+
+def current_canvas(data: Dict[str, Any]) -> Optional[Canvas]:
+    """The active canvas in a query-mmd answer (the last file when none is marked active);
+    None when it is empty."""
+    current = data.get("currentMmd")
+    mmds = [m for m in data.get("mmds") or [] if isinstance(m, dict)]
+    chosen = next((m for m in mmds if m.get("filename") == current), mmds[-1] if mmds else None)
+    content = str(chosen.get("content") or "") if chosen else ""
+    if not content.strip():
+        return None
+    return Canvas(str(chosen.get("filename") or ""), content)

@@ -6,6 +6,7 @@ import pytest
 
 from helpers import wait_for
 from fakes.gateway import FakeGateway
+from fakes.hostile import HostilePeer
 from tencentdb_offload.memory_gateway.client import (BodyTooLarge, CircuitBreaker, GatewayClient,
                                               GatewayProtocolError,
                                               GatewayRejected, GatewayTimeout,
@@ -53,7 +54,8 @@ def test_wrong_key_is_config_problem_not_outage(gw):
     c = client(gw, key="wrong")
     with pytest.raises(GatewayRejected) as err:
         c.ingest("hermes-s1", [PAIR])
-    assert err.value.status == 401 and err.value.config_problem
+    assert err.value.http_status == 401 and err.value.code == 401 and err.value.config_problem
+    assert err.value.auth_refused and not err.value.outage
     assert c.available and "401" in c.config_error
     assert "wrong" not in str(err.value) and "wrong" not in repr(c.status())
 
@@ -62,7 +64,7 @@ def test_validation_400(gw):
     c = client(gw)
     with pytest.raises(GatewayRejected) as err:
         c.ingest("bad id with spaces", [PAIR])
-    assert err.value.status == 400 and not err.value.retryable
+    assert err.value.http_status == 400 and not err.value.retryable and not err.value.auth_refused
 
 
 def test_refused_opens_breaker_then_fails_fast_then_recovers(gw):
@@ -104,6 +106,7 @@ def test_fault_kinds(gw, kind, exc):
         c.ingest("hermes-s1", [PAIR])
     if kind in ("5xx", "409"):
         assert err.value.retryable and not err.value.config_problem
+        assert err.value.outage == (kind == "5xx")
 
 
 def test_wrong_shape_compact(gw):
@@ -184,3 +187,27 @@ def test_connections_of_finished_threads_do_not_pile_up():
         c.health(force=True)
         assert wait_for(lambda: len(os.listdir("/proc/self/fd")) <= before + 3)
         c.close()
+
+
+# -- a refusal inside a 200 is judged by the Gateway's codes, not by HTTP ranges ----------
+
+@pytest.mark.parametrize("code,retry,config,auth,outage", [
+    (409, True, False, False, False),     # lock conflict: try again
+    (503, True, False, False, True),      # storage unavailable
+    (401, False, True, True, False),      # key refused
+    (400, False, True, False, False),     # validation
+    (404, True, False, False, False),     # not a Gateway code: kept and retried, not dropped
+    (422, True, False, False, False),
+    (1, True, False, False, False),
+    ("E42", True, False, False, False)])
+def test_codes_in_a_200_reply_are_judged_by_the_gateway_table(code, retry, config, auth, outage):
+    reply = {"code": code, "message": "no", "request_id": "req-1"}
+    with HostilePeer({"/v2/offload/ingest": ("json", reply)}) as peer:
+        c = GatewayClient(peer.url, "k", "svc", breaker=CircuitBreaker(base_backoff=0.05))
+        with pytest.raises(GatewayRejected) as err:
+            c.ingest("hermes-s1", [PAIR])
+    e = err.value
+    assert e.http_status == 200 and e.code == (code if isinstance(code, int) else None)
+    assert (e.retryable, e.config_problem, e.auth_refused, e.outage) == (retry, config, auth, outage)
+    assert c.available == (not outage)                  # only an outage opens the breaker
+    assert "HTTP 200" not in str(e) and "Gateway code" in str(e)

@@ -15,7 +15,8 @@ Gateway v2.0.1-beta.2), including its bugs, because the plugin must survive them
   ``tool_calls`` gap), mild / aggressive / emergency (incl. MMD messages put back at
   index 0, before the system message), history and active canvas injection;
 * faults: ``refuse``, ``hang``, ``5xx``, ``409``, ``reset``, ``garbage``, ``wrong_shape``;
-  ``latency_s`` delays every answer (a slow but healthy Gateway).
+  ``latency_s`` delays every answer (a slow but healthy Gateway); ``tamper`` (a function of
+  the reply's message list) makes a lying Gateway that answers well-formed JSON.
 
 Usage::
 

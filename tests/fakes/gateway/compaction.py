@@ -301,6 +301,8 @@ class _CompactRoute:
         with self._state_lock:
             sess = self._session(body["session_id"], create=True)
             data = self._run_compaction(sess, body)
+            if self.tamper is not None:        # a lying Gateway: well-formed, not faithful
+                data["messages"] = self.tamper(data["messages"])
             self._compacts.append((request, copy.deepcopy(data)))
         return self._ok(data, rid)
 

@@ -59,6 +59,7 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection):
         self._conns: set = set()
         self._started_at = time.monotonic()
         self.latency_s = 0.0                   # added before every answer (slow but healthy)
+        self.tamper: Callable[[list], list] | None = None   # rewrites each /compact reply's messages
 
     # -- lifecycle -------------------------------------------------------------
     @property

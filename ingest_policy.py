@@ -1,0 +1,50 @@
+"""Session policy for the ingest worker: what it sends for a session, what a canvas changes.
+
+The worker (``memory_gateway/ingest.py``) only does the Gateway I/O. What accompanies a
+session's tool pairs (the turn's prompt and recent messages the hooks recorded), when a
+session's canvas is worth asking for (rows of it were accepted, or the hooks asked), and
+where a fetched canvas goes (the session's current canvas block) is decided here, from the
+session registry. A session evicted from the registry still has its rows delivered, under
+its Gateway id, without a prompt or a canvas.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Set, Tuple
+
+from .context import canvas as canvas_block
+from .memory_gateway.ingest import Canvas, Outgoing
+from .memory_gateway.session_ids import gateway_session_id
+from .session import SessionRegistry
+
+
+class SessionIngestPolicy:
+    def __init__(self, registry: SessionRegistry, canvas: bool = True) -> None:
+        self.registry = registry
+        self.canvas_enabled = canvas
+
+    def outgoing(self, session: str) -> Outgoing:
+        state = self.registry.peek(session)
+        if state is None:
+            return Outgoing(gateway_session_id(session))
+        with state.lock:
+            return Outgoing(state.gateway_id, state.prompt, tuple(state.recent))
+
+    def accepted(self, session: str) -> None:
+        state = self.registry.peek(session)
+        if state is not None:
+            state.canvas_wanted = True
+
+    def canvases_due(self, delivered: Set[str]) -> List[Tuple[str, str]]:
+        if not self.canvas_enabled:
+            return []
+        return [(s.key, s.gateway_id) for s in self.registry.all()
+                if s.canvas_wanted or s.key in delivered]
+
+    def canvas(self, session: str, found: Optional[Canvas]) -> None:
+        state = self.registry.peek(session)
+        if state is None:
+            return
+        state.canvas_wanted = False
+        if found is not None:
+            state.set_canvas(canvas_block.format_block(found.filename, found.content))

@@ -1,0 +1,119 @@
+"""The Gateway's failures as types, and how each is judged (retry, setting, outage).
+
+Callers never see ``URLError`` or ``socket.timeout``: ``GatewayUnavailable`` (not
+reachable; ``GatewayTimeout`` when it did not answer in time), ``GatewayRejected`` (it
+answered no), ``GatewayProtocolError`` (it answered something that is not the V2 API).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class GatewayError(Exception):
+    """Base class: anything that went wrong talking to the Gateway."""
+
+
+class GatewayUnavailable(GatewayError):
+    """Not reachable: refused, reset, or the circuit breaker is open."""
+
+    def __init__(self, message: str, body_bytes: int = 0, reset: bool = False) -> None:
+        super().__init__(message)
+        self.body_bytes = body_bytes
+        self.reset = reset          # the connection was cut mid-exchange (body limit, crash)
+
+
+class GatewayTimeout(GatewayUnavailable):
+    """No answer within the timeout."""
+
+
+# The Gateway's own envelope codes. Its offload router answers errors with code == HTTP
+# status: 400 (validation), 401 (auth), 409 (per-session lock not taken: try again), 503
+# (storage unavailable); its legacy handler 400 (bad JSON), 413 (body too large), 415
+# (encoding). A code in a 200 reply is judged by this table, never by HTTP ranges.
+CODES_CONFIG = frozenset({400, 401, 403, 413, 415})
+CODES_AUTH = frozenset({401, 403})
+CODES_OUTAGE = frozenset({500, 502, 503, 504})
+
+
+class GatewayRejected(GatewayError):
+    """The Gateway refused: an HTTP error status, or HTTP 200 with ``code != 0``.
+
+    ``http_status`` is the HTTP status (200 when the refusal came in a success reply);
+    ``code`` the envelope's code (None when there was none or it was not an integer). An
+    HTTP error is judged by HTTP's classes; a refusal inside a 200 by the Gateway's codes
+    (``CODES_*``). A code we do not know is retried, never treated as a setting problem:
+    the rows it refused are kept, not dropped.
+    """
+
+    def __init__(self, http_status: int, message: str, code: Optional[int] = None) -> None:
+        where = ("HTTP %d" % http_status if http_status != 200
+                 else "Gateway code %s" % ("?" if code is None else code))
+        super().__init__("%s: %s" % (where, message))
+        self.http_status = http_status
+        self.code = code
+        self.message = message
+
+    @property
+    def _by_code(self) -> bool:
+        return self.http_status == 200
+
+    @property
+    def retryable(self) -> bool:
+        if self._by_code:
+            return self.code not in CODES_CONFIG
+        return self.http_status >= 500 or self.http_status in (408, 409, 429)
+
+    @property
+    def config_problem(self) -> bool:
+        """A setting or the client is wrong (bad key, refused request), not an outage."""
+        if self._by_code:
+            return self.code in CODES_CONFIG
+        return 400 <= self.http_status < 500 and not self.retryable
+
+    @property
+    def auth_refused(self) -> bool:
+        """The key or instance id was refused."""
+        return (self.code in CODES_AUTH) if self._by_code else self.http_status in (401, 403)
+
+    @property
+    def outage(self) -> bool:
+        """The Gateway cannot serve anyone now (its storage, a proxy, a crash)."""
+        return (self.code in CODES_OUTAGE) if self._by_code else self.http_status >= 500
+
+    @property
+    def status(self) -> int:
+        """Deprecated (``ops`` still reads it): the HTTP status, or for a refusal inside a
+        200 the Gateway's code. Use ``http_status``/``code`` or the properties above."""
+        return self.http_status if not self._by_code else (self.code or 0)
+
+
+class BodyTooLarge(GatewayRejected):
+    """The request would exceed the Gateway's body limit; it was not sent."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(413, "request body %d bytes exceeds the limit of %d" % (size, limit))
+        self.size = size
+        self.limit = limit
+
+
+class GatewayProtocolError(GatewayError):
+    """The Gateway answered 200 with something that is not the V2 envelope we expect."""
+
+
+class ReplyRefused(GatewayProtocolError):
+    """A well-formed reply we will not use: a message of invalid shape, or content that is
+    not derived from our request (see ``reply_origin``)."""
+
+
+class GatewayConfigError(GatewayError):
+    """A setting makes every call impossible (e.g. a key that cannot go in a header); not sent."""
+
+
+class GatewayNotSupported(GatewayRejected):
+    """The route does not exist on this Gateway (HTTP 404)."""
+
+
+def int_code(value: Any) -> Optional[int]:
+    """The envelope's code when it is an integer (JSON ``true`` is not)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
