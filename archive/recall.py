@@ -97,7 +97,7 @@ def ref_of_session(path: str, gateway_session: str) -> str:
     """The tool_call_id a ref names when it is a well-formed ref of this session, else ''.
 
     The Gateway names a session's directory after its id with every char outside
-    ``[A-Za-z0-9._-]`` replaced; ``session.gateway_session_id`` makes ids of those chars only,
+    ``[A-Za-z0-9._-]`` replaced; ``memory_gateway.session_ids.gateway_session_id`` makes ids of those chars only,
     so the directory is the id itself.
     """
     match = _REF.fullmatch(path)

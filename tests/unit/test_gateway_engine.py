@@ -64,9 +64,12 @@ def test_every_pair_delivered_once_in_order_with_prompt_first(tmp_path, gw):
 def test_compaction_through_gateway_is_honest_and_valid(tmp_path, gw):
     rt, eng, hooks = setup(tmp_path, gw)
     sid = "s1"
-    conv = []
-    for t in range(30):
+    for t in range(29):
         drive_turn(hooks, sid, t)
+    # the backlog a compaction meets is the newest turn's: it waits for it (bounded at
+    # FLUSH_BEFORE_COMPACT_S, so a backlog of 58 pairs on a loaded machine may not all fit)
+    assert rt.flush(sid, 30)
+    drive_turn(hooks, sid, 29)
     conv = conversation(30, 3000, calls=2)
     eng.update_from_response({"prompt_tokens": 60_000})
     out = eng.compress(conv, current_tokens=60_000)
