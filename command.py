@@ -22,15 +22,19 @@ In `hermes chat -q` this text goes to the model as a prompt; for a one-shot stat
 RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
 
 
+def when(ts: Any, unknown: str = "-") -> str:
+    """A moment as people read it in status lines: local time, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else unknown
+
+
 def describe_compaction(ev: Dict[str, Any]) -> str:
     """One line about a compaction event (``Store.op_event`` "compaction" data)."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ev["ts"])) if ev.get("ts") else "?"
     path = str(ev.get("path") or "?")
     where = ("through the Gateway" if path == "gateway" else "locally" if path == "local" else
              "through the Gateway, then locally" if path == "gateway+local" else path)
     level = ev.get("level") or ""
     text = "%s, %s%s: %s → %s tokens; %s archived" % (
-        when, where, " (level %s)" % level if level and level != path else "",
+        when(ev.get("ts"), "?"), where, " (level %s)" % level if level and level != path else "",
         count(ev.get("tokens_before")), count(ev.get("tokens_after")), plural(ev.get("archived"), "message"))
     if ev.get("session"):
         text += " (session %s)" % ev["session"]

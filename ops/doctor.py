@@ -14,7 +14,7 @@ import argparse
 import json
 import os
 import sys
-import tempfile
+import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -24,7 +24,8 @@ from ..config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..humanize import count, plural
-from .env import effective_env, unreadable
+from ..archive import readonly
+from .env import effective_env
 from .hermes_probe import check_hermes
 from .settings_check import check_settings, explicit_gateway, source_of
 
@@ -234,19 +235,15 @@ def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, inva
 
 
 def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Path) -> None:
-    from ..archive.store import Store, StoreError
     directory = settings.resolved_store_dir(env)
     probe = directory
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
     if directory.is_dir():
-        try:
-            with tempfile.NamedTemporaryFile(dir=str(directory), prefix=".doctor-"):
-                pass
+        if os.access(str(directory), os.W_OK | os.X_OK):      # asked, not tried: doctor writes nothing
             c.add("store", PASS, "%s is writable" % directory)
-        except OSError as exc:
-            c.add("store", FAIL, "%s is not writable (%s)" % (directory, exc.strerror or exc),
-                  "chmod u+rwx %s" % directory)
+        else:
+            c.add("store", FAIL, "%s is not writable" % directory, "chmod u+rwx %s" % directory)
             return
     elif directory.exists():
         c.add("store", FAIL, "%s exists and is not a directory" % directory,
@@ -262,17 +259,17 @@ def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Pa
     if not (directory / "store.db").exists():
         c.add("outbox", PASS, "no store yet (nothing archived so far)")
         return
-    problem = unreadable(directory / "store.db")
+    problem = readonly.problem(directory / "store.db")
     if problem:
         c.add("outbox", FAIL, problem, "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
         return
     try:
-        store = Store(directory)
+        reader = readonly.StoreReader(directory)
         try:
-            st = store.stats()
+            st = reader.stats()
         finally:
-            store.close()
-    except (StoreError, Exception) as exc:  # a broken database is a finding, not a crash
+            reader.close()
+    except sqlite3.Error as exc:  # a broken database is a finding, not a crash
         c.add("outbox", FAIL, "cannot read %s (%s)" % (directory / "store.db", exc),
               "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
         return

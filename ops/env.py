@@ -1,11 +1,10 @@
 """What the operator commands share: the environment Hermes would give the plugin
-(process env + ``$HERMES_HOME/.env``), config.yaml (``hermes_config``), settings, read-only
-SQLite, ``CliError``."""
+(process env + ``$HERMES_HOME/.env``), config.yaml (``hermes_config``), settings,
+``CliError`` (read-only SQLite is ``archive.readonly``)."""
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
@@ -62,30 +61,3 @@ def resolve_settings(overrides: Optional[Mapping[str, str]] = None
     config = read_config(hermes_home(env))
     settings, warnings = load_settings(env, config.block())
     return env, config, settings, warnings
-
-
-# --- status -----------------------------------------------------------------------------
-
-def _ro(path: Path, timeout: float = 5) -> sqlite3.Connection:
-    """A read-only connection: the operator commands never write Hermes' or the plugin's files."""
-    import urllib.request
-    return sqlite3.connect("file:%s?mode=ro" % urllib.request.pathname2url(str(path)),
-                           uri=True, timeout=timeout)
-
-
-def unreadable(db: Path) -> str:
-    """Why ``db`` cannot be read as a store (checked read-only, before ``Store`` would move a
-    corrupt file aside); "" when it is fine."""
-    try:
-        conn = _ro(db)
-        try:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return "cannot read %s: %s (the plugin moves a corrupt store aside and starts a new one)" % (db, exc)
-    missing = {"archive", "outbox", "events"} - names
-    return "%s is not a tencentdb-offload store (no %s table)" % (db, ", ".join(sorted(missing))) \
-        if len(missing) == 3 else ""
-
-
