@@ -162,10 +162,40 @@ def _path_problem(text: str) -> str:
     return ""
 
 
+MAX_VALUE_CHARS = 4_096     # no setting needs more; a longer value is refused before use
+
+
+def setting_text(raw: Any) -> str:
+    """A config value as the text a parser reads. Only scalars, and short ones: a list or
+    mapping (a YAML anchor bomb expands to billions of items when turned into text) is
+    refused by its type, before anything walks it."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (int, float)) and abs(raw) < 10 ** 18:
+        return str(raw)
+    if not isinstance(raw, str):
+        raise ValueError("must be a single value, not %s" % _kind(raw))
+    if len(raw) > MAX_VALUE_CHARS:
+        raise ValueError("is %d characters long (at most %d)" % (len(raw), MAX_VALUE_CHARS))
+    return raw
+
+
+def _kind(raw: Any) -> str:
+    if isinstance(raw, (list, tuple)):
+        return "a list"
+    if isinstance(raw, Mapping):
+        return "a mapping"
+    return "a %s" % type(raw).__name__
+
+
 def shown_value(suffix: str, raw: Any) -> str:
     """A bad value as it may be printed: secrets never, URLs without credentials, short."""
     if suffix in SECRETS:
         return "(hidden)"
+    if not isinstance(raw, (str, int, float)):          # never repr() a structure: see setting_text
+        return "(%s)" % _kind(raw)
+    if isinstance(raw, str) and len(raw) > 200:
+        raw = raw[:200]
     text = re.sub(r"//[^/@]*@", "//***@", repr(raw))
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -206,7 +236,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
                 source = "tencentdb_offload.%s" % attr
             else:
                 continue
-            values[attr] = parse(str(raw) if not isinstance(raw, bool) else ("true" if raw else "false"))
+            values[attr] = parse(setting_text(raw))
         except Exception as exc:     # any value, any type: a warning, never a failed load
             reason = str(exc) if isinstance(exc, ValueError) else "unreadable value"
             if suffix in GATEWAY_OFF:

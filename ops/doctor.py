@@ -139,7 +139,8 @@ ENABLE_FIX = "hermes plugins enable %s" % NAME
 
 
 def _names(value: Any) -> List[str]:
-    return [value] if isinstance(value, str) else [str(x) for x in value or [] if x is not None] \
+    """A list of plugin names as Hermes reads it; only strings count (never str() a structure)."""
+    return [value] if isinstance(value, str) else [x for x in value if isinstance(x, str)] \
         if isinstance(value, list) else []
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..config import PREFIX, SPEC, Settings, load_settings, shown_value
+from ..config import PREFIX, SPEC, Settings, load_settings, setting_text, shown_value
 from .env import read_dotenv
 
 FRACTIONS = ("THRESHOLD", "COMPACT_RATIO")
@@ -69,7 +69,7 @@ def suggest(name: str, known: List[str]) -> str:
 
 def _percent(suffix: str, raw: Any) -> Optional[float]:
     """``45`` or ``45%`` for a fraction setting: what the user meant (0.45), else None."""
-    if suffix not in FRACTIONS:
+    if suffix not in FRACTIONS or not isinstance(raw, (str, int, float)):
         return None
     try:
         value = float(str(raw).strip().rstrip("%"))
@@ -117,9 +117,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
             raw, src = block[attr], block_src
         else:
             continue
-        text = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
         try:
-            parse(text)
+            parse(setting_text(raw))
         except (TypeError, ValueError) as exc:
             bad[suffix] = _reason(suffix, raw, exc)
             shown = shown_value(suffix, raw)
