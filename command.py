@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from .humanize import count, plural, size
+from .humanize import count, plural, printable, size
 
 HELP = """/tencentdb-offload [subcommand]
   status   (default) the last compaction first, then mode, thresholds, sessions,
@@ -40,7 +40,24 @@ def describe_compaction(ev: Dict[str, Any]) -> str:
         text += " (session %s)" % ev["session"]
     if ev.get("error"):
         text += "; error: %s" % ev["error"]
-    return text + "; " + RECALL
+    return printable(text + "; " + RECALL, newlines=False)      # level, error: the Gateway's words
+
+
+def explain_unchanged(tokens: int, target: int, trigger: int, messages: int) -> str:
+    """Why a compaction the user asked for (``/compress``) left the context as it was.
+
+    ``tokens``: the context now (our estimate); ``target``/``trigger``: the engine's target
+    and trigger in tokens; ``messages``: how many messages the context holds.
+    """
+    if tokens <= target:
+        return ("tencentdb-offload: nothing to compact — the context (~%s tokens, %s) is already "
+                "under the target of %s tokens by %s; compaction starts by itself at %s tokens"
+                % (count(tokens), plural(messages, "message"), count(target), count(target - tokens),
+                   count(trigger)))
+    return ("tencentdb-offload: nothing could be removed — the context (~%s tokens, %s) is %s "
+            "tokens over the target of %s, but what is left is the protected start of the "
+            "conversation and the current turn" % (count(tokens), plural(messages, "message"),
+                                                  count(tokens - target), count(target)))
 
 
 def last_compaction(runtime: Any) -> Optional[Dict[str, Any]]:
@@ -66,6 +83,9 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
         "process only; the archive holds %s from every process"
         % (count(st["sessions_in_memory"]), count(s["max_sessions"]), count(st["sessions_evicted"]),
            plural(store.get("archived_sessions", 0), "session")),
+        "    (one per conversation this process served: a chat, and each sub-agent or background "
+        "review Hermes runs with its own session id; a compaction's new id stays with its chat)%s"
+        % held_sessions(st.get("held") or []),
         "  compactions this process: %s (Gateway %s, local %s); levels: %s"
         % (count(t["compactions"]), count(t["gateway_compactions"]), count(t["local_compactions"]),
            ", ".join("%s %s" % (k, count(v)) for k, v in sorted(t["levels"].items())) or "none"),
@@ -107,17 +127,49 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
         lines.append("  warning: %s" % w)
     for e in st.get("recent_errors", [])[-3:]:
         lines.append("  error: %s" % e)
-    return "\n".join(lines)
+    return "\n".join(printable(line, newlines=False) for line in lines)   # peers' text, one line each
+
+
+def held_sessions(held: List[Dict[str, Any]], most: int = 5) -> str:
+    """``: a1b2 (12 tool results), c3d4 (0 tool results), …`` for the sessions held in memory."""
+    if not held:
+        return ""
+    shown = ["%s (%s%s)" % (h["session"], "no session id given; " if h["session"] == "default" else "",
+                            plural(h["tool_results"]["recorded"], "tool result"))
+             for h in held[-most:][::-1]]
+    return ": " + ", ".join(shown) + (", …" if len(held) > most else "")
+
+
+def flush_text(runtime: Any) -> str:
+    """What ``flush`` did, truthfully: nothing is sent without a Gateway or while it is down."""
+    if runtime.worker is None:
+        runtime.flush(None, 10.0)
+        return ("archive writes saved to disk; nothing sent: the Gateway is off (local mode), "
+                "so there is no outbox to deliver")
+    done = runtime.flush(None, 10.0)
+    left = runtime.store.backlog() if runtime.store else 0
+    if done and not left:
+        return "outbox delivered: nothing waiting for the Gateway"
+    gw = runtime.status().get("gateway") or {}
+    why = gw.get("worker_error") or gw.get("last_error") or "health %s, breaker %s" % (
+        gw.get("health", "?"), (gw.get("breaker") or {}).get("state", "?"))
+    return "outbox not delivered: %s waiting (kept on disk, sent when the Gateway answers); %s" % (
+        plural(left, "row"), why)
 
 
 def make_command(runtime: Any) -> Callable[[str], str]:
     def handler(raw_args: str = "", *_: Any, **__: Any) -> str:
+        return printable(answer(raw_args))          # Gateway errors and versions are peers' text
+
+    def answer(raw_args: str) -> str:
         words = (raw_args or "").split()
         sub = words[0].lower() if words else "status"
         try:
             if sub == "status":
                 last = last_compaction(runtime)      # flushes pending writes first
-                return render_status(runtime.status(), last)
+                st = runtime.status()
+                st["held"] = [x.status() for x in runtime.registry.all()]
+                return render_status(st, last)
             if sub == "help":
                 return HELP
             if sub == "health":
@@ -127,10 +179,7 @@ def make_command(runtime: Any) -> Callable[[str], str]:
                         h["status"], h["version"] or "?", h["latency_ms"])
                 return "Gateway not usable: %s" % h["reason"]
             if sub == "flush":
-                done = runtime.flush(None, 10.0)
-                left = runtime.store.backlog() if runtime.store else 0
-                return "outbox %s; %s waiting" % ("delivered" if done else "not fully delivered",
-                                                  plural(left, "row"))
+                return flush_text(runtime)
             if sub == "reclaim":
                 if runtime.reclaimer.retention_days <= 0:
                     return "retention is off (TENCENTDB_OFFLOAD_RETENTION_DAYS=0): nothing deleted"

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 from ..config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
-from ..humanize import count, plural
+from ..humanize import count, plural, printable
 from ..archive import readonly
 from .env import effective_env
 from .hermes_probe import check_hermes
@@ -38,7 +38,9 @@ class Checks:
         self.items: List[Dict[str, str]] = []
 
     def add(self, name: str, status: str, message: str, fix: str = "") -> None:
-        self.items.append({"name": name, "status": status, "message": message, "fix": fix})
+        # a Gateway's version or error text is a peer's: never a terminal control in our output
+        self.items.append({"name": name, "status": status, "message": printable(message, newlines=False),
+                           "fix": printable(fix, newlines=False)})
 
     @property
     def failed(self) -> bool:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 from ..archive import readonly
 from ..command import describe_compaction, when
-from ..humanize import count, plural
+from ..humanize import count, plural, printable
 from ..config import Settings
 from .env import CliError, resolve_settings
 
@@ -120,7 +120,7 @@ def render_status_text(st: Dict[str, Any]) -> str:
                             "; error: %s" % ev["error"] if ev["error"] else ""))
     for e in st["errors"][:5]:
         lines.append("  error (%s, %s): %s" % (e["source"], when(e["ts"]), str(e["error"])[:200]))
-    return "\n".join(lines)
+    return "\n".join(printable(line, newlines=False) for line in lines)  # levels, errors: peers' text
 
 
 def cmd_status(args: argparse.Namespace) -> int:
