@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from .config import gateway_text
 from .humanize import count, plural, printable, size
 
 HELP = """/tencentdb-offload [subcommand]
@@ -109,8 +110,8 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
     gw = st.get("gateway")
     if gw:
         b = gw["breaker"]
-        lines.append("  Gateway: %s (instance %s), health %s%s; breaker %s%s"
-                     % (gw["url"], gw["instance_id"], gw["health"],
+        lines.append("  %s (instance %s), health %s%s; breaker %s%s"
+                     % (gateway_text(gw["url"], s.get("gateway_configured", True)), gw["instance_id"], gw["health"],
                         " (version %s)" % gw["version"] if gw.get("version") else "",
                         b["state"], " (retry in %.0f s)" % b["retry_in_s"] if b["state"] == "open" else ""))
         lines.append("  outbox: %s waiting, %s refused for good, %s delivered"
@@ -122,7 +123,7 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
         if gw.get("last_error"):
             lines.append("  last Gateway error: %s" % gw["last_error"])
     else:
-        lines.append("  Gateway: off (local compaction only)")
+        lines.append("  %s" % gateway_text("", False))
     for w in st.get("warnings", [])[-3:]:
         lines.append("  warning: %s" % w)
     for e in st.get("recent_errors", [])[-3:]:

@@ -329,7 +329,7 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
         "context_length": d.ctx, "window_from": info["window_from"],
         "threshold_from": info["threshold_from"], "ratio_from": info["ratio_from"],
         "threshold": s.threshold, "ratio": s.compact_ratio,
-        "threshold_tokens": d.engine.threshold_tokens, "target_tokens": int(d.ctx * s.compact_ratio),
+        "threshold_tokens": d.engine.threshold_tokens, "target_tokens": s.target_tokens(d.ctx),
         "turns": [dict(t, over_trigger=t["action"] == "-" and t["peak_tokens"] >= d.engine.threshold_tokens)
                   for t in d.turns], "compactions": d.compactions,
         "summary": {

@@ -27,7 +27,7 @@ from ..humanize import count, plural, printable
 from ..archive import readonly
 from .env import effective_env
 from .hermes_probe import check_hermes
-from .settings_check import check_settings, explicit_gateway, source_of
+from .settings_check import check_settings, source_of
 
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -176,11 +176,16 @@ def check_config(c: Checks, config: ConfigFile) -> None:
               "to compact" % path, "hermes config set compression.enabled true")
 
 
-def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, invalid: str,
+DEFAULT_KEY = ("the default key 'local' is a placeholder: a Gateway without server.apiKey "
+               "accepts any key, one with a key wants it in %sAPI_KEY" % PREFIX)
+
+
+def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
                   set_url: Any, set_credentials: str, off_by: str = "GATEWAY_URL") -> None:
     """``invalid``: why the setting ``off_by`` (the URL, or a credential that cannot be sent)
-    turned the Gateway off ("" when nothing did): then nothing is contacted. ``explicit``: the user named this Gateway, so an unreachable one is a failure;
-    the default URL with no Gateway behind it just means local-only."""
+    turned the Gateway off ("" when nothing did): then nothing is contacted. A configured
+    Gateway that cannot be reached is a failure; the default URL with nothing behind it
+    means local-only, and with something behind it a warning: nobody chose that Gateway."""
     from ..memory_gateway.client import (GatewayClient, GatewayError, GatewayNotSupported,
                                          GatewayRejected, GatewayUnavailable)
     var = PREFIX + "GATEWAY_URL"
@@ -199,13 +204,15 @@ def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, inva
         try:
             health = client.health(force=True, timeout=timeout)
         except GatewayUnavailable as exc:
-            if explicit:
+            if settings.gateway_configured:
                 c.add("gateway", FAIL, "cannot reach the Gateway at %s (%s); compactions run locally "
                       "until it answers" % (url, exc), "start the Gateway at %s, or: %s"
                       % (url, set_url("off")))
             else:
-                c.add("gateway", WARN, "no Gateway at the default %s: running local-only; start the "
-                      "Gateway or set %s=off" % (url, var), set_url("off"))
+                c.add("gateway", WARN, "nothing answers at the default URL %s (not configured): "
+                      "running local-only; whatever starts listening there later gets the tool "
+                      "results, under the default key 'local' — set %s=off to stay local, or your "
+                      "Gateway's URL" % (url, var), set_url("off"))
             return
         except GatewayError as exc:
             hint = ""
@@ -216,18 +223,23 @@ def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, inva
             return
         ms = (time.monotonic() - started) * 1000
         c.add("gateway", PASS if ms < 1000 else WARN, "%s is %s, version %s, %s ms"
-              % (url, health.get("status"), health.get("version") or "?", count(ms)),
-              "" if ms < 1000 else "the Gateway answers slowly; compactions may time out")
+              % (settings.describe_gateway(), health.get("status"), health.get("version") or "?",
+                 count(ms)), "" if ms < 1000 else "the Gateway answers slowly; compactions may time out")
+        if not settings.gateway_configured:
+            c.add("gateway", WARN, "a Gateway answers at the default URL %s, which nobody "
+                  "configured: the plugin sends it every tool result and compaction" % url,
+                  "if it is yours: %s (says so for good); if not: %s" % (set_url(url), set_url("off")))
         try:
             client.query_mmd("tdo-doctor-%s" % uuid.uuid4().hex[:12], limit=1)
-            c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)"
-                  % settings.instance_id)
+            c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)%s"
+                  % (settings.instance_id, "; " + DEFAULT_KEY if settings.api_key == "local" else ""))
         except GatewayNotSupported:
             c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
                   "wrong path in the URL" % url, set_url("http://HOST:PORT"))
         except GatewayRejected as exc:
             if exc.status in (401, 403):
-                c.add("gateway", FAIL, "the Gateway refused the credentials (%s)" % exc, set_credentials)
+                c.add("gateway", FAIL, "the Gateway refused the credentials (%s)%s" % (
+                    exc, "; " + DEFAULT_KEY if settings.api_key == "local" else ""), set_credentials)
             else:
                 c.add("gateway", PASS, "API key and instance id accepted (query-mmd answered %s)" % exc)
         except GatewayError as exc:
@@ -311,25 +323,33 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
     creds = " && ".join(source_of(s, env, home, config.path, block).set_command(s, v) for s, v in
                         (("API_KEY", "YOUR_KEY"), ("INSTANCE_ID", "YOUR_INSTANCE")))
     off_by = next((s for s in GATEWAY_OFF if s in bad), "GATEWAY_URL")   # what turned it off
-    check_gateway(c, settings, timeout, explicit_gateway(env, block), bad.get(off_by, ""),
+    check_gateway(c, settings, timeout, bad.get(off_by, ""),
                   set_url, creds, off_by)
     check_store(c, settings, env, plugin_dir)
     return c
+
+
+def summary(items: List[Dict[str, str]]) -> str:
+    """The last line: failures and warnings counted (a warning is never "all passed")."""
+    failed = sum(1 for i in items if i["status"] == FAIL)
+    warned = sum(1 for i in items if i["status"] == WARN)
+    if not failed:
+        return "passed with %s" % plural(warned, "warning") if warned else "all checks passed"
+    return "%d check(s) failed%s" % (failed, ", %s" % plural(warned, "warning") if warned else "")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     checks = run_checks(Path(args.plugin_dir), max(0.2, args.timeout))
     if args.json:
         print(json.dumps({"ok": not checks.failed, "hermes_home": str(hermes_home(effective_env())),
-                          "checks": checks.items}, ensure_ascii=False, indent=2))
+                          "summary": summary(checks.items), "checks": checks.items}, ensure_ascii=False, indent=2))
     else:
         for item in checks.items:
             line = "%-4s  %-8s %s" % (item["status"], item["name"], item["message"])
             if item["fix"] and item["status"] != PASS:
                 line += "  — fix: " + item["fix"]
             print(line)
-        bad = [i for i in checks.items if i["status"] == FAIL]
-        print("\n%s" % ("all checks passed" if not bad else "%d check(s) failed" % len(bad)))
+        print("\n" + summary(checks.items))
     if checks.failed:
         first = next(i for i in checks.items if i["status"] == FAIL)
         sys.stderr.write("tencentdb-offload doctor: %d check(s) failed, first: %s: %s\n"

@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 from ..archive import readonly
 from ..command import describe_compaction, when
 from ..humanize import count, plural, printable
-from ..config import Settings
+from ..config import Settings, gateway_text
 from .env import CliError, resolve_settings
 
 
@@ -82,10 +82,11 @@ def render_status_text(st: Dict[str, Any]) -> str:
     lines = ["tencentdb-offload status — store %s" % st["store_dir"]]
     recent = (st.get("compactions") or {}).get("recent") or []
     lines.append("  last compaction: %s" % (describe_compaction(recent[0]) if recent else "none yet"))
-    lines.append("  configured: %s; compaction at %.0f%% of the window, down to %.0f%%"
-                 % ("Gateway %s (instance %s)" % (s["gateway_url"], s["instance_id"])
-                    if s["gateway_url"] else "local only (no Gateway)",
-                    s["threshold"] * 100, s["compact_ratio"] * 100))
+    lines.append("  configured: %s; compaction at %.0f%% of the window, down to %.0f%%%s"
+                 % (gateway_text(s["gateway_url"], s["gateway_configured"]) +
+                    (" (instance %s)" % s["instance_id"] if s["gateway_url"] else ""),
+                    s["threshold"] * 100, s["compact_ratio"] * 100,
+                    ", at most %s tokens" % count(s["max_context_tokens"]) if s["max_context_tokens"] else ""))
     if not st["exists"]:
         lines.append("  no store yet: the plugin has not archived anything with this "
                      "HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR")
