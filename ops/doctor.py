@@ -25,7 +25,7 @@ from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..humanize import count, plural, printable
 from ..archive import readonly
-from .env import effective_env
+from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
 from .settings_check import check_settings, source_of
 
@@ -171,9 +171,17 @@ def check_config(c: Checks, config: ConfigFile) -> None:
         c.add("config", PASS, "context.engine is %s" % NAME)
     else:
         c.add("config", FAIL, "context.engine in %s is %r, not %r" % (path, engine, NAME), ENGINE_FIX)
-    if config.get("compression", "enabled") is False:
-        c.add("config", WARN, "compression.enabled is false in %s: Hermes never asks the engine "
-              "to compact" % path, "hermes config set compression.enabled true")
+    off, ignored = compression_findings(config)
+    if off:
+        c.add("config", FAIL, "compression.enabled is false in %s: Hermes never calls the engine, "
+              "so nothing is compacted and the context grows past the window" % path,
+              "hermes config set compression.enabled true")
+    if ignored:
+        c.add("config", WARN, "%s in %s: Hermes' built-in compressor reads %s, this plugin does "
+              "not (it honours none of compression.* except what Hermes itself applies: enabled, "
+              "timeouts, hygiene limits)" % (", ".join(ignored), path, "it" if len(ignored) == 1 else "them"),
+              "remove %s from config.yaml, and set the plugin's own setting where one is named"
+              % ("it" if len(ignored) == 1 else "them"))
 
 
 DEFAULT_KEY = ("the default key 'local' is a placeholder: a Gateway without server.apiKey "

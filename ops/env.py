@@ -61,3 +61,32 @@ def resolve_settings(overrides: Optional[Mapping[str, str]] = None
     config = read_config(hermes_home(env))
     settings, warnings = load_settings(env, config.block())
     return env, config, settings, warnings
+
+
+# --- Hermes' compression: block ---------------------------------------------------------
+
+# Keys Hermes applies around any context engine (when and how long it calls it); read from
+# the 0.17.0, 0.19.0 and 0.22.2 wheels. ``enabled: false`` stops every automatic call.
+HOST_COMPRESSION_KEYS = frozenset((
+    "enabled", "in_place", "max_attempts", "progress_notices", "checkpoint_required",
+    "context_timeout_seconds", "context_total_ceiling_seconds", "hygiene_hard_message_limit",
+    "hygiene_timeout_seconds", "hygiene_total_ceiling_seconds", "hygiene_failure_cooldown_seconds",
+    "hygiene_max_turn_hold_seconds"))
+# Built-in compressor keys the plugin replaces with its own setting (the rest: no equivalent)
+REPLACED_BY = {"threshold": "THRESHOLD", "model_thresholds": "THRESHOLD",
+               "target_ratio": "COMPACT_RATIO", "threshold_tokens": "MAX_CONTEXT_TOKENS",
+               "protect_first_n": "KEEP_FIRST"}
+
+
+def compression_findings(config: ConfigFile) -> Tuple[bool, List[str]]:
+    """(Hermes' compression switched off?, ``compression.*`` keys set that this plugin does
+    not honour — each with the setting that does the job, if any)."""
+    block = config.get("compression")
+    if not isinstance(block, Mapping):
+        return False, []
+    ignored = []
+    for key in sorted(str(k) for k in block if str(k) not in HOST_COMPRESSION_KEYS)[:40]:
+        instead = REPLACED_BY.get(key)
+        ignored.append("compression.%s (use TENCENTDB_OFFLOAD_%s)" % (key, instead) if instead
+                       else "compression.%s" % key)
+    return block.get("enabled") is False, ignored

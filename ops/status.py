@@ -12,7 +12,7 @@ from ..archive import readonly
 from ..command import describe_compaction, when
 from ..humanize import count, plural, printable
 from ..config import Settings, gateway_text
-from .env import CliError, resolve_settings
+from .env import CliError, compression_findings, resolve_settings
 
 
 def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[str, Any]:
@@ -126,9 +126,16 @@ def render_status_text(st: Dict[str, Any]) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
-    env, _block, settings, warnings = resolve_settings(overrides)
+    env, config, settings, warnings = resolve_settings(overrides)
     data = status_data(settings.resolved_store_dir(env), settings, args.recent)
+    off, ignored = compression_findings(config)
+    if off:
+        warnings = ["compression.enabled is false in %s: Hermes never calls the engine, nothing is "
+                    "compacted (hermes config set compression.enabled true)" % config.path] + warnings
+    if ignored:
+        warnings.append("not honoured by this plugin: %s" % ", ".join(ignored))
     data["warnings"] = warnings
+    data["hermes_compression_enabled"] = not off
     if args.json:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
     else:

@@ -109,6 +109,8 @@ CASES = {
     "wrong engine name": ({}, GOOD_CONFIG.replace("engine: tencentdb-offload", "engine: tencentdb_offload"),
                           True, "config", "context.engine"),
     "plugin not installed": ({}, GOOD_CONFIG, False, "install", "no tencentdb-offload plugin"),
+    "hermes compression off": ({}, GOOD_CONFIG + "compression:\n  enabled: false\n", True,
+                               "config", "Hermes never calls the engine"),
     "bad setting value": ({"TENCENTDB_OFFLOAD_THRESHOLD": "high"}, GOOD_CONFIG, True,
                           "settings", "TENCENTDB_OFFLOAD_THRESHOLD"),
     "bad setting in config block": ({}, GOOD_CONFIG + "tencentdb_offload:\n  compact_ratio: 7\n", True,
@@ -376,3 +378,20 @@ def test_a_bad_store_dir_or_key_is_named_with_its_own_reason_and_a_fix_that_work
     gw = next(i for i in items if i["name"] == "gateway")
     assert gw["message"].startswith("Gateway off: TENCENTDB_OFFLOAD_API_KEY is invalid"), gw
     assert gw["fix"].startswith(("sed -i -E 's|^(export )?TENCENTDB_OFFLOAD_API_KEY=.*|TENCENTDB_OFFLOAD_API_KEY=YOUR_KEY|'",)), gw
+
+
+def test_compression_keys_the_plugin_does_not_honour_are_named(tmp_path, gateway):
+    config = GOOD_CONFIG + ("compression:\n  enabled: true\n  threshold: 0.5\n  target_ratio: 0.2\n"
+                            "  hygiene_hard_message_limit: 400\n  micro_compact: true\n")
+    home = setup_home(tmp_path, gateway, {}, config)
+    proc = doctor(home)
+    assert proc.returncode == 0, proc.stdout
+    (warn,) = [c for c in checks(proc) if c["name"] == "config" and c["status"] == "warn"]
+    assert "compression.threshold (use TENCENTDB_OFFLOAD_THRESHOLD)" in warn["message"]
+    assert "compression.target_ratio (use TENCENTDB_OFFLOAD_COMPACT_RATIO)" in warn["message"]
+    assert "compression.micro_compact" in warn["message"]
+    assert "hygiene_hard_message_limit" not in warn["message"].split(":")[0]
+    (home / "config.yaml").write_text(GOOD_CONFIG + "compression:\n  enabled: false\n")
+    status = subprocess.run([sys.executable, str(ROOT), "status"], capture_output=True, text=True,
+                            env=dict(os.environ, HERMES_HOME=str(home)), timeout=60)
+    assert "compression.enabled is false" in status.stdout and "never calls the engine" in status.stdout
