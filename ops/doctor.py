@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import sqlite3
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
@@ -93,7 +94,7 @@ def _as_url(remote: str, plugin_dir: Path) -> str:
     return (plugin_dir / remote).resolve().as_uri()
 
 
-def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
+def check_install(c: Checks, home: Path, plugin_dir: Path, version: Optional[Tuple[int, ...]] = None) -> None:
     plugins = home / "plugins"
     found: List[Tuple[Path, Dict[str, Any]]] = []
     for pattern in ("*/plugin.yaml", "*/*/plugin.yaml"):
@@ -103,6 +104,10 @@ def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
             if name == NAME or yml.parent.name == NAME:
                 found.append((yml.parent, data))
     install = "hermes plugins install %s --enable" % install_url(plugin_dir)
+    if version is not None and version >= LOADS_ENGINE_ALONE:    # its installer needs network
+        install += "   (without network: git clone %s %s && hermes config set plugins.enabled " \
+                   "'[\"%s\"]', listing your other plugins too)" % (
+                       install_url(plugin_dir), shlex.quote(str(plugins / NAME)), NAME)
     if not found:
         c.add("install", FAIL, "no %s plugin in %s (this copy runs from %s)" % (NAME, plugins, plugin_dir),
               install)
@@ -127,7 +132,8 @@ def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
     same = where.resolve() == plugin_dir.resolve()
     if not same and mine and theirs and mine != theirs:
         c.add("install", WARN, "installed %s is version %s, this copy (%s) is %s"
-              % (where, theirs, plugin_dir, mine), "hermes plugins update %s" % NAME)
+              % (where, theirs, plugin_dir, mine), "git -C %s pull" % shlex.quote(str(where))
+              if (where / ".git").exists() else "hermes plugins update %s" % NAME)
     else:
         c.add("install", PASS, "installed at %s (version %s)%s"
               % (where, theirs or "?", "" if same else "; this copy runs from %s" % plugin_dir))
@@ -137,7 +143,7 @@ def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
 
 
 ENGINE_FIX = "hermes config set context.engine %s" % NAME
-ENABLE_FIX = "hermes plugins enable %s" % NAME
+LOADS_ENGINE_ALONE = (0, 22, 0)     # 0.22 loads context.engine from plugins/<name> unlisted
 
 
 def _names(value: Any) -> List[str]:
@@ -146,27 +152,40 @@ def _names(value: Any) -> List[str]:
         if isinstance(value, list) else []
 
 
-def check_config(c: Checks, config: ConfigFile) -> None:
+def _list_fix(key: str, names: List[str]) -> str:
+    return "hermes config set plugins.%s %s" % (key, shlex.quote(json.dumps(names)))
+
+
+def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...]] = None) -> None:
+    """On 0.22 ``hermes plugins enable/disable`` refuse without network (its package manager
+    downloads a Python first), so the fixes there are ``hermes config set`` commands."""
     path = config.path
+    on_22 = version is not None and version >= LOADS_ENGINE_ALONE
+    enabled = _names(config.get("plugins", "enabled"))
+    disabled = _names(config.get("plugins", "disabled"))
+    enable_fix = _list_fix("enabled", enabled + [NAME]) if on_22 else "hermes plugins enable %s" % NAME
     if config.data is None:
         if config.error == "missing":
-            c.add("config", FAIL, "%s does not exist" % path, "%s && %s" % (ENGINE_FIX, ENABLE_FIX))
+            c.add("config", FAIL, "%s does not exist" % path, "%s && %s" % (ENGINE_FIX, enable_fix))
         else:
             c.add("config", FAIL, "%s: %s" % (path, config.error),
                   "fix the YAML in %s (or move it aside and run: %s && %s)"
-                  % (path, ENGINE_FIX, ENABLE_FIX))
+                  % (path, ENGINE_FIX, enable_fix))
         return
-    enabled = _names(config.get("plugins", "enabled"))
-    disabled = _names(config.get("plugins", "disabled"))
     engine = config.get("context", "engine") or "compressor"
     if NAME in disabled:
         c.add("config", FAIL, "plugins.disabled in %s lists %s (disabled always wins)" % (path, NAME),
-              ENABLE_FIX)
+              _list_fix("disabled", [n for n in disabled if n != NAME]) if on_22 else enable_fix)
     if NAME in enabled:
         c.add("config", PASS, "plugins.enabled contains %s (%s read with %s)" % (NAME, path, config.reader))
+    elif on_22 and engine == NAME:
+        c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): Hermes 0.22 "
+              "still loads the engine named by context.engine, but not the plugin's hooks and "
+              "tools: tool results are not archived as they arrive, nothing reaches the Gateway, "
+              "and the model has no tdai_* recall tools" % (path, NAME, json.dumps(enabled)), enable_fix)
     else:
         c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): Hermes "
-              "silently uses its built-in compressor" % (path, NAME, json.dumps(enabled)), ENABLE_FIX)
+              "silently uses its built-in compressor" % (path, NAME, json.dumps(enabled)), enable_fix)
     if engine == NAME:
         c.add("config", PASS, "context.engine is %s" % NAME)
     else:
@@ -321,9 +340,9 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
     config = read_config(home)
     block = config.block()
     check_python(c)
-    check_hermes(c, env)
-    check_install(c, home, plugin_dir)
-    check_config(c, config)
+    version = check_hermes(c, env)
+    check_install(c, home, plugin_dir, version)
+    check_config(c, config, version)
     settings, bad = check_settings(c, env, home, config.path, block)
 
     def set_url(value: str) -> str:

@@ -395,3 +395,27 @@ def test_compression_keys_the_plugin_does_not_honour_are_named(tmp_path, gateway
     status = subprocess.run([sys.executable, str(ROOT), "status"], capture_output=True, text=True,
                             env=dict(os.environ, HERMES_HOME=str(home)), timeout=60)
     assert "compression.enabled is false" in status.stdout and "never calls the engine" in status.stdout
+
+
+def test_on_0_22_the_fixes_are_config_commands_and_the_engine_is_said_to_load(tmp_path):
+    """0.22 loads the engine named by context.engine from plugins/<name> without plugins.enabled
+    (agent_init._select_context_engine → plugins.context_engine.load_context_engine), but the
+    hooks and tools only when enabled; and its `plugins enable` refuses without network."""
+    from tencentdb_offload.hermes_config import read_config
+    from tencentdb_offload.ops.doctor import Checks, check_config
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(GOOD_CONFIG.replace("    - tencentdb-offload\n", "") +
+                                      "  disabled:\n    - tencentdb-offload\n")
+    for version, says, fix in (((0, 22, 2), "still loads the engine", "hermes config set plugins.enabled "
+                                 "'[\"other-plugin\", \"tencentdb-offload\"]'"),
+                               ((0, 19, 0), "silently uses its built-in compressor",
+                                "hermes plugins enable tencentdb-offload")):
+        c = Checks()
+        check_config(c, read_config(home), version)
+        failed = [i for i in c.items if i["status"] == "fail"]
+        enabled = next(i for i in failed if "plugins.enabled" in i["message"])
+        assert says in enabled["message"] and enabled["fix"] == fix, enabled
+        gone = next(i for i in failed if "plugins.disabled" in i["message"])
+        assert gone["fix"] == ("hermes config set plugins.disabled '[]'" if version >= (0, 22)
+                               else "hermes plugins enable tencentdb-offload"), gone
