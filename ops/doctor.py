@@ -213,8 +213,7 @@ def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
     turned the Gateway off ("" when nothing did): then nothing is contacted. A configured
     Gateway that cannot be reached is a failure; the default URL with nothing behind it
     means local-only, and with something behind it a warning: nobody chose that Gateway."""
-    from ..memory_gateway.client import (GatewayClient, GatewayError, GatewayNotSupported,
-                                         GatewayRejected, GatewayUnavailable)
+    from ..memory_gateway.client import GatewayClient, GatewayError, GatewayUnavailable
     var = PREFIX + "GATEWAY_URL"
     if invalid:
         c.add("gateway", WARN, "Gateway off: %s%s is invalid (%s); nothing contacted"
@@ -256,24 +255,31 @@ def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
             c.add("gateway", WARN, "a Gateway answers at the default URL %s, which nobody "
                   "configured: the plugin sends it every tool result and compaction" % url,
                   "if it is yours: %s (says so for good); if not: %s" % (set_url(url), set_url("off")))
-        try:
-            client.query_mmd("tdo-doctor-%s" % uuid.uuid4().hex[:12], limit=1)
-            c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)%s"
-                  % (settings.instance_id, "; " + DEFAULT_KEY if settings.api_key == "local" else ""))
-        except GatewayNotSupported:
-            c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
-                  "wrong path in the URL" % url, set_url("http://HOST:PORT"))
-        except GatewayRejected as exc:
-            if exc.status in (401, 403):
-                c.add("gateway", FAIL, "the Gateway refused the credentials (%s)%s" % (
-                    exc, "; " + DEFAULT_KEY if settings.api_key == "local" else ""), set_credentials)
-            else:
-                c.add("gateway", PASS, "API key and instance id accepted (query-mmd answered %s)" % exc)
-        except GatewayError as exc:
-            c.add("gateway", FAIL, "authenticated call failed: %s" % exc,
-                  "look at the Gateway's log; meanwhile, to run local-only: %s" % set_url("off"))
+        _check_credentials(c, client, settings, set_url, set_credentials)
     finally:
         client.close()
+
+
+def _check_credentials(c: Checks, client: Any, settings: Any, set_url: Any, set_credentials: str) -> None:
+    """An authenticated call proves the API key and instance id are accepted."""
+    from ..memory_gateway.client import GatewayError, GatewayNotSupported, GatewayRejected
+    url = settings.gateway_url
+    try:
+        client.query_mmd("tdo-doctor-%s" % uuid.uuid4().hex[:12], limit=1)
+        c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)%s"
+              % (settings.instance_id, "; " + DEFAULT_KEY if settings.api_key == "local" else ""))
+    except GatewayNotSupported:
+        c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
+              "wrong path in the URL" % url, set_url("http://HOST:PORT"))
+    except GatewayRejected as exc:
+        if exc.status in (401, 403):
+            c.add("gateway", FAIL, "the Gateway refused the credentials (%s)%s" % (
+                exc, "; " + DEFAULT_KEY if settings.api_key == "local" else ""), set_credentials)
+        else:
+            c.add("gateway", PASS, "API key and instance id accepted (query-mmd answered %s)" % exc)
+    except GatewayError as exc:
+        c.add("gateway", FAIL, "authenticated call failed: %s" % exc,
+              "look at the Gateway's log; meanwhile, to run local-only: %s" % set_url("off"))
 
 
 def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Path) -> None:
