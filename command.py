@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .compaction_record import Compaction
+from .config import gateway_text
 from .humanize import count, plural, printable, size
 
 HELP = """/tencentdb-offload [subcommand]
@@ -23,13 +24,34 @@ In `hermes chat -q` this text goes to the model as a prompt; for a one-shot stat
 RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
 
 
+def when(ts: Any, unknown: str = "-") -> str:
+    """A moment as people read it in status lines: local time, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else unknown
+
+
 def describe_compaction(ev: Dict[str, Any]) -> str:
     """One line about a stored compaction event: when, the record's own description, whose."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ev["ts"])) if ev.get("ts") else "?"
-    text = "%s, %s" % (when, Compaction.from_json(ev).describe())
+    text = "%s, %s" % (when(ev.get("ts"), "?"), Compaction.from_json(ev).describe())
     if ev.get("session"):
-        text += " (session %s)" % printable(ev["session"], 200, newlines=False)
-    return text + "; " + RECALL
+        text += " (session %s)" % ev["session"]
+    return printable(text + "; " + RECALL, newlines=False)      # level, error: the Gateway's words
+
+
+def explain_unchanged(tokens: int, target: int, trigger: int, messages: int) -> str:
+    """Why a compaction the user asked for (``/compress``) left the context as it was.
+
+    ``tokens``: the context now (our estimate); ``target``/``trigger``: the engine's target
+    and trigger in tokens; ``messages``: how many messages the context holds.
+    """
+    if tokens <= target:
+        return ("tencentdb-offload: nothing to compact — the context (~%s tokens, %s) is already "
+                "under the target of %s tokens by %s; compaction starts by itself at %s tokens"
+                % (count(tokens), plural(messages, "message"), count(target), count(target - tokens),
+                   count(trigger)))
+    return ("tencentdb-offload: nothing could be removed — the context (~%s tokens, %s) is %s "
+            "tokens over the target of %s, but what is left is the protected start of the "
+            "conversation and the current turn" % (count(tokens), plural(messages, "message"),
+                                                  count(tokens - target), count(target)))
 
 
 def last_compaction(runtime: Any) -> Optional[Dict[str, Any]]:
@@ -55,6 +77,9 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
         "process only; the archive holds %s from every process"
         % (count(st["sessions_in_memory"]), count(s["max_sessions"]), count(st["sessions_evicted"]),
            plural(store.get("archived_sessions", 0), "session")),
+        "    (one per conversation this process served: a chat, and each sub-agent or background "
+        "review Hermes runs with its own session id; a compaction's new id stays with its chat)%s"
+        % held_sessions(st.get("held") or []),
         "  compactions this process: %s (Gateway %s, local %s); levels: %s"
         % (count(t["compactions"]), count(t["gateway_compactions"]), count(t["local_compactions"]),
            ", ".join("%s %s" % (k, count(v)) for k, v in sorted(t["levels"].items())) or "none"),
@@ -78,8 +103,8 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
     gw = st.get("gateway")
     if gw:
         b = gw["breaker"]
-        lines.append("  Gateway: %s (instance %s), health %s%s; breaker %s%s"
-                     % (gw["url"], gw["instance_id"], gw["health"],
+        lines.append("  %s (instance %s), health %s%s; breaker %s%s"
+                     % (gateway_text(gw["url"], s.get("gateway_configured", True)), gw["instance_id"], gw["health"],
                         " (version %s)" % gw["version"] if gw.get("version") else "",
                         b["state"], " (retry in %.0f s)" % b["retry_in_s"] if b["state"] == "open" else ""))
         lines.append("  outbox: %s waiting, %s refused for good, %s delivered"
@@ -91,22 +116,54 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
         if gw.get("last_error"):
             lines.append("  last Gateway error: %s" % gw["last_error"])
     else:
-        lines.append("  Gateway: off (local compaction only)")
+        lines.append("  %s" % gateway_text("", False))
     for w in st.get("warnings", [])[-3:]:
         lines.append("  warning: %s" % w)
     for e in st.get("recent_errors", [])[-3:]:
         lines.append("  error: %s" % e)
-    return "\n".join(lines)
+    return "\n".join(printable(line, newlines=False) for line in lines)   # peers' text, one line each
+
+
+def held_sessions(held: List[Dict[str, Any]], most: int = 5) -> str:
+    """``: a1b2 (12 tool results), c3d4 (0 tool results), …`` for the sessions held in memory."""
+    if not held:
+        return ""
+    shown = ["%s (%s%s)" % (h["session"], "no session id given; " if h["session"] == "default" else "",
+                            plural(h["tool_results"]["recorded"], "tool result"))
+             for h in held[-most:][::-1]]
+    return ": " + ", ".join(shown) + (", …" if len(held) > most else "")
+
+
+def flush_text(runtime: Any) -> str:
+    """What ``flush`` did, truthfully: nothing is sent without a Gateway or while it is down."""
+    if runtime.worker is None:
+        runtime.flush(None, 10.0)
+        return ("archive writes saved to disk; nothing sent: the Gateway is off (local mode), "
+                "so there is no outbox to deliver")
+    done = runtime.flush(None, 10.0)
+    left = runtime.store.backlog() if runtime.store else 0
+    if done and not left:
+        return "outbox delivered: nothing waiting for the Gateway"
+    gw = runtime.status().get("gateway") or {}
+    why = gw.get("worker_error") or gw.get("last_error") or "health %s, breaker %s" % (
+        gw.get("health", "?"), (gw.get("breaker") or {}).get("state", "?"))
+    return "outbox not delivered: %s waiting (kept on disk, sent when the Gateway answers); %s" % (
+        plural(left, "row"), why)
 
 
 def make_command(runtime: Any) -> Callable[[str], str]:
     def handler(raw_args: str = "", *_: Any, **__: Any) -> str:
+        return printable(answer(raw_args))          # Gateway errors and versions are peers' text
+
+    def answer(raw_args: str) -> str:
         words = (raw_args or "").split()
         sub = words[0].lower() if words else "status"
         try:
             if sub == "status":
                 last = last_compaction(runtime)      # flushes pending writes first
-                return render_status(runtime.status(), last)
+                st = runtime.status()
+                st["held"] = [x.status() for x in runtime.registry.all()]
+                return render_status(st, last)
             if sub == "help":
                 return HELP
             if sub == "health":
@@ -116,10 +173,7 @@ def make_command(runtime: Any) -> Callable[[str], str]:
                         h["status"], h["version"] or "?", h["latency_ms"])
                 return "Gateway not usable: %s" % h["reason"]
             if sub == "flush":
-                done = runtime.flush(None, 10.0)
-                left = runtime.store.backlog() if runtime.store else 0
-                return "outbox %s; %s waiting" % ("delivered" if done else "not fully delivered",
-                                                  plural(left, "row"))
+                return flush_text(runtime)
             if sub == "reclaim":
                 if runtime.reclaimer.retention_days <= 0:
                     return "retention is off (TENCENTDB_OFFLOAD_RETENTION_DAYS=0): nothing deleted"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -44,11 +45,30 @@ class Settings:
     trim_chars: int = 2_000             # tool results longer than this are trimmed locally
     keep_first: int = 3                 # leading messages the local compaction keeps
     canvas: bool = True                 # inject the Gateway's task canvas
+    max_context_tokens: int = 0         # 0 = no cap; else compaction starts here whatever the window
+    gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
 
     @property
     def gateway_enabled(self) -> bool:
         return bool(self.gateway_url) and not _url_problem(self.gateway_url) and \
             not unsafe_credentials(self.api_key, self.instance_id)
+
+    def trigger_tokens(self, context_length: int) -> int:
+        """Where compaction starts: the threshold of the window, or the cap when it is lower."""
+        ratio = int(context_length * self.threshold)
+        return min(ratio, self.max_context_tokens) if self.max_context_tokens else ratio
+
+    def target_tokens(self, context_length: int) -> int:
+        """Where a compaction brings the context: the ratio of the window; under a cap that
+        wins, the same proportion of the cap (``cap x ratio / threshold``)."""
+        ratio = int(context_length * self.compact_ratio)
+        if self.max_context_tokens and self.max_context_tokens < int(context_length * self.threshold):
+            return min(ratio, int(self.max_context_tokens * self.compact_ratio / self.threshold))
+        return ratio
+
+    def describe_gateway(self) -> str:
+        """How the Gateway is set up, in words status, doctor and the 0.22 line share."""
+        return gateway_text(self.gateway_url, self.gateway_configured)
 
     def resolved_store_dir(self, env: Mapping[str, str] = os.environ) -> Path:
         """The store directory; an unusable ``store_dir`` (or home) gives the default."""
@@ -69,6 +89,44 @@ class Settings:
         elif self.gateway_url:
             out["gateway_url"] = "(invalid, hidden)"
         return out
+
+
+def gateway_text(url: str, configured: bool) -> str:
+    """``Gateway at URL`` / ``Gateway at the default URL (not configured)`` / local only."""
+    if not url:
+        return "no Gateway (local compaction only)"
+    if not configured:
+        return "Gateway at the default URL %s (not configured)" % url
+    return "Gateway at %s" % url
+
+
+def unconfigured_gateway_notice(settings: Settings) -> str:
+    """The line to log once per process when a Gateway answers at a URL nobody configured
+    ("" when the URL was configured or there is no Gateway)."""
+    if settings.gateway_configured or not settings.gateway_url:
+        return ""
+    return ("tencentdb-offload: a Gateway answers at the default URL %s, which is not configured: "
+            "tool results and compactions now go there under the default key 'local'. If that is "
+            "not your TencentDB Agent Memory Gateway, set %sGATEWAY_URL=off (local only) or your "
+            "Gateway's URL in $HERMES_HOME/.env" % (settings.gateway_url, PREFIX))
+
+
+_announced = set()
+_announce_lock = threading.Lock()
+
+
+def announce_unconfigured_gateway(settings: Settings, log: Any) -> bool:
+    """Log ``unconfigured_gateway_notice`` the first time it applies in this process (call it
+    when the Gateway answers); True when it logged now."""
+    text = unconfigured_gateway_notice(settings)
+    if not text:
+        return False
+    with _announce_lock:
+        if settings.gateway_url in _announced:
+            return False
+        _announced.add(settings.gateway_url)
+    log.warning("%s", text)
+    return True
 
 
 def redact(secret: str) -> str:
@@ -141,6 +199,13 @@ def _non_empty(raw: str) -> str:
     return text
 
 
+def _token_cap(raw: str) -> int:
+    value = _ranged_int(0, 100_000_000)(raw)
+    if 0 < value < SMALLEST_WINDOW:
+        raise ValueError("must be 0 (no cap) or at least %d tokens" % SMALLEST_WINDOW)
+    return value
+
+
 def _path(raw: str) -> str:
     text = raw.strip()
     problem = _path_problem(text)
@@ -162,10 +227,40 @@ def _path_problem(text: str) -> str:
     return ""
 
 
+MAX_VALUE_CHARS = 4_096     # no setting needs more; a longer value is refused before use
+
+
+def setting_text(raw: Any) -> str:
+    """A config value as the text a parser reads. Only scalars, and short ones: a list or
+    mapping (a YAML anchor bomb expands to billions of items when turned into text) is
+    refused by its type, before anything walks it."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (int, float)) and abs(raw) < 10 ** 18:
+        return str(raw)
+    if not isinstance(raw, str):
+        raise ValueError("must be a single value, not %s" % _kind(raw))
+    if len(raw) > MAX_VALUE_CHARS:
+        raise ValueError("is %d characters long (at most %d)" % (len(raw), MAX_VALUE_CHARS))
+    return raw
+
+
+def _kind(raw: Any) -> str:
+    if isinstance(raw, (list, tuple)):
+        return "a list"
+    if isinstance(raw, Mapping):
+        return "a mapping"
+    return "a %s" % type(raw).__name__
+
+
 def shown_value(suffix: str, raw: Any) -> str:
     """A bad value as it may be printed: secrets never, URLs without credentials, short."""
     if suffix in SECRETS:
         return "(hidden)"
+    if not isinstance(raw, (str, int, float)):          # never repr() a structure: see setting_text
+        return "(%s)" % _kind(raw)
+    if isinstance(raw, str) and len(raw) > 200:
+        raw = raw[:200]
     text = re.sub(r"//[^/@]*@", "//***@", repr(raw))
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -187,6 +282,7 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "TRIM_CHARS": ("trim_chars", _ranged_int(200, 1_000_000)),
     "KEEP_FIRST": ("keep_first", _ranged_int(0, 50)),
     "CANVAS": ("canvas", _parse_bool),
+    "MAX_CONTEXT_TOKENS": ("max_context_tokens", _token_cap),
 }
 
 def load_settings(env: Mapping[str, str] = os.environ,
@@ -206,7 +302,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
                 source = "tencentdb_offload.%s" % attr
             else:
                 continue
-            values[attr] = parse(str(raw) if not isinstance(raw, bool) else ("true" if raw else "false"))
+            values[attr] = parse(setting_text(raw))
         except Exception as exc:     # any value, any type: a warning, never a failed load
             reason = str(exc) if isinstance(exc, ValueError) else "unreadable value"
             if suffix in GATEWAY_OFF:
@@ -230,6 +326,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
             warnings.append("%s=%g is so small that a %d-token window would trigger at 0 tokens; "
                             "using the default %g" % (var, value, SMALLEST_WINDOW, getattr(defaults, attr)))
             values[attr] = getattr(defaults, attr)
+    values["gateway_configured"] = PREFIX + "GATEWAY_URL" in env or "gateway_url" in block
     settings = Settings(**values)
     if settings.compact_ratio >= settings.threshold:
         fixed = round(settings.threshold * 2 / 3, 4)

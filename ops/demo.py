@@ -19,7 +19,8 @@ from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
 from ..config import PREFIX
 from ..hermes_config import ConfigFile
-from .env import MIN_WINDOW, CliError, _ro, resolve_settings
+from ..archive.readonly import connect
+from .env import MIN_WINDOW, CliError, resolve_settings
 from .replay import load_source
 from .report import render
 
@@ -328,7 +329,7 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
         "context_length": d.ctx, "window_from": info["window_from"],
         "threshold_from": info["threshold_from"], "ratio_from": info["ratio_from"],
         "threshold": s.threshold, "ratio": s.compact_ratio,
-        "threshold_tokens": d.engine.threshold_tokens, "target_tokens": int(d.ctx * s.compact_ratio),
+        "threshold_tokens": d.engine.threshold_tokens, "target_tokens": s.target_tokens(d.ctx),
         "turns": [dict(t, over_trigger=t["action"] == "-" and t["peak_tokens"] >= d.engine.threshold_tokens)
                   for t in d.turns], "compactions": d.compactions,
         "summary": {
@@ -365,7 +366,7 @@ def _close(runtime: Any, tmp: Optional[tempfile.TemporaryDirectory]) -> None:
 def _archived_kinds(store_dir: Path, session: str) -> Dict[str, int]:
     """Archived rows of ``session`` per kind (tool results as they arrived; messages a
     compaction removed)."""
-    conn = _ro(store_dir / "store.db")
+    conn = connect(store_dir / "store.db")
     try:
         return dict(conn.execute("SELECT kind, count(*) FROM archive WHERE session=? GROUP BY kind",
                                  (session,)).fetchall())

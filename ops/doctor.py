@@ -13,20 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
-import tempfile
+import sqlite3
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
-from ..humanize import count, plural
-from .env import effective_env, unreadable
+from ..humanize import count, plural, printable
+from ..archive import readonly
+from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
-from .settings_check import check_settings, explicit_gateway, source_of
+from .settings_check import check_settings, source_of
 
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -37,7 +39,9 @@ class Checks:
         self.items: List[Dict[str, str]] = []
 
     def add(self, name: str, status: str, message: str, fix: str = "") -> None:
-        self.items.append({"name": name, "status": status, "message": message, "fix": fix})
+        # a Gateway's version or error text is a peer's: never a terminal control in our output
+        self.items.append({"name": name, "status": status, "message": printable(message, newlines=False),
+                           "fix": printable(fix, newlines=False)})
 
     @property
     def failed(self) -> bool:
@@ -90,7 +94,7 @@ def _as_url(remote: str, plugin_dir: Path) -> str:
     return (plugin_dir / remote).resolve().as_uri()
 
 
-def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
+def check_install(c: Checks, home: Path, plugin_dir: Path, version: Optional[Tuple[int, ...]] = None) -> None:
     plugins = home / "plugins"
     found: List[Tuple[Path, Dict[str, Any]]] = []
     for pattern in ("*/plugin.yaml", "*/*/plugin.yaml"):
@@ -100,6 +104,10 @@ def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
             if name == NAME or yml.parent.name == NAME:
                 found.append((yml.parent, data))
     install = "hermes plugins install %s --enable" % install_url(plugin_dir)
+    if version is not None and version >= LOADS_ENGINE_ALONE:    # its installer needs network
+        install += "   (without network: git clone %s %s && hermes config set plugins.enabled " \
+                   "'[\"%s\"]', listing your other plugins too)" % (
+                       install_url(plugin_dir), shlex.quote(str(plugins / NAME)), NAME)
     if not found:
         c.add("install", FAIL, "no %s plugin in %s (this copy runs from %s)" % (NAME, plugins, plugin_dir),
               install)
@@ -124,7 +132,8 @@ def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
     same = where.resolve() == plugin_dir.resolve()
     if not same and mine and theirs and mine != theirs:
         c.add("install", WARN, "installed %s is version %s, this copy (%s) is %s"
-              % (where, theirs, plugin_dir, mine), "hermes plugins update %s" % NAME)
+              % (where, theirs, plugin_dir, mine), "git -C %s pull" % shlex.quote(str(where))
+              if (where / ".git").exists() else "hermes plugins update %s" % NAME)
     else:
         c.add("install", PASS, "installed at %s (version %s)%s"
               % (where, theirs or "?", "" if same else "; this copy runs from %s" % plugin_dir))
@@ -134,51 +143,77 @@ def check_install(c: Checks, home: Path, plugin_dir: Path) -> None:
 
 
 ENGINE_FIX = "hermes config set context.engine %s" % NAME
-ENABLE_FIX = "hermes plugins enable %s" % NAME
+LOADS_ENGINE_ALONE = (0, 22, 0)     # 0.22 loads context.engine from plugins/<name> unlisted
 
 
 def _names(value: Any) -> List[str]:
-    return [value] if isinstance(value, str) else [str(x) for x in value or [] if x is not None] \
+    """A list of plugin names as Hermes reads it; only strings count (never str() a structure)."""
+    return [value] if isinstance(value, str) else [x for x in value if isinstance(x, str)] \
         if isinstance(value, list) else []
 
 
-def check_config(c: Checks, config: ConfigFile) -> None:
+def _list_fix(key: str, names: List[str]) -> str:
+    return "hermes config set plugins.%s %s" % (key, shlex.quote(json.dumps(names)))
+
+
+def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...]] = None) -> None:
+    """On 0.22 ``hermes plugins enable/disable`` refuse without network (its package manager
+    downloads a Python first), so the fixes there are ``hermes config set`` commands."""
     path = config.path
+    on_22 = version is not None and version >= LOADS_ENGINE_ALONE
+    enabled = _names(config.get("plugins", "enabled"))
+    disabled = _names(config.get("plugins", "disabled"))
+    enable_fix = _list_fix("enabled", enabled + [NAME]) if on_22 else "hermes plugins enable %s" % NAME
     if config.data is None:
         if config.error == "missing":
-            c.add("config", FAIL, "%s does not exist" % path, "%s && %s" % (ENGINE_FIX, ENABLE_FIX))
+            c.add("config", FAIL, "%s does not exist" % path, "%s && %s" % (ENGINE_FIX, enable_fix))
         else:
             c.add("config", FAIL, "%s: %s" % (path, config.error),
                   "fix the YAML in %s (or move it aside and run: %s && %s)"
-                  % (path, ENGINE_FIX, ENABLE_FIX))
+                  % (path, ENGINE_FIX, enable_fix))
         return
-    enabled = _names(config.get("plugins", "enabled"))
-    disabled = _names(config.get("plugins", "disabled"))
     engine = config.get("context", "engine") or "compressor"
     if NAME in disabled:
         c.add("config", FAIL, "plugins.disabled in %s lists %s (disabled always wins)" % (path, NAME),
-              ENABLE_FIX)
+              _list_fix("disabled", [n for n in disabled if n != NAME]) if on_22 else enable_fix)
     if NAME in enabled:
         c.add("config", PASS, "plugins.enabled contains %s (%s read with %s)" % (NAME, path, config.reader))
+    elif on_22 and engine == NAME:
+        c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): Hermes 0.22 "
+              "still loads the engine named by context.engine, but not the plugin's hooks and "
+              "tools: tool results are not archived as they arrive, nothing reaches the Gateway, "
+              "and the model has no tdai_* recall tools" % (path, NAME, json.dumps(enabled)), enable_fix)
     else:
         c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): Hermes "
-              "silently uses its built-in compressor" % (path, NAME, json.dumps(enabled)), ENABLE_FIX)
+              "silently uses its built-in compressor" % (path, NAME, json.dumps(enabled)), enable_fix)
     if engine == NAME:
         c.add("config", PASS, "context.engine is %s" % NAME)
     else:
         c.add("config", FAIL, "context.engine in %s is %r, not %r" % (path, engine, NAME), ENGINE_FIX)
-    if config.get("compression", "enabled") is False:
-        c.add("config", WARN, "compression.enabled is false in %s: Hermes never asks the engine "
-              "to compact" % path, "hermes config set compression.enabled true")
+    off, ignored = compression_findings(config)
+    if off:
+        c.add("config", FAIL, "compression.enabled is false in %s: Hermes never calls the engine, "
+              "so nothing is compacted and the context grows past the window" % path,
+              "hermes config set compression.enabled true")
+    if ignored:
+        c.add("config", WARN, "%s in %s: Hermes' built-in compressor reads %s, this plugin does "
+              "not (it honours none of compression.* except what Hermes itself applies: enabled, "
+              "timeouts, hygiene limits)" % (", ".join(ignored), path, "it" if len(ignored) == 1 else "them"),
+              "remove %s from config.yaml, and set the plugin's own setting where one is named"
+              % ("it" if len(ignored) == 1 else "them"))
 
 
-def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, invalid: str,
+DEFAULT_KEY = ("the default key 'local' is a placeholder: a Gateway without server.apiKey "
+               "accepts any key, one with a key wants it in %sAPI_KEY" % PREFIX)
+
+
+def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
                   set_url: Any, set_credentials: str, off_by: str = "GATEWAY_URL") -> None:
     """``invalid``: why the setting ``off_by`` (the URL, or a credential that cannot be sent)
-    turned the Gateway off ("" when nothing did): then nothing is contacted. ``explicit``: the user named this Gateway, so an unreachable one is a failure;
-    the default URL with no Gateway behind it just means local-only."""
-    from ..memory_gateway.client import (GatewayClient, GatewayError, GatewayNotSupported,
-                                         GatewayRejected, GatewayUnavailable)
+    turned the Gateway off ("" when nothing did): then nothing is contacted. A configured
+    Gateway that cannot be reached is a failure; the default URL with nothing behind it
+    means local-only, and with something behind it a warning: nobody chose that Gateway."""
+    from ..memory_gateway.client import GatewayClient, GatewayError, GatewayUnavailable
     var = PREFIX + "GATEWAY_URL"
     if invalid:
         c.add("gateway", WARN, "Gateway off: %s%s is invalid (%s); nothing contacted"
@@ -195,13 +230,15 @@ def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, inva
         try:
             health = client.health(force=True, timeout=timeout)
         except GatewayUnavailable as exc:
-            if explicit:
+            if settings.gateway_configured:
                 c.add("gateway", FAIL, "cannot reach the Gateway at %s (%s); compactions run locally "
                       "until it answers" % (url, exc), "start the Gateway at %s, or: %s"
                       % (url, set_url("off")))
             else:
-                c.add("gateway", WARN, "no Gateway at the default %s: running local-only; start the "
-                      "Gateway or set %s=off" % (url, var), set_url("off"))
+                c.add("gateway", WARN, "nothing answers at the default URL %s (not configured): "
+                      "running local-only; whatever starts listening there later gets the tool "
+                      "results, under the default key 'local' — set %s=off to stay local, or your "
+                      "Gateway's URL" % (url, var), set_url("off"))
             return
         except GatewayError as exc:
             hint = ""
@@ -212,41 +249,49 @@ def check_gateway(c: Checks, settings: Any, timeout: float, explicit: bool, inva
             return
         ms = (time.monotonic() - started) * 1000
         c.add("gateway", PASS if ms < 1000 else WARN, "%s is %s, version %s, %s ms"
-              % (url, health.get("status"), health.get("version") or "?", count(ms)),
-              "" if ms < 1000 else "the Gateway answers slowly; compactions may time out")
-        try:
-            client.query_mmd("tdo-doctor-%s" % uuid.uuid4().hex[:12], limit=1)
-            c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)"
-                  % settings.instance_id)
-        except GatewayNotSupported:
-            c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
-                  "wrong path in the URL" % url, set_url("http://HOST:PORT"))
-        except GatewayRejected as exc:
-            if exc.status in (401, 403):
-                c.add("gateway", FAIL, "the Gateway refused the credentials (%s)" % exc, set_credentials)
-            else:
-                c.add("gateway", PASS, "API key and instance id accepted (query-mmd answered %s)" % exc)
-        except GatewayError as exc:
-            c.add("gateway", FAIL, "authenticated call failed: %s" % exc,
-                  "look at the Gateway's log; meanwhile, to run local-only: %s" % set_url("off"))
+              % (settings.describe_gateway(), health.get("status"), health.get("version") or "?",
+                 count(ms)), "" if ms < 1000 else "the Gateway answers slowly; compactions may time out")
+        if not settings.gateway_configured:
+            c.add("gateway", WARN, "a Gateway answers at the default URL %s, which nobody "
+                  "configured: the plugin sends it every tool result and compaction" % url,
+                  "if it is yours: %s (says so for good); if not: %s" % (set_url(url), set_url("off")))
+        _check_credentials(c, client, settings, set_url, set_credentials)
     finally:
         client.close()
 
 
+def _check_credentials(c: Checks, client: Any, settings: Any, set_url: Any, set_credentials: str) -> None:
+    """An authenticated call proves the API key and instance id are accepted."""
+    from ..memory_gateway.client import GatewayError, GatewayNotSupported, GatewayRejected
+    url = settings.gateway_url
+    try:
+        client.query_mmd("tdo-doctor-%s" % uuid.uuid4().hex[:12], limit=1)
+        c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)%s"
+              % (settings.instance_id, "; " + DEFAULT_KEY if settings.api_key == "local" else ""))
+    except GatewayNotSupported:
+        c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
+              "wrong path in the URL" % url, set_url("http://HOST:PORT"))
+    except GatewayRejected as exc:
+        if exc.status in (401, 403):
+            c.add("gateway", FAIL, "the Gateway refused the credentials (%s)%s" % (
+                exc, "; " + DEFAULT_KEY if settings.api_key == "local" else ""), set_credentials)
+        else:
+            c.add("gateway", PASS, "API key and instance id accepted (query-mmd answered %s)" % exc)
+    except GatewayError as exc:
+        c.add("gateway", FAIL, "authenticated call failed: %s" % exc,
+              "look at the Gateway's log; meanwhile, to run local-only: %s" % set_url("off"))
+
+
 def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Path) -> None:
-    from ..archive.store import Store, StoreError
     directory = settings.resolved_store_dir(env)
     probe = directory
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
     if directory.is_dir():
-        try:
-            with tempfile.NamedTemporaryFile(dir=str(directory), prefix=".doctor-"):
-                pass
+        if os.access(str(directory), os.W_OK | os.X_OK):      # asked, not tried: doctor writes nothing
             c.add("store", PASS, "%s is writable" % directory)
-        except OSError as exc:
-            c.add("store", FAIL, "%s is not writable (%s)" % (directory, exc.strerror or exc),
-                  "chmod u+rwx %s" % directory)
+        else:
+            c.add("store", FAIL, "%s is not writable" % directory, "chmod u+rwx %s" % directory)
             return
     elif directory.exists():
         c.add("store", FAIL, "%s exists and is not a directory" % directory,
@@ -262,17 +307,17 @@ def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Pa
     if not (directory / "store.db").exists():
         c.add("outbox", PASS, "no store yet (nothing archived so far)")
         return
-    problem = unreadable(directory / "store.db")
+    problem = readonly.problem(directory / "store.db")
     if problem:
         c.add("outbox", FAIL, problem, "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
         return
     try:
-        store = Store(directory)
+        reader = readonly.StoreReader(directory)
         try:
-            st = store.stats()
+            st = reader.stats()
         finally:
-            store.close()
-    except (StoreError, Exception) as exc:  # a broken database is a finding, not a crash
+            reader.close()
+    except sqlite3.Error as exc:  # a broken database is a finding, not a crash
         c.add("outbox", FAIL, "cannot read %s (%s)" % (directory / "store.db", exc),
               "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
         return
@@ -301,9 +346,9 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
     config = read_config(home)
     block = config.block()
     check_python(c)
-    check_hermes(c, env)
-    check_install(c, home, plugin_dir)
-    check_config(c, config)
+    version = check_hermes(c, env)
+    check_install(c, home, plugin_dir, version)
+    check_config(c, config, version)
     settings, bad = check_settings(c, env, home, config.path, block)
 
     def set_url(value: str) -> str:
@@ -311,25 +356,33 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
     creds = " && ".join(source_of(s, env, home, config.path, block).set_command(s, v) for s, v in
                         (("API_KEY", "YOUR_KEY"), ("INSTANCE_ID", "YOUR_INSTANCE")))
     off_by = next((s for s in GATEWAY_OFF if s in bad), "GATEWAY_URL")   # what turned it off
-    check_gateway(c, settings, timeout, explicit_gateway(env, block), bad.get(off_by, ""),
+    check_gateway(c, settings, timeout, bad.get(off_by, ""),
                   set_url, creds, off_by)
     check_store(c, settings, env, plugin_dir)
     return c
+
+
+def summary(items: List[Dict[str, str]]) -> str:
+    """The last line: failures and warnings counted (a warning is never "all passed")."""
+    failed = sum(1 for i in items if i["status"] == FAIL)
+    warned = sum(1 for i in items if i["status"] == WARN)
+    if not failed:
+        return "passed with %s" % plural(warned, "warning") if warned else "all checks passed"
+    return "%d check(s) failed%s" % (failed, ", %s" % plural(warned, "warning") if warned else "")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     checks = run_checks(Path(args.plugin_dir), max(0.2, args.timeout))
     if args.json:
         print(json.dumps({"ok": not checks.failed, "hermes_home": str(hermes_home(effective_env())),
-                          "checks": checks.items}, ensure_ascii=False, indent=2))
+                          "summary": summary(checks.items), "checks": checks.items}, ensure_ascii=False, indent=2))
     else:
         for item in checks.items:
             line = "%-4s  %-8s %s" % (item["status"], item["name"], item["message"])
             if item["fix"] and item["status"] != PASS:
                 line += "  — fix: " + item["fix"]
             print(line)
-        bad = [i for i in checks.items if i["status"] == FAIL]
-        print("\n%s" % ("all checks passed" if not bad else "%d check(s) failed" % len(bad)))
+        print("\n" + summary(checks.items))
     if checks.failed:
         first = next(i for i in checks.items if i["status"] == FAIL)
         sys.stderr.write("tencentdb-offload doctor: %d check(s) failed, first: %s: %s\n"

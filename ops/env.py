@@ -1,11 +1,10 @@
 """What the operator commands share: the environment Hermes would give the plugin
-(process env + ``$HERMES_HOME/.env``), config.yaml (``hermes_config``), settings, read-only
-SQLite, ``CliError``."""
+(process env + ``$HERMES_HOME/.env``), config.yaml (``hermes_config``), settings,
+``CliError`` (read-only SQLite is ``archive.readonly``)."""
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
@@ -64,28 +63,30 @@ def resolve_settings(overrides: Optional[Mapping[str, str]] = None
     return env, config, settings, warnings
 
 
-# --- status -----------------------------------------------------------------------------
+# --- Hermes' compression: block ---------------------------------------------------------
 
-def _ro(path: Path, timeout: float = 5) -> sqlite3.Connection:
-    """A read-only connection: the operator commands never write Hermes' or the plugin's files."""
-    import urllib.request
-    return sqlite3.connect("file:%s?mode=ro" % urllib.request.pathname2url(str(path)),
-                           uri=True, timeout=timeout)
-
-
-def unreadable(db: Path) -> str:
-    """Why ``db`` cannot be read as a store (checked read-only, before ``Store`` would move a
-    corrupt file aside); "" when it is fine."""
-    try:
-        conn = _ro(db)
-        try:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return "cannot read %s: %s (the plugin moves a corrupt store aside and starts a new one)" % (db, exc)
-    missing = {"archive", "outbox", "events"} - names
-    return "%s is not a tencentdb-offload store (no %s table)" % (db, ", ".join(sorted(missing))) \
-        if len(missing) == 3 else ""
+# Keys Hermes applies around any context engine (when and how long it calls it); read from
+# the 0.17.0, 0.19.0 and 0.22.2 wheels. ``enabled: false`` stops every automatic call.
+HOST_COMPRESSION_KEYS = frozenset((
+    "enabled", "in_place", "max_attempts", "progress_notices", "checkpoint_required",
+    "context_timeout_seconds", "context_total_ceiling_seconds", "hygiene_hard_message_limit",
+    "hygiene_timeout_seconds", "hygiene_total_ceiling_seconds", "hygiene_failure_cooldown_seconds",
+    "hygiene_max_turn_hold_seconds"))
+# Built-in compressor keys the plugin replaces with its own setting (the rest: no equivalent)
+REPLACED_BY = {"threshold": "THRESHOLD", "model_thresholds": "THRESHOLD",
+               "target_ratio": "COMPACT_RATIO", "threshold_tokens": "MAX_CONTEXT_TOKENS",
+               "protect_first_n": "KEEP_FIRST"}
 
 
+def compression_findings(config: ConfigFile) -> Tuple[bool, List[str]]:
+    """(Hermes' compression switched off?, ``compression.*`` keys set that this plugin does
+    not honour — each with the setting that does the job, if any)."""
+    block = config.get("compression")
+    if not isinstance(block, Mapping):
+        return False, []
+    ignored = []
+    for key in sorted(str(k) for k in block if str(k) not in HOST_COMPRESSION_KEYS)[:40]:
+        instead = REPLACED_BY.get(key)
+        ignored.append("compression.%s (use TENCENTDB_OFFLOAD_%s)" % (key, instead) if instead
+                       else "compression.%s" % key)
+    return block.get("enabled") is False, ignored

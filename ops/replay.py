@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..hermes_config import hermes_home
 from ..humanize import plural
-from .env import CliError, _ro, effective_env
+from ..archive.readonly import connect
+from .env import CliError, effective_env
 
 Message = Dict[str, Any]
 
@@ -90,7 +91,7 @@ def _from_state_db(sid: str) -> Tuple[List[Message], str, Dict[str, Any]]:
     if not db.exists():
         raise CliError("%r is not a file, and there is no Hermes session database at %s" % (sid, db))
     try:
-        conn = _ro(db, timeout=10)
+        conn = connect(db, timeout=10)
         return _read_session(conn, sid, db)
     except sqlite3.Error as exc:
         raise CliError("cannot read %s: %s" % (db, exc))

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
-from ..humanize import count, plural
-
-
-def _k(n: Optional[int]) -> str:
-    return "-" if n is None else ("%.1fK" % (n / 1000.0) if n >= 1000 else str(n))
+from ..humanize import count, kilo, plural
 
 
 def chart(report: Dict[str, Any], width: int = 60) -> List[str]:
@@ -18,7 +14,7 @@ def chart(report: Dict[str, Any], width: int = 60) -> List[str]:
     t_col, big_t = col(report["target_tokens"]), col(report["threshold_tokens"])
     lines = ["context per turn (peak request; █ sent, ░ removed by compaction; "
              "t target %s, T threshold %s, | window %s)"
-             % (_k(report["target_tokens"]), _k(report["threshold_tokens"]), _k(ctx))]
+             % (kilo(report["target_tokens"]), kilo(report["threshold_tokens"]), kilo(ctx))]
     for row in report["turns"]:
         peak = col(row["peak_tokens"])
         after = col(row["tokens_after"]) if row["tokens_after"] is not None else peak
@@ -26,8 +22,8 @@ def chart(report: Dict[str, Any], width: int = 60) -> List[str]:
         for pos, mark in ((t_col, "t"), (big_t, "T")):
             if 0 <= pos < width:
                 cells[pos] = mark
-        lines.append("%4d %s| %s%s" % (row["turn"], "".join(cells), _k(row["peak_tokens"]),
-                                       " -> %s" % _k(row["tokens_after"]) if row["tokens_after"] else ""))
+        lines.append("%4d %s| %s%s" % (row["turn"], "".join(cells), kilo(row["peak_tokens"]),
+                                       " -> %s" % kilo(row["tokens_after"]) if row["tokens_after"] else ""))
     return lines
 
 
@@ -56,7 +52,7 @@ def render(report: Dict[str, Any]) -> str:
             action, over = "over*", over + 1
         out.append("%4d  %4d  %8d  %11s -> %-6s %-11s %-11s %s"
                    % (t["turn"], t["messages"], t["requests"], count(t["peak_tokens"]),
-                      _k(t["tokens_after"]), action, t["level"] or "-", t["path"] or "-"))
+                      kilo(t["tokens_after"]) if t["tokens_after"] is not None else "-", action, t["level"] or "-", t["path"] or "-"))
     if over:
         out.append("* over the trigger, no compaction yet: Hermes compacts after the response "
                    "that crossed it, before the next request")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..config import PREFIX, SPEC, Settings, load_settings, shown_value
+from ..config import PREFIX, SPEC, Settings, load_settings, setting_text, shown_value
 from .env import read_dotenv
 
 FRACTIONS = ("THRESHOLD", "COMPACT_RATIO")
@@ -26,7 +26,12 @@ class Source:
         var = PREFIX + suffix
         if self.kind == "block":
             return "hermes config set tencentdb_offload.%s %s" % (SPEC[suffix][0], shlex.quote(value))
-        if self.kind == "dotenv":     # the last line wins, in Hermes and here
+        if self.kind == "dotenv" and var in read_dotenv(Path(self.path)):   # one line, replaced
+            line = "%s=%s" % (var, value)
+            line = line.replace("\\", "\\\\").replace("&", "\\&").replace("|", "\\|")
+            return "sed -i -E %s %s" % (shlex.quote("s|^(export )?%s=.*|%s|" % (var, line)),
+                                        shlex.quote(self.path))
+        if self.kind == "dotenv":
             return "echo %s >> %s" % (shlex.quote("%s=%s" % (var, value)), shlex.quote(self.path))
         return "export %s=%s" % (var, shlex.quote(value))
 
@@ -69,7 +74,7 @@ def suggest(name: str, known: List[str]) -> str:
 
 def _percent(suffix: str, raw: Any) -> Optional[float]:
     """``45`` or ``45%`` for a fraction setting: what the user meant (0.45), else None."""
-    if suffix not in FRACTIONS:
+    if suffix not in FRACTIONS or not isinstance(raw, (str, int, float)):
         return None
     try:
         value = float(str(raw).strip().rstrip("%"))
@@ -88,19 +93,40 @@ def _reason(suffix: str, raw: Any, exc: Exception) -> str:
     else:
         reason = "must be a number"
     guess = _percent(suffix, raw)
-    return reason + (" — did you mean %g?" % guess if guess is not None else "")
+    url = _url_guess(raw) if suffix == "GATEWAY_URL" else ""
+    return reason + (" — did you mean %g?" % guess if guess is not None else
+                     " — did you mean %s?" % url if url else "")
+
+
+def _url_guess(raw: Any) -> str:
+    """``127.0.0.1:18777`` meant ``http://127.0.0.1:18777``: the user's host and port kept."""
+    text = str(raw).strip() if isinstance(raw, str) else ""
+    if not text or "://" in text:
+        return ""
+    guess = "http://" + text
+    return guess if not load_settings({PREFIX + "GATEWAY_URL": guess})[1] else ""
 
 
 def _good_value(suffix: str, raw: Any, env: Mapping[str, str]) -> str:
     guess = _percent(suffix, raw)
     if guess is not None:
         return "%g" % guess
+    if suffix == "GATEWAY_URL" and _url_guess(raw):
+        return _url_guess(raw)
     default = getattr(Settings(), SPEC[suffix][0])
     if suffix == "STORE_DIR":          # the default is "" = under HERMES_HOME: name it
         return str(Settings().resolved_store_dir(env))
     if isinstance(default, bool):
         return "true" if default else "false"
     return str(default) if default != "" else "off"
+
+
+def _not_applied(var: str, lost: bool) -> str:
+    """A misspelt name whose right spelling is set nowhere: the value meant is not in effect."""
+    if not lost:
+        return ""
+    default = getattr(Settings(), SPEC[var[len(PREFIX):]][0])
+    return "; its value is not applied (%s is the default %s)" % (var, default if default != "" else "''")
 
 
 def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
@@ -117,9 +143,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
             raw, src = block[attr], block_src
         else:
             continue
-        text = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
         try:
-            parse(text)
+            parse(setting_text(raw))
         except (TypeError, ValueError) as exc:
             bad[suffix] = _reason(suffix, raw, exc)
             shown = shown_value(suffix, raw)
@@ -129,15 +154,19 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
     known_vars = sorted(PREFIX + k for k in SPEC)
     for var in sorted(k for k in env if k.startswith(PREFIX) and k not in known_vars):
         src = by_var.get(var, environ)
-        near = suggest(var, known_vars)
-        c.add("settings", "warn", "%s in %s is not a setting of this plugin%s"
-              % (var, src.label, " — did you mean %s?" % near if near else ""),
+        near = suggest(var[len(PREFIX):], sorted(SPEC))     # the shared prefix matches anything
+        near = PREFIX + near if near else ""
+        lost = near and near not in env and SPEC[near[len(PREFIX):]][0] not in block
+        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
+              % (var, src.label, " — did you mean %s?" % near if near else "", _not_applied(near, lost)),
               src.rename_command(var, near) if near else "see README.md, Settings")
     known_keys = sorted(attr for attr, _ in SPEC.values())
     for key in sorted(k for k in block if k not in known_keys):
         near = suggest(str(key), known_keys)
-        c.add("settings", "warn", "%s in %s is not a setting of this plugin%s"
-              % (key, block_src.label, " — did you mean %s?" % near if near else ""),
+        var = next((PREFIX + s for s, (a, _p) in SPEC.items() if a == near), "")
+        lost = near and near not in block and var not in env
+        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
+              % (key, block_src.label, " — did you mean %s?" % near if near else "", _not_applied(var, lost)),
               block_src.rename_command(str(key), near) if near else "see README.md, Settings")
     settings, warnings = load_settings(env, block)
     flagged = [PREFIX + s for s in bad] + [SPEC[s][0] for s in bad]
@@ -147,17 +176,13 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
                   % source_of("COMPACT_RATIO", env, home, config_path, block).set_command(
                       "COMPACT_RATIO", "%g" % round(settings.threshold * 2 / 3, 2))
                   if "COMPACT_RATIO" in w else "see README.md, Settings")
-    if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings"):
+    if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings" and
+               "not a setting" not in i["message"]):
         c.add("settings", "pass", "all settings valid: compaction at %.0f%% of the window, down to "
-              "%.0f%%; Gateway %s" % (settings.threshold * 100, settings.compact_ratio * 100,
-                                      settings.gateway_url or "off"))
+              "%.0f%%%s; %s" % (settings.threshold * 100, settings.compact_ratio * 100,
+                                 ", at most %s tokens" % format(settings.max_context_tokens, ",")
+                                 if settings.max_context_tokens else "", settings.describe_gateway()))
     if not settings.enabled:
         c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false: the engine passes messages "
               "through", "export TENCENTDB_OFFLOAD_ENABLED=true")
     return settings, bad
-
-
-def explicit_gateway(env: Mapping[str, str], block: Optional[Mapping[str, Any]]) -> bool:
-    """Did the user name a Gateway (rather than run with the default URL)?"""
-    return PREFIX + "GATEWAY_URL" in env or "gateway_url" in (block or {})
-

@@ -4,58 +4,46 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sqlite3
 from pathlib import Path
 from typing import Any, Dict, List
 
-from ..command import describe_compaction
+from ..archive import readonly
+from ..command import describe_compaction, when
 from ..compaction_record import Compaction
 from ..humanize import count, plural, printable
-from ..config import Settings
-from .env import CliError, _ro, resolve_settings, unreadable
+from ..config import Settings, gateway_text
+from .env import CliError, compression_findings, resolve_settings
 
 
 def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[str, Any]:
-    from ..archive.store import Store, StoreError
     db = store_dir / "store.db"
     out: Dict[str, Any] = {"store_dir": str(store_dir), "exists": db.exists(),
                            "settings": settings.public()}
     if not db.exists():
         return out
-    problem = unreadable(db)
+    problem = readonly.problem(db)
     if problem:
         raise CliError(problem)
-    try:
-        store = Store(store_dir)
-    except StoreError as exc:
-        raise CliError(str(exc))
-    try:
-        out["store"] = store.stats()
-        out["backlog"] = store.backlog()
-        events = store.events("compaction", limit=100_000)
-    finally:
-        store.close()
     sessions: Dict[str, Dict[str, Any]] = {}
     errors: List[Dict[str, Any]] = []
-    conn = _ro(db)
     try:
-        for sess, items, chars, last in conn.execute(
-                "SELECT session, count(*), sum(chars), max(created) FROM archive GROUP BY session"):
-            sessions[sess] = {"session": sess, "archived_items": items, "archived_chars": chars or 0,
-                              "last_activity": last, "compactions": 0, "tokens_saved": 0,
-                              "backlog": 0}
-        for sess, n, last in conn.execute(
-                "SELECT session, count(*), max(created) FROM outbox WHERE dead=0 GROUP BY session"):
-            row = sessions.setdefault(sess, {"session": sess, "archived_items": 0, "archived_chars": 0,
-                                             "last_activity": last, "compactions": 0,
-                                             "tokens_saved": 0, "backlog": 0})
-            row["backlog"] = n
-        for created, sess, err in conn.execute(
-                "SELECT created, session, last_error FROM outbox WHERE last_error IS NOT NULL "
-                "AND last_error != '' ORDER BY id DESC LIMIT 5"):
-            errors.append({"ts": created, "session": sess, "source": "outbox", "error": err})
-    finally:
-        conn.close()
+        reader = readonly.StoreReader(store_dir)
+        try:
+            out["store"] = reader.stats()
+            out["backlog"] = out["store"]["outbox_backlog"]
+            events = reader.events("compaction", limit=100_000)
+            for sess, items, chars, last in reader.archive_by_session():
+                sessions[sess] = _session_row(sess, last, archived_items=items,
+                                              archived_chars=chars or 0)
+            for sess, n, last in reader.backlog_by_session():
+                sessions.setdefault(sess, _session_row(sess, last))["backlog"] = n
+            for created, sess, err in reader.outbox_errors(5):
+                errors.append({"ts": created, "session": sess, "source": "outbox", "error": err})
+        finally:
+            reader.close()
+    except sqlite3.Error as exc:
+        raise CliError("cannot read %s: %s" % (db, exc))
     levels: Dict[str, int] = {}
     saved = gateway = 0
     for ev in events:
@@ -64,9 +52,8 @@ def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[s
         saved += gain
         gateway += 1 if rec.via_gateway else 0
         levels[rec.level.value] = levels.get(rec.level.value, 0) + 1
-        row = sessions.setdefault(ev.get("session") or "?", {
-            "session": ev.get("session") or "?", "archived_items": 0, "archived_chars": 0,
-            "last_activity": ev.get("ts"), "compactions": 0, "tokens_saved": 0, "backlog": 0})
+        row = sessions.setdefault(ev.get("session") or "?", _session_row(ev.get("session") or "?",
+                                                                        ev.get("ts")))
         row["compactions"] += 1
         row["tokens_saved"] += gain
         row["last_activity"] = max(row["last_activity"] or 0, ev.get("ts") or 0)
@@ -84,8 +71,11 @@ def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[s
     return out
 
 
-def _when(ts: Any) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+def _session_row(session: str, last: Any, **counts: Any) -> Dict[str, Any]:
+    row = {"session": session, "archived_items": 0, "archived_chars": 0, "last_activity": last,
+           "compactions": 0, "tokens_saved": 0, "backlog": 0}
+    row.update(counts)
+    return row
 
 
 def render_status_text(st: Dict[str, Any]) -> str:
@@ -93,10 +83,11 @@ def render_status_text(st: Dict[str, Any]) -> str:
     lines = ["tencentdb-offload status — store %s" % st["store_dir"]]
     recent = (st.get("compactions") or {}).get("recent") or []
     lines.append("  last compaction: %s" % (describe_compaction(recent[0]) if recent else "none yet"))
-    lines.append("  configured: %s; compaction at %.0f%% of the window, down to %.0f%%"
-                 % ("Gateway %s (instance %s)" % (s["gateway_url"], s["instance_id"])
-                    if s["gateway_url"] else "local only (no Gateway)",
-                    s["threshold"] * 100, s["compact_ratio"] * 100))
+    lines.append("  configured: %s; compaction at %.0f%% of the window, down to %.0f%%%s"
+                 % (gateway_text(s["gateway_url"], s["gateway_configured"]) +
+                    (" (instance %s)" % s["instance_id"] if s["gateway_url"] else ""),
+                    s["threshold"] * 100, s["compact_ratio"] * 100,
+                    ", at most %s tokens" % count(s["max_context_tokens"]) if s["max_context_tokens"] else ""))
     if not st["exists"]:
         lines.append("  no store yet: the plugin has not archived anything with this "
                      "HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR")
@@ -119,23 +110,29 @@ def render_status_text(st: Dict[str, Any]) -> str:
             lines.append("    %s: %s, %s, saved %s tokens, %s waiting, last %s"
                          % (r["session"], plural(r["archived_items"], "item"),
                             plural(r["compactions"], "compaction"), count(r["tokens_saved"]),
-                            count(r["backlog"]), _when(r["last_activity"])))
+                            count(r["backlog"]), when(r["last_activity"])))
     if comp["recent"]:
         lines.append("  recent compactions:")
         for ev in comp["recent"]:
-            lines.append("    %s  %s: %s" % (_when(ev["ts"]), printable(ev["session"], 200, False),
+            lines.append("    %s  %s: %s" % (when(ev["ts"]), ev["session"],
                                              Compaction.from_json(ev).describe()))
     for e in st["errors"][:5]:
-        lines.append("  error (%s, %s): %s" % (e["source"], _when(e["ts"]),
-                                               printable(e["error"], 200, newlines=False)))
-    return "\n".join(lines)
+        lines.append("  error (%s, %s): %s" % (e["source"], when(e["ts"]), str(e["error"])[:200]))
+    return "\n".join(printable(line, newlines=False) for line in lines)  # levels, errors: peers' text
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
-    env, _block, settings, warnings = resolve_settings(overrides)
+    env, config, settings, warnings = resolve_settings(overrides)
     data = status_data(settings.resolved_store_dir(env), settings, args.recent)
+    off, ignored = compression_findings(config)
+    if off:
+        warnings = ["compression.enabled is false in %s: Hermes never calls the engine, nothing is "
+                    "compacted (hermes config set compression.enabled true)" % config.path] + warnings
+    if ignored:
+        warnings.append("not honoured by this plugin: %s" % ", ".join(ignored))
     data["warnings"] = warnings
+    data["hermes_compression_enabled"] = not off
     if args.json:
         print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
     else:

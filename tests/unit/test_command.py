@@ -12,7 +12,7 @@ def test_status_help_and_unknown(tmp_path):
     cmd = make_command(rt)
     text = cmd("")
     assert "mode: local" in text and "compactions this process: 1 (Gateway 0, local 1)" in text
-    assert "Gateway: off" in text and "archive:" in text
+    assert "no Gateway (local compaction only)" in text and "archive:" in text
     assert "reclaim" in cmd("help") and "python3 <plugin dir> status" in cmd("help")
     assert "unknown subcommand" in cmd("frobnicate")
     assert "no Gateway configured" in cmd("health")

@@ -44,3 +44,43 @@ def test_off_and_yaml_block():
     assert (s.threshold, s.compact_ratio, s.canvas) == (0.9, 0.4, False) and w == []
     s, _ = load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "0.8"}, {"threshold": 0.9})
     assert s.threshold == 0.8   # environment wins
+
+
+def test_an_absolute_cap_wins_over_the_ratio_when_it_is_lower():
+    from tencentdb_offload.config import Settings
+    s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "200000"})
+    assert warnings == [] and s.max_context_tokens == 200_000
+    assert (s.trigger_tokens(1_000_000), s.target_tokens(1_000_000)) == (200_000, 133_333)
+    assert (s.trigger_tokens(128_000), s.target_tokens(128_000)) == (96_000, 64_000)   # ratio lower
+    plain = Settings()
+    assert (plain.trigger_tokens(1_000_000), plain.target_tokens(1_000_000)) == (750_000, 500_000)
+    for bad in ("100", "-1", "lots", "1e9"):
+        s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": bad})
+        assert s.max_context_tokens == 0 and len(warnings) == 1, bad
+    assert load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "0"})[0].max_context_tokens == 0
+
+
+def test_the_gateway_url_knows_whether_it_was_configured():
+    import logging
+    from tencentdb_offload.config import announce_unconfigured_gateway, unconfigured_gateway_notice
+    default, _ = load_settings({})
+    assert not default.gateway_configured
+    assert default.describe_gateway() == "Gateway at the default URL http://127.0.0.1:8420 (not configured)"
+    assert "TENCENTDB_OFFLOAD_GATEWAY_URL=off" in unconfigured_gateway_notice(default)
+    chosen, _ = load_settings({"TENCENTDB_OFFLOAD_GATEWAY_URL": "http://127.0.0.1:8420"})
+    assert chosen.gateway_configured and chosen.describe_gateway() == "Gateway at http://127.0.0.1:8420"
+    assert unconfigured_gateway_notice(chosen) == ""
+    block, _ = load_settings({}, {"gateway_url": "http://10.0.0.2:8420"})
+    assert block.gateway_configured
+    assert load_settings({"TENCENTDB_OFFLOAD_GATEWAY_URL": "off"})[0].describe_gateway() == \
+        "no Gateway (local compaction only)"
+    seen = []
+
+    class Log:
+        def warning(self, fmt, *args):
+            seen.append(fmt % args)
+    other, _ = load_settings({}, {"instance_id": "x"})    # another Settings, same default URL
+    assert announce_unconfigured_gateway(default, Log()) in (True, False)
+    assert announce_unconfigured_gateway(other, Log()) is False          # once per process
+    assert announce_unconfigured_gateway(chosen, Log()) is False
+    assert len(seen) <= 1 and all("not configured" in line for line in seen)

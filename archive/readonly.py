@@ -1,0 +1,128 @@
+"""Read a store without changing a byte of it: the opener and the SQL of ``status`` and ``doctor``.
+
+``Store`` creates tables, migrates an old outbox and switches the file to WAL; opening it
+from an operator command would rewrite a store the user only asked to look at. Here:
+
+- a store with a WAL and its index (a live or crashed writer) is opened
+  ``mode=ro&readonly_shm=1``: the WAL is read, the shared-memory index only read;
+- a store at rest (the main file holds everything) is opened ``immutable=1``: no lock, no
+  ``-shm``/``-wal`` created (a plain ``mode=ro`` would create both);
+- a table or column an older store lacks reads as empty, never as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Set
+
+STORE_TABLES = {"archive", "outbox", "events"}
+
+
+def connect(path: Path, timeout: float = 5) -> sqlite3.Connection:
+    """A connection that cannot write ``path`` or create files beside it."""
+    url = "file:%s?" % urllib.request.pathname2url(str(path))
+    if Path(str(path) + "-wal").exists() and Path(str(path) + "-shm").exists():
+        conn = sqlite3.connect(url + "mode=ro&readonly_shm=1", uri=True, timeout=timeout)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:     # an index it cannot use read-only: read the file alone
+            conn.close()
+    # at rest (or a WAL without its index, which only a writer may rebuild): the main file
+    return sqlite3.connect(url + "immutable=1", uri=True, timeout=timeout)
+
+
+def problem(db: Path) -> str:
+    """Why ``db`` cannot be read as a store; "" when it can (checked without writing)."""
+    try:
+        conn = connect(db)
+        try:
+            names = _tables(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return "cannot read %s: %s (the plugin moves a corrupt store aside and starts a new one)" % (db, exc)
+    if not names & STORE_TABLES:
+        return "%s is not a tencentdb-offload store (no %s table)" % (db, ", ".join(sorted(STORE_TABLES)))
+    return ""
+
+
+def _tables(conn: sqlite3.Connection) -> Set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> Set[str]:
+    return {r[1] for r in conn.execute("PRAGMA table_info(%s)" % table)}
+
+
+class StoreReader:
+    """The queries status and doctor show, on a read-only connection."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.conn = connect(self.directory / "store.db")
+        self.tables = _tables(self.conn)
+        self.outbox_cols = _columns(self.conn, "outbox") if "outbox" in self.tables else set()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _rows(self, table: str, sql: str, args: tuple = ()) -> List[tuple]:
+        return self.conn.execute(sql, args).fetchall() if table in self.tables else []
+
+    def _one(self, table: str, sql: str, default: Any = 0) -> Any:
+        rows = self._rows(table, sql)
+        return rows[0][0] if rows and rows[0][0] is not None else default
+
+    def _outbox_where(self, dead: int) -> str:
+        return " WHERE dead=%d" % dead if "dead" in self.outbox_cols else ("" if dead == 0 else " WHERE 0")
+
+    def stats(self) -> Dict[str, Any]:
+        """The same keys as ``Store.stats()``."""
+        counters = dict(self._rows("counters", "SELECT name, value FROM counters"))
+        size = sum(p.stat().st_size for p in self.directory.glob("store.db*") if p.is_file())
+        return {"archived_items": self._one("archive", "SELECT count(*) FROM archive"),
+                "archived_chars": self._one("archive", "SELECT sum(chars) FROM archive"),
+                "archived_sessions": self._one("archive", "SELECT count(DISTINCT session) FROM archive"),
+                "outbox_backlog": self.backlog(),
+                "outbox_dead": self._one("outbox", "SELECT count(*) FROM outbox" + self._outbox_where(1)),
+                "delivered": counters.get("delivered", 0),
+                "writes_lost": counters.get("writes_lost", 0),
+                "db_bytes": size, "path": str(self.directory / "store.db")}
+
+    def backlog(self) -> int:
+        return int(self._one("outbox", "SELECT count(*) FROM outbox" + self._outbox_where(0)))
+
+    def events(self, kind: str, limit: int) -> List[Dict[str, Any]]:
+        rows = self._rows("events", "SELECT ts,session,kind,data FROM events WHERE kind=? "
+                          "ORDER BY id DESC LIMIT ?", (kind, limit))
+        out = []
+        for ts, session, k, data in rows:
+            try:
+                fields = json.loads(data)
+            except ValueError:
+                fields = {"error": "unreadable event record"}
+            out.append({**(fields if isinstance(fields, dict) else {}), "ts": ts, "session": session,
+                        "kind": k})
+        return out
+
+    def archive_by_session(self) -> List[tuple]:
+        """(session, items, chars, newest created) per archived session."""
+        return self._rows("archive", "SELECT session, count(*), sum(chars), max(created) FROM archive "
+                          "GROUP BY session")
+
+    def backlog_by_session(self) -> List[tuple]:
+        """(session, rows waiting, newest created) per session with a backlog."""
+        return self._rows("outbox", "SELECT session, count(*), max(created) FROM outbox%s GROUP BY "
+                          "session" % self._outbox_where(0))
+
+    def outbox_errors(self, limit: int) -> List[tuple]:
+        """(created, session, last_error) of the newest rows the Gateway refused."""
+        if "last_error" not in self.outbox_cols:
+            return []
+        return self._rows("outbox", "SELECT created, session, last_error FROM outbox WHERE "
+                          "last_error IS NOT NULL AND last_error != '' ORDER BY id DESC LIMIT ?",
+                          (limit,))
