@@ -25,7 +25,8 @@ Message = Dict[str, Any]
 # Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
 # refuses compactions while all are busy: there we wait this long for the Gateway, at most.
 POOL_GATEWAY_WAIT_S = 1.5
-ARCHIVE_BEFORE_RETURN_S = 2.0   # what leaves mid-turn is on disk before the next request
+ARCHIVE_BEFORE_RETURN_S = 2.0
+FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens   # what leaves mid-turn is on disk before the next request
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,11 @@ class CompactionRun:
         self.cancelled = cancelled
         self.count = TokenMemo()
         self.started = time.monotonic()
+        self.planned: Optional[Budget] = None
 
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
-        budget = plan_budget(self.state, self.messages, current_tokens, self.engine._target(),
-                             self.rt.last_overhead_estimate, self.count, force)
+        budget = self.planned = self.budget(current_tokens, force)
         clean, canvas_removed = canvas.strip_all(self.messages)
         attempt = self.gateway_step(clean, budget)
         if self.cancelled():
@@ -94,6 +95,16 @@ class CompactionRun:
         return result, record
 
     # -- steps ------------------------------------------------------------------------
+    def budget(self, current_tokens: Any, force: bool) -> Budget:
+        """Our target; a user who asks explicitly (``/compress``, ``force``) while the context
+        is already under it gets half of what is there: they asked for a smaller context."""
+        args = (self.state, self.messages, current_tokens)
+        tail = (self.rt.last_overhead_estimate, self.count, force)
+        budget = plan_budget(*args, self.engine._target(), *tail)
+        if force and budget.before <= budget.target:
+            budget = plan_budget(*args, max(FORCED_FLOOR, budget.before // 2), *tail)
+        return budget
+
     def gateway_step(self, clean: List[Message], budget: Budget) -> GatewayAttempt:
         """A Gateway result for ``clean``: one prepared ahead, or one asked for now (on a
         pooled host only as long as ``POOL_GATEWAY_WAIT_S``)."""

@@ -53,9 +53,10 @@ class Settings:
         return bool(self.gateway_url) and not _url_problem(self.gateway_url) and \
             not unsafe_credentials(self.api_key, self.instance_id)
 
-    def trigger_tokens(self, context_length: int) -> int:
-        """Where compaction starts: the threshold of the window, or the cap when it is lower."""
-        ratio = int(context_length * self.threshold)
+    def trigger_tokens(self, context_length: int, threshold: Optional[float] = None) -> int:
+        """Where compaction starts: the threshold of the window (``threshold``: a per-model
+        one from Hermes' ``compression.model_thresholds``), or the cap when it is lower."""
+        ratio = int(context_length * (self.threshold if threshold is None else threshold))
         return min(ratio, self.max_context_tokens) if self.max_context_tokens else ratio
 
     def target_tokens(self, context_length: int) -> int:

@@ -14,6 +14,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
+from .command import explain_unchanged
 from .compaction_flow import CompactionRun
 from .compat import ContextEngine
 from .context import canvas
@@ -21,6 +22,7 @@ from .context import messages as M
 from .context.fallback import has_compressible, local_compact
 from .context.tokens import TokenMemo, messages_tokens
 from .session import announce_line
+from .thresholds import model_threshold
 
 log = logging.getLogger("tencentdb_offload.engine")
 
@@ -77,33 +79,14 @@ class TencentDBOffloadEngine(ContextEngine):
         if isinstance(context_length, int) and context_length > 0:
             self.context_length = context_length
         self.threshold_percent = self._threshold_for(self.model, provider)
-        self.threshold_tokens = int(self.context_length * self.threshold_percent)
+        self.threshold_tokens = self.runtime.settings.trigger_tokens(self.context_length,
+                                                                     self.threshold_percent)
         self._state().threshold_tokens = self.threshold_tokens
 
     def _threshold_for(self, model: str, provider: str = "") -> float:
-        """Hermes' ``compression.model_thresholds`` (set on the engine by 0.22 before
-        ``update_model``) wins for a model it names, by the host's own rule: the longest
-        matching substring, a ``provider:`` scoped key before a bare one. It must stay above
-        our landing ratio, or every compaction would trigger the next."""
-        table = getattr(self, "model_thresholds", None)
-        ours = self.runtime.settings.threshold
-        if not isinstance(table, dict) or not table or not model:
-            return ours
-        provider = (provider or "").strip().lower()
-        best, value = None, None
-        for key, raw in table.items():
-            scope, sep, part = str(key).partition(":")
-            rank = ((len(part), 1) if sep and scope.strip().lower() == provider and part in model
-                    else (len(key), 0) if not sep and str(key) in model else None)
-            if rank is not None and (best is None or rank > best):
-                best, value = rank, raw
-        try:
-            value = float(value) if value is not None else None
-        except (TypeError, ValueError):
-            value = None
-        if value is None or not self.runtime.settings.compact_ratio < value < 1.0:
-            return ours
-        return value
+        s = self.runtime.settings
+        return model_threshold(getattr(self, "model_thresholds", None), model, provider,
+                               default=s.threshold, floor=s.compact_ratio)
 
     def on_session_start(self, session_id: str = "", **kwargs: Any) -> None:
         reg = self.runtime.registry
@@ -204,10 +187,14 @@ class TencentDBOffloadEngine(ContextEngine):
         if not self.runtime.settings.enabled:
             return messages
         try:
-            result, record = CompactionRun(self, messages, cancelled).run(current_tokens,
-                                                                          bool(force))
+            run = CompactionRun(self, messages, cancelled)
+            result, record = run.run(current_tokens, bool(force))
             if record is not None:
                 self._landed(record)
+            elif force and run.planned is not None and not cancelled():
+                # Hermes only prints "No changes from compression": say why, where it logs
+                log.warning("%s", explain_unchanged(run.planned.before, self._target(),
+                                                    self.threshold_tokens, len(messages)))
             return result
         except Exception as exc:
             log.debug("compress failed", exc_info=True)
@@ -247,7 +234,7 @@ class TencentDBOffloadEngine(ContextEngine):
         return messages
 
     def _target(self) -> int:
-        return int((self.context_length or 128_000) * self.runtime.settings.compact_ratio)
+        return self.runtime.settings.target_tokens(self.context_length or 128_000)
 
     def _estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
@@ -325,9 +312,12 @@ class TencentDBOffloadEngine(ContextEngine):
                                                 **context: Any) -> Optional[str]:
         """The line 0.22 shows when a compaction starts: this plugin, the path, tokens and the
         target, how to recall, and how the previous compaction ended."""
-        via_gateway = self.runtime.client is not None and self.runtime.client.available
+        rt = self.runtime
+        via_gateway = rt.client is not None and rt.client.available
         return announce_line(context.get("approx_tokens"), self._target(), via_gateway,
-                             self._state().last_compaction)
+                             self._state().last_compaction,
+                             "" if rt.settings.gateway_configured else
+                             " at the default URL %s (not configured)" % rt.settings.gateway_url)
 
     # -- tools ----------------------------------------------------------------------------
     def get_tool_schemas(self, **_: Any) -> List[Dict[str, Any]]:

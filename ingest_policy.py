@@ -10,7 +10,7 @@ its Gateway id, without a prompt or a canvas.
 
 from __future__ import annotations
 
-from typing import List, Optional, Set, Tuple
+from typing import Any, Callable, List, Optional, Set, Tuple
 
 from .context import canvas as canvas_block
 from .memory_gateway.ingest import Canvas, Outgoing
@@ -19,9 +19,11 @@ from .session import SessionRegistry
 
 
 class SessionIngestPolicy:
-    def __init__(self, registry: SessionRegistry, canvas: bool = True) -> None:
+    def __init__(self, registry: SessionRegistry, canvas: bool = True,
+                 on_answer: Optional[Callable[[], Any]] = None) -> None:
         self.registry = registry
         self.canvas_enabled = canvas
+        self.on_answer = on_answer or (lambda: None)     # the Gateway took rows: it exists
 
     def outgoing(self, session: str) -> Outgoing:
         state = self.registry.peek(session)
@@ -31,6 +33,7 @@ class SessionIngestPolicy:
             return Outgoing(state.gateway_id, state.prompt, tuple(state.recent))
 
     def accepted(self, session: str) -> None:
+        self.on_answer()
         state = self.registry.peek(session)
         if state is not None:
             state.canvas_wanted = True

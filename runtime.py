@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .config import Settings
+from .config import Settings, announce_unconfigured_gateway
 from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from .memory_gateway.compaction import GatewayCompactor
 from .memory_gateway.ingest import IngestWorker
@@ -80,7 +80,8 @@ class Runtime:
                 probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0),
                 shared_dir=self.store.directory)
             self.worker = IngestWorker(self.client, self.store,
-                                       SessionIngestPolicy(self.registry, canvas=settings.canvas))
+                                       SessionIngestPolicy(self.registry, canvas=settings.canvas,
+                                                           on_answer=self._gateway_answered))
         elif settings.gateway_enabled:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
@@ -180,6 +181,7 @@ class Runtime:
         if outcome is None:
             self.note_error("gateway compaction failed, compacting locally: %s" % error)
             return GatewayAttempt.failed(error)
+        self._gateway_answered()
         if outcome.canvas:
             state.set_canvas(outcome.canvas, replace=False)
         state.remember_summaries(departures.gateway_summaries(outcome.messages))
@@ -190,6 +192,10 @@ class Runtime:
         state.record_compaction(record)
         self.writer.submit(Store.op_event(state.key, "compaction", record.to_json(), self.now()))
         log.info("tencentdb-offload: %s: %s", state.key, record.describe())
+
+    def _gateway_answered(self) -> None:
+        """Something answered at the Gateway URL: say so once if nobody configured it."""
+        announce_unconfigured_gateway(self.settings, log)
 
     def _after_commit(self) -> None:
         if self.worker is not None:

@@ -195,3 +195,32 @@ def test_hermes_model_thresholds_are_honoured_by_the_hosts_matching_rule(tmp_pat
     twin = eng.clone_for_agent()
     twin.update_model(model="gpt-4o", context_length=100_000)
     assert twin.threshold_tokens == 60_000
+
+
+def test_a_compaction_the_user_asks_for_makes_the_context_smaller(tmp_path):
+    """/compress (force) under the target: the user asked for a smaller context, so it gets
+    about half; automatic compaction at the same size changes nothing."""
+    rt, eng = make_engine(tmp_path)
+    conv = conversation(40, 1000)
+    assert eng.compress(conv, current_tokens=20_000) is conv
+    out = eng.compress(conv, current_tokens=20_000, force=True)
+    assert out is not conv and M.validation_errors(out) == []
+    rec = eng.get_status()["session_stats"]["last_compaction"]
+    assert rec["tokens_after"] <= rec["target"] <= rec["tokens_before"] // 2 + 1
+
+
+def test_the_line_names_a_gateway_nobody_configured(tmp_path):
+    from fakes.gateway import FakeGateway
+    with FakeGateway(api_key="local") as gw:
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url)
+        line = eng.get_automatic_compaction_status_message(phase="compress", default_message="x",
+                                                           approx_tokens=50_000)
+        assert "through the Gateway" in line and "not configured" not in line
+        rt.close()
+    import dataclasses
+    rt2, eng2 = make_engine(tmp_path / "b")
+    rt2.settings = dataclasses.replace(rt2.settings, gateway_configured=False,
+                                       gateway_url="http://127.0.0.1:8420")
+    rt2.client = type("Up", (), {"available": True})()
+    line = eng2.get_automatic_compaction_status_message(phase="compress", default_message="x")
+    assert "at the default URL http://127.0.0.1:8420 (not configured)" in line

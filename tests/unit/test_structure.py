@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT_DIRS = ("", "memory_gateway", "context", "archive", "ops")
 MAX_LINES = 400
 MAX_ENGINE_LINES = 350
+MAX_FUNCTION_LINES = 60
 
 
 def product_modules() -> Dict[str, Path]:
@@ -103,6 +104,31 @@ def test_product_files_stay_small():
     too_big = {f: n for f, n in sizes.items() if n > MAX_LINES}
     assert not too_big, "over %d lines: %s" % (MAX_LINES, too_big)
     assert sizes["engine.py"] <= MAX_ENGINE_LINES
+
+
+def long_functions(path: Path, limit: int) -> List[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return ["%s:%d %s (%d lines)" % (path.relative_to(ROOT), n.lineno, n.name,
+                                      n.end_lineno - n.lineno + 1)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_no_product_function_is_longer_than_a_screen():
+    found = [f for p in product_modules().values() for f in long_functions(p, MAX_FUNCTION_LINES)]
+    assert not found, "over %d lines: %s" % (MAX_FUNCTION_LINES, found)
+
+
+def test_the_length_check_sees_a_long_function(tmp_path):
+    body = "def f():\n" + "    x = 1\n" * 70
+    (tmp_path / "m.py").write_text(body)
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert long_functions(tmp_path / "m.py", MAX_FUNCTION_LINES) == ["m.py:1 f (71 lines)"]
+    finally:
+        ROOT = saved
 
 
 def test_every_module_says_its_job_first():
