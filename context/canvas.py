@@ -30,18 +30,21 @@ PREAMBLE = ("Task canvas kept by the TencentDB memory Gateway: your recorded pro
 # the first line of the block the Gateway itself injects (gateway contract §3, step 7)
 GATEWAY_PREAMBLE = "【当前活跃任务的mermaid流程图】这是你最近正在执行的任务的阶段性记录。"
 _NO_TAG = r"(?:(?!</?current_task_context).)*"          # a body never holds our tags
-_SEALED_RE = re.compile(r'<current_task_context seal="([0-9a-f]{20})">\n(%s)\n'
-                        r'</current_task_context>' % _NO_TAG, re.S)
+# A sealed block ends with a seal line over its exact body (HMAC, ``context/provenance.py``).
+_SEALED_RE = re.compile(r"<current_task_context>\n(%s)\n\[tdo-seal canvas ([0-9a-f]{20})\]\n"
+                        r"</current_task_context>" % _NO_TAG, re.S)
 # Blocks older versions wrote unsealed, recognised only in their exact complete shape.
 _LEGACY_RE = re.compile(r"<current_task_context>\n(?:%s|%s)\n%s\n</current_task_context>"
                         % (re.escape(PREAMBLE), re.escape(GATEWAY_PREAMBLE), _NO_TAG), re.S)
+_SEAL_LINE = "\n[tdo-seal canvas "
 _TAG_TEXT_RE = re.compile(r"<(\s*/?\s*current_task_context)", re.I)
+_SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
 
 
 def escape(text: str) -> str:
-    """Text others wrote, safe inside our block: no tag of ours, so it can neither close the
-    block early nor open a fake (sealed-looking) one. Idempotent."""
-    return _TAG_TEXT_RE.sub(r"&lt;\1", text)
+    """Text others wrote, safe inside our block: no tag and no seal line of ours, so it can
+    neither close the block early, nor open a fake one, nor look sealed. Idempotent."""
+    return _SEAL_TEXT_RE.sub(r"&#91;\1", _TAG_TEXT_RE.sub(r"&lt;\1", text))
 
 
 def format_block(filename: str, content: str) -> str:
@@ -74,15 +77,16 @@ def sealed(block: str, seal: Optional[Seal]) -> str:
     keeps the unsealed shape (recognised only when exactly as ``format_block`` made it)."""
     if not block:
         return ""
-    body = escape(_inner(block))
+    m = _SEALED_RE.fullmatch(block)
+    body = escape(m.group(1) if m else _inner(block))
     if seal is None:
         return _wrap(OPEN + ">", body)
-    return _wrap('%s seal="%s">' % (OPEN, seal.tag("canvas", body)), body)
+    return _wrap(OPEN + ">", "%s\n[tdo-seal canvas %s]" % (body, seal.tag("canvas", body)))
 
 
 def _inner(block: str) -> str:
-    if block.startswith(OPEN) and block.endswith(CLOSE) and ">" in block:
-        return block[block.index(">") + 1:-len(CLOSE)].strip("\n")
+    if block.startswith(OPEN + ">") and block.endswith(CLOSE):
+        return block[len(OPEN) + 1:-len(CLOSE)].strip("\n")
     return block
 
 
@@ -98,10 +102,10 @@ def _spans(text: str, seal: Optional[Seal]) -> List[Tuple[int, int]]:
     """Where our whole blocks are: sealed ones whose seal verifies, and old exact ones."""
     if not isinstance(text, str) or OPEN not in text:
         return []
-    found = [m.span() for m in _LEGACY_RE.finditer(text)]
+    found = [m.span() for m in _LEGACY_RE.finditer(text) if _SEAL_LINE not in m.group(0)]
     if seal is not None:
         found += [m.span() for m in _SEALED_RE.finditer(text)
-                  if seal.check("canvas", m.group(2), m.group(1))]
+                  if seal.check("canvas", m.group(1), m.group(2))]
     return sorted(found)
 
 

@@ -167,7 +167,7 @@ def test_canvas_injected_once_and_guarded(tmp_path, gw):
     assert rt.flush("s1", 5)
     assert wait_for(lambda: bool(eng._state().canvas_hash))
     first = hooks.pre_llm_call(session_id="s1", user_message="continue please", conversation_history=[])
-    assert first and first["context"].startswith(canvas.OPEN + " seal=")
+    assert first and canvas.blocks(first["context"], rt.seal) == [first["context"]]
     assert hooks.pre_llm_call(session_id="s1", user_message="and more", conversation_history=[]) is None
     block = first["context"]
     stale = canvas.sealed(canvas.format_block("000-old.mmd", "flowchart TD\n  X[old]"), rt.seal)
