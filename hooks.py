@@ -2,7 +2,8 @@
 
 Bound to the process runtime (not to an engine copy) and routed by the ``session_id`` kwarg
 Hermes passes. None of them does network I/O or waits on disk: they update in-memory
-session state and hand rows to the store writer. None of them ever raises into Hermes.
+session state and hand rows to the store writer. None of them ever raises into Hermes, and
+nothing a model or tool produces (any nesting, any code point) stops a result being archived.
 """
 
 from __future__ import annotations
@@ -16,15 +17,21 @@ from typing import Any, Dict, List, Optional
 from .compat import HOST_SELECTS_CONTEXT
 from .context import canvas
 from .context import messages as M
+from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
+from .archive.outbox import clean_text
 from .archive.store import ArchiveItem, Store
+from .humanize import printable
 from .context.tokens import estimate_text, messages_tokens
 from .memory_gateway.timestamps import gateway_timestamp
 from .archive.recall import READ, SEARCH
 
 log = logging.getLogger("tencentdb_offload.hooks")
 
-INTERNAL_PREFIXES = ("Pre-compaction", "[Inter-session message]")
 ENGINE_TOOLS = (READ, SEARCH)
+# Another recall tool's traffic is not the user's work: the memory provider's tools (Hermes
+# names a provider's tools after it) are archived here but never sent to the Gateway.
+RECALL_TOOL_PREFIXES = ("memory_tencentdb_",)
+MAX_ARGS_DEPTH = 64          # deeper argument trees are cut here (json would overflow the stack)
 PROMPT_CHARS = 500
 RECENT_CHARS = 400
 RECENT_COUNT = 10
@@ -32,19 +39,41 @@ WARMUP = 0.6
 
 
 def is_internal_prompt(text: str) -> bool:
-    return text.startswith(INTERNAL_PREFIXES) or "heartbeat" in text.lower()
+    """A turn that is not the user's work: a heartbeat poll (Hermes sends no other kind)."""
+    return is_heartbeat_prompt(text)
+
+
+def is_recall_tool(name: str) -> bool:
+    return name in ENGINE_TOOLS or name.startswith(RECALL_TOOL_PREFIXES)
+
+
+def bounded(value: Any, depth: int = 0) -> Any:
+    """``value`` with what lies deeper than ``MAX_ARGS_DEPTH`` replaced by a note, and text
+    made storable (lone surrogates become U+FFFD): safe to serialise on any thread."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth >= MAX_ARGS_DEPTH and isinstance(value, (dict, list, tuple)):
+        return "[... nested deeper than %d levels]" % MAX_ARGS_DEPTH
+    if isinstance(value, dict):
+        return {clean_text(str(k)): bounded(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [bounded(v, depth + 1) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return clean_text(str(value))
 
 
 def _plain(content: Any) -> str:
     return M.text_of({"content": content})
 
 
-def recent_messages(history: Any, prompt: str) -> List[Dict[str, str]]:
+def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[str, str]]:
     """The official client's rules: user/assistant text only, newest 10, each ≤ 400 chars.
 
-    Skips tool traffic, assistants that call tools, very short texts, heartbeats, and the
-    message that is the prompt itself. Walks backwards and stops early, so a long history
-    costs no more than a short one.
+    Skips tool traffic, assistants that call tools, very short texts, heartbeat polls, our own
+    notices, and the message that is the prompt itself; our canvas is cut out (the Gateway
+    judges the user's task, not its own canvas). Walks backwards and stops early, so a long
+    history costs no more than a short one.
     """
     out: List[Dict[str, str]] = []
     if not isinstance(history, list):
@@ -54,10 +83,11 @@ def recent_messages(history: Any, prompt: str) -> List[Dict[str, str]]:
         if len(out) >= RECENT_COUNT:
             break
         r = M.role(msg)
-        if r not in ("user", "assistant") or M.is_tool_result(msg) or M.calls_of(msg):
+        if r not in ("user", "assistant") or M.is_tool_result(msg) or M.calls_of(msg) \
+                or M.is_plugin_message(msg, seal):
             continue
-        text = _plain(msg.get("content")).strip()
-        if len(text) <= (5 if r == "user" else 10) or "heartbeat" in text.lower():
+        text = canvas.strip(_plain(msg.get("content")), seal)[0].strip()
+        if len(text) <= (5 if r == "user" else 10) or is_heartbeat_prompt(text):
             continue
         if r == "user" and head:
             low = text[:200].lower()
@@ -73,6 +103,11 @@ class HookHandlers:
 
     def __init__(self, runtime: Any) -> None:
         self.rt = runtime
+        self._heartbeat_turns: set = set()      # session ids whose current turn is a poll
+
+    def _failed(self, where: str, exc: BaseException) -> None:
+        # the error text may quote a tool's name or a peer's words: no terminal controls
+        self.rt.note_error(printable("%s: %s" % (where, exc), limit=500, newlines=False))
 
     # -- post_tool_call ---------------------------------------------------------------
     def post_tool_call(self, tool_name: str = "", args: Any = None, result: Any = None,
@@ -82,15 +117,13 @@ class HookHandlers:
             self._post_tool_call(tool_name, args, result, session_id, tool_call_id,
                                  duration_ms, error_message)
         except Exception as exc:
-            self.rt.note_error("post_tool_call: %s" % exc)
+            self._failed("post_tool_call", exc)
 
-    def _post_tool_call(self, tool_name: str, args: Any, result: Any, session_id: str,
+    def _post_tool_call(self, tool_name: Any, args: Any, result: Any, session_id: str,
                         tool_call_id: str, duration_ms: Any, error_message: Any) -> None:
         rt = self.rt
-        if not rt.settings.enabled or tool_name in ENGINE_TOOLS:
-            return
-        if M.is_heartbeat_call(tool_name, args):
-            rt.counters["heartbeat_pairs_skipped"] += 1
+        name = clean_text(str(tool_name or ""))
+        if not rt.settings.enabled or name in ENGINE_TOOLS:
             return
         state = rt.registry.for_session_id(session_id)
         call_id = str(tool_call_id or "") or "hermes-" + uuid.uuid4().hex[:16]
@@ -98,25 +131,28 @@ class HookHandlers:
             if call_id in state.processed_ids:
                 return
             state.processed_ids.add(call_id)
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False,
-                                                                  default=str)
-        params = args if args is not None else {}
+        params = bounded(args if args is not None else {})
+        text = clean_text(result) if isinstance(result, str) else json.dumps(
+            bounded(result), ensure_ascii=False, default=str)
         ops = [Store.op_archive(state.key, [ArchiveItem(
-            kind="tool_result", content=text, tool_call_id=call_id, tool_name=str(tool_name),
-            role="tool", args=params)],
-            rt.now())]
-        if rt.client is not None:
-            pair: Dict[str, Any] = {"tool_name": str(tool_name or "unknown"),
-                                    "tool_call_id": call_id,
+            kind="tool_result", content=text, tool_call_id=clean_text(call_id), tool_name=name,
+            role="tool", args=params)], rt.now())]
+        rt.counters["tool_pairs_recorded"] += 1
+        if session_id in self._heartbeat_turns or is_heartbeat_call(name, params):
+            rt.counters["heartbeat_pairs_skipped"] += 1     # archived, not the user's work
+        elif name.startswith(RECALL_TOOL_PREFIXES):
+            rt.counters["recall_pairs_skipped"] += 1
+        elif rt.client is not None:
+            pair: Dict[str, Any] = {"tool_name": name or "unknown",
+                                    "tool_call_id": clean_text(call_id),
                                     "params": params, "result": text,
                                     "timestamp": gateway_timestamp()}
             if isinstance(duration_ms, (int, float)):
                 pair["duration_ms"] = duration_ms
             if error_message:
-                pair["error"] = str(error_message)
+                pair["error"] = clean_text(str(error_message))
             ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now()))
         rt.writer.submit(*ops)
-        rt.counters["tool_pairs_recorded"] += 1
 
     # -- pre_llm_call -----------------------------------------------------------------
     def pre_llm_call(self, session_id: str = "", user_message: Any = None,
@@ -124,7 +160,7 @@ class HookHandlers:
         try:
             return self._pre_llm_call(session_id, user_message, conversation_history)
         except Exception as exc:
-            self.rt.note_error("pre_llm_call: %s" % exc)
+            self._failed("pre_llm_call", exc)
             return None
 
     def _pre_llm_call(self, session_id: str, user_message: Any,
@@ -133,12 +169,17 @@ class HookHandlers:
         if not rt.settings.enabled:
             return None
         prompt = user_message if isinstance(user_message, str) else _plain(user_message)
-        prompt = prompt.strip()
+        prompt = clean_text(canvas.strip(prompt, rt.seal)[0]).strip()
+        if is_internal_prompt(prompt):
+            self._heartbeat_turns.add(session_id)
+        else:
+            self._heartbeat_turns.discard(session_id)
         if not prompt or is_internal_prompt(prompt):
             rt.counters["internal_prompts_skipped"] += 1
             return None
         state = rt.registry.for_session_id(session_id)
-        recent = recent_messages(history, prompt)
+        recent = [{"role": m["role"], "content": clean_text(m["content"])}
+                  for m in recent_messages(history, prompt, rt.seal)]
         cut = prompt[:PROMPT_CHARS]
         digest = hashlib.md5(cut.encode("utf-8")).hexdigest()
         with state.lock:
@@ -162,14 +203,14 @@ class HookHandlers:
             state.injected_canvas_hash = state.canvas_hash
             text = state.canvas_text
         state.record_canvas_shown()
-        return {"context": text}
+        return {"context": canvas.sealed(text, rt.seal)}
 
     # -- llm_request middleware: one canvas per request, and calibration data ------------
     def llm_request(self, request: Any = None, session_id: str = "", **_: Any) -> Optional[Dict[str, Any]]:
         try:
             return self._llm_request(request, session_id)
         except Exception as exc:
-            self.rt.note_error("llm_request: %s" % exc)
+            self._failed("llm_request", exc)
             return None
 
     def _llm_request(self, request: Any, session_id: str) -> Optional[Dict[str, Any]]:
@@ -186,7 +227,7 @@ class HookHandlers:
         state.request_estimate = messages_tokens(msgs) + tools_est
         state.overhead_estimate = system_est + tools_est
         rt.last_overhead_estimate = state.overhead_estimate
-        fixed, removed = canvas.keep_newest(msgs)
+        fixed, removed = canvas.keep_newest(msgs, rt.seal)
         if fixed is None:
             return None
         state.record_canvas_removed(removed)

@@ -1,9 +1,12 @@
 """The task canvas: the Gateway's Mermaid task map as one ``<current_task_context>`` block.
 
-Everything about the block lives here: formatting it from a query-mmd answer, finding and
-stripping blocks in messages (content and the host's ``api_content``), its digest, putting the
-current one into a request once, and the guard that keeps at most one per request. Stateless:
-which canvas is current, and which one a session was last shown, is session state.
+Everything about the block lives here: formatting it from a query-mmd answer, sealing it when
+it goes into the context, finding and stripping whole blocks in messages (content and the
+host's ``api_content``, the rest kept byte-identical), its digest, putting the current one into
+a request once, and the guard that keeps at most one per request. A block is ours only when its
+seal verifies (``context/provenance.py``): tags a user types, or a canvas that tries to close
+the block early, are text like any other. Stateless: which canvas is current, and which one a
+session was last shown, is session state.
 """
 
 from __future__ import annotations
@@ -14,57 +17,130 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .messages import newest_real_user, text_of, with_content
+from .provenance import Seal
 
 Message = Dict[str, Any]
 
 TAG = "current_task_context"
 OPEN = "<" + TAG
-_BLOCK_RE = re.compile(r"\s*<current_task_context>.*?</current_task_context>\s*", re.S)
+CLOSE = "</" + TAG + ">"
+PREAMBLE = ("Task canvas kept by the TencentDB memory Gateway: your recorded progress on the "
+            "current task. Nodes marked \"doing\" are the current focus, \"done\" are finished. "
+            "Use it to keep direction and avoid repeating finished work.")
+# the first line of the block the Gateway itself injects (gateway contract §3, step 7)
+GATEWAY_PREAMBLE = "【当前活跃任务的mermaid流程图】这是你最近正在执行的任务的阶段性记录。"
+_NO_TAG = r"(?:(?!</?current_task_context).)*"          # a body never holds our tags
+# A sealed block ends with a seal line over its exact body (HMAC, ``context/provenance.py``).
+_SEALED_RE = re.compile(r"<current_task_context>\n(%s)\n\[tdo-seal canvas ([0-9a-f]{20})\]\n"
+                        r"</current_task_context>" % _NO_TAG, re.S)
+# Blocks older versions wrote unsealed, recognised only in their exact complete shape.
+_LEGACY_RE = re.compile(r"<current_task_context>\n(?:%s|%s)\n%s\n</current_task_context>"
+                        % (re.escape(PREAMBLE), re.escape(GATEWAY_PREAMBLE), _NO_TAG), re.S)
+_SEAL_LINE = "\n[tdo-seal canvas "
+_TAG_TEXT_RE = re.compile(r"<(\s*/?\s*current_task_context)", re.I)
+_SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
+
+
+def escape(text: str) -> str:
+    """Text others wrote, safe inside our block: no tag and no seal line of ours, so it can
+    neither close the block early, nor open a fake one, nor look sealed. Idempotent."""
+    return _SEAL_TEXT_RE.sub(r"&#91;\1", _TAG_TEXT_RE.sub(r"&lt;\1", text))
 
 
 def format_block(filename: str, content: str) -> str:
-    """The block the model sees for one canvas file (goal first when the file names one)."""
+    """The (unsealed) block for one canvas file, goal first when the file names one; what the
+    Gateway wrote is escaped. Sealed when it goes into the context (``sealed``)."""
     goal = ""
     first = content.split("\n", 1)[0]
     if first.startswith("%%{"):
         try:
             goal = str(json.loads(first.strip()[2:-2]).get("taskGoal") or "")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             goal = ""
-    lines = ["<current_task_context>",
-             "Task canvas kept by the TencentDB memory Gateway: your recorded progress on the "
-             "current task. Nodes marked \"doing\" are the current focus, \"done\" are finished. "
-             "Use it to keep direction and avoid repeating finished work."]
+    lines = [PREAMBLE]
     if goal:
-        lines.append("Goal: " + goal)
-    lines += ["File: " + filename, "```mermaid", content.strip(), "```", "</current_task_context>"]
-    return "\n".join(lines)
+        lines.append("Goal: " + " ".join(goal.split()))
+    lines += ["File: " + " ".join(filename.split()), "```mermaid", content.strip(), "```"]
+    return _wrap(OPEN + ">", "\n".join(lines))
+
+
+def gateway_block(msg: Message) -> str:
+    """The canvas the Gateway injected as a message of its own (``_mmdContextMessage``), whole:
+    everything it holds stays inside the block, even after a closing tag in the canvas."""
+    text = text_of(msg).strip("\n")
+    body = _inner(text)
+    return _wrap(OPEN + ">", body) if body.strip() else ""
+
+
+def sealed(block: str, seal: Optional[Seal]) -> str:
+    """``block`` as it goes into the context: its body escaped and sealed. Without a seal it
+    keeps the unsealed shape (recognised only when exactly as ``format_block`` made it)."""
+    if not block:
+        return ""
+    m = _SEALED_RE.fullmatch(block)
+    body = escape(m.group(1) if m else _inner(block))
+    if seal is None:
+        return _wrap(OPEN + ">", body)
+    return _wrap(OPEN + ">", "%s\n[tdo-seal canvas %s]" % (body, seal.tag("canvas", body)))
+
+
+def _inner(block: str) -> str:
+    if block.startswith(OPEN + ">") and block.endswith(CLOSE):
+        return block[len(OPEN) + 1:-len(CLOSE)].strip("\n")
+    return block
+
+
+def _wrap(opening: str, body: str) -> str:
+    return "%s\n%s\n%s" % (opening, body, CLOSE)
 
 
 def digest(text: str) -> str:
     return hashlib.md5(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def strip(text: str) -> Tuple[str, int]:
-    """Remove every block; returns (text, blocks removed)."""
-    if OPEN not in text:
-        return text, 0
-    out, n = _BLOCK_RE.subn("\n\n", text)
-    return out.strip("\n") if n else text, n
-
-
-def blocks(text: str) -> List[str]:
-    if OPEN not in text:
+def _spans(text: str, seal: Optional[Seal]) -> List[Tuple[int, int]]:
+    """Where our whole blocks are: sealed ones whose seal verifies, and old exact ones."""
+    if not isinstance(text, str) or OPEN not in text:
         return []
-    return [m.group(0).strip() for m in _BLOCK_RE.finditer(text)]
+    found = [m.span() for m in _LEGACY_RE.finditer(text) if _SEAL_LINE not in m.group(0)]
+    if seal is not None:
+        found += [m.span() for m in _SEALED_RE.finditer(text)
+                  if seal.check("canvas", m.group(1), m.group(2))]
+    return sorted(found)
 
 
-def holds_block(msg: Any) -> bool:
-    return isinstance(msg, dict) and msg.get("role") == "user" and OPEN in text_of(msg)
+def strip(text: str, seal: Optional[Seal] = None) -> Tuple[str, int]:
+    """Remove every block of ours with the blank line that joined it; the rest of the text is
+    kept byte for byte. Returns (text, blocks removed)."""
+    spans = _spans(text, seal)
+    if not spans:
+        return text, 0
+    out, at = [], 0
+    for s, e in spans:
+        if text[max(at, s - 2):s] == "\n\n":
+            s -= 2
+        elif text[e:e + 2] == "\n\n":
+            e += 2
+        out.append(text[at:s])
+        at = e
+    out.append(text[at:])
+    return "".join(out), len(spans)
 
 
-def strip_from(msg: Message) -> Tuple[Optional[Message], int]:
-    """A message without canvas blocks (None if nothing else was left), and the count.
+def blocks(text: str, seal: Optional[Seal] = None) -> List[str]:
+    return [text[s:e] for s, e in _spans(text, seal)]
+
+
+def holds_block(msg: Any, seal: Optional[Seal] = None) -> bool:
+    if not isinstance(msg, dict) or msg.get("role") != "user":
+        return False
+    return bool(_spans(text_of(msg), seal) or _spans(msg.get("api_content"), seal))
+
+
+def strip_from(msg: Message, seal: Optional[Seal] = None) -> Tuple[Optional[Message], int]:
+    """A message without our blocks (None if nothing else was left), and the count. Its
+    ``api_content`` (the host's exact bytes, which hold other plugins' context such as the
+    memory provider's ``<memory-context>``) loses our blocks too and keeps everything else.
 
     Canvases only ever live in user messages (our injection, the Gateway's insertion)."""
     if msg.get("role") != "user":
@@ -73,12 +149,12 @@ def strip_from(msg: Message) -> Tuple[Optional[Message], int]:
     content = msg.get("content")
     new_content: Any = content
     if isinstance(content, str):
-        new_content, removed = strip(content)
+        new_content, removed = strip(content, seal)
     elif isinstance(content, list):
         parts = []
         for b in content:
             if isinstance(b, dict) and isinstance(b.get("text"), str):
-                t, n = strip(b["text"])
+                t, n = strip(b["text"], seal)
                 removed += n
                 if n and not t.strip():
                     continue
@@ -87,29 +163,29 @@ def strip_from(msg: Message) -> Tuple[Optional[Message], int]:
                 parts.append(b)
         new_content = parts
     api = msg.get("api_content")
-    api_removed = 0
-    if isinstance(api, str):
-        api_new, api_removed = strip(api)
+    api_new, api_removed = strip(api, seal) if isinstance(api, str) else (api, 0)
     if not removed and not api_removed:
         return msg, 0
-    if removed:
-        if (isinstance(new_content, str) and not new_content.strip()) or new_content == []:
-            return None, removed + api_removed
-        out = with_content(msg, new_content)
-    else:
-        out = dict(msg)
-    if api_removed and not removed:
-        # Only the persisted injection held a canvas: keep the rest of the sidecar.
-        out["api_content"] = api_new
-    return out, removed + api_removed
+    if removed and ((isinstance(new_content, str) and not new_content.strip())
+                    or new_content == []):
+        return None, removed + api_removed
+    return _rebuilt(msg, new_content, api_new), removed + api_removed
 
 
-def strip_all(messages: Sequence[Any]) -> Tuple[List[Any], int]:
-    """Every message without canvas blocks (messages left empty are dropped), and the count."""
+def _rebuilt(msg: Message, content: Any, api: Any) -> Message:
+    """``msg`` with new content, keeping the host's ``api_content`` sidecar (edited alike)."""
+    out = with_content(msg, content)
+    if isinstance(api, str):
+        out["api_content"] = api
+    return out
+
+
+def strip_all(messages: Sequence[Any], seal: Optional[Seal] = None) -> Tuple[List[Any], int]:
+    """Every message without our blocks (messages left empty are dropped), and the count."""
     out: List[Any] = []
     removed = 0
     for m in messages:
-        fixed, n = strip_from(m) if isinstance(m, dict) else (m, 0)
+        fixed, n = strip_from(m, seal) if isinstance(m, dict) else (m, 0)
         removed += n
         if fixed is not None:
             out.append(fixed)
@@ -123,43 +199,53 @@ def append_text(content: Any, text: str) -> Any:
     return (base + "\n\n" + text) if base else text
 
 
-def inject(messages: List[Message], block: str) -> List[Message]:
-    """``messages`` with ``block`` appended to the newest real user message (a new list; the
-    same list when there is no such message)."""
-    idx = newest_real_user(messages)
+def _appended(msg: Message, block: str) -> Message:
+    """``msg`` with ``block`` after its content and after its ``api_content`` (what is sent)."""
+    api = msg.get("api_content")
+    return _rebuilt(msg, append_text(msg.get("content"), block),
+                    append_text(api, block) if isinstance(api, str) and api else api)
+
+
+def inject(messages: List[Message], block: str, seal: Optional[Seal] = None) -> List[Message]:
+    """``messages`` with ``block`` (sealed) appended to the newest real user message (a new
+    list; the same list when there is no such message)."""
+    idx = newest_real_user(messages, seal=seal)
     if idx < 0 or not block:
         return messages
     out = list(messages)
-    out[idx] = with_content(messages[idx], append_text(messages[idx].get("content"), block))
+    out[idx] = _appended(messages[idx], sealed(block, seal))
     return out
 
 
-def keep_newest(messages: List[Message]) -> Tuple[Optional[List[Message]], int]:
+def keep_newest(messages: List[Message],
+                seal: Optional[Seal] = None) -> Tuple[Optional[List[Message]], int]:
     """The request guard: at most one block per request, the newest, where it was.
 
     Returns (new list, blocks removed), or (None, 0) when the request is already fine."""
-    holders = [i for i, m in enumerate(messages) if holds_block(m)]
+    holders = [i for i, m in enumerate(messages) if holds_block(m, seal)]
     if not holders:
         return None, 0
     newest = holders[-1]
-    found = blocks(text_of(messages[newest]))
+    found = blocks(text_of(messages[newest]), seal) or \
+        blocks(messages[newest].get("api_content") or "", seal)
     if len(holders) == 1 and len(found) <= 1:
         return None, 0
     removed = 0
     out = list(messages)
     for i in holders:
-        fixed, n = strip_from(messages[i])
+        fixed, n = strip_from(messages[i], seal)
         removed += n
         out[i] = fixed if fixed is not None else {"role": "user", "content": "(context)"}
-    out[newest] = with_content(out[newest], append_text(out[newest].get("content"), found[-1]))
+    out[newest] = _appended(out[newest], found[-1])
     return out, max(0, removed - 1)
 
 
-def for_request(messages: List[Message], block: str) -> Tuple[Optional[List[Message]], int]:
+def for_request(messages: List[Message], block: str,
+                seal: Optional[Seal] = None) -> Tuple[Optional[List[Message]], int]:
     """A request with exactly the current block once (stale ones removed), or (None, 0) when
     there is nothing to do; and how many stale blocks went."""
-    stale = any(holds_block(m) for m in messages)
+    stale = any(holds_block(m, seal) for m in messages)
     if not block and not stale:
         return None, 0
-    out, removed = strip_all(messages) if stale else (messages, 0)
-    return (inject(out, block) if block else out), removed
+    out, removed = strip_all(messages, seal) if stale else (messages, 0)
+    return (inject(out, block, seal) if block else out), removed

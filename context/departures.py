@@ -7,9 +7,10 @@ other message while its text is. Stateless: the engine decides what to archive a
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, NamedTuple, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import messages as M
+from .provenance import Seal
 
 Message = Dict[str, Any]
 
@@ -50,9 +51,11 @@ def call_arguments(messages: Iterable[Any]) -> Dict[str, Tuple[str, Any]]:
     return out
 
 
-def find(before: List[Message], after: List[Message], extra: List[Message] = ()) -> Departures:
+def find(before: List[Message], after: List[Message], extra: List[Message] = (),
+         seal: Optional[Seal] = None) -> Departures:
     """What of ``before`` is not in ``after``, plus the originals in ``extra`` (results the
-    compaction had to cut before sending), each once."""
+    compaction had to cut before sending), each once. Our own sealed notices are not archived;
+    everything else is, whatever it starts with."""
     kept_calls, kept_text, summarised = set(), set(), set()
     for m in after:
         if M.is_tool_result(m):
@@ -79,7 +82,7 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = ())
                 items.append(Departed("tool_result", text, tid, name, "tool", call_args))
         else:
             text = plain_text(m)
-            if text and text not in kept_text and not text.startswith(M.NOTICE_MARK):
+            if text and text not in kept_text and not M.is_plugin_text(text, seal):
                 count += 1
                 items.append(Departed("message", text, role=M.role(m)))
     for m in extra:
@@ -97,10 +100,11 @@ def gateway_summaries(messages: List[Message]) -> Dict[str, str]:
             for tid, text in M.tool_results(m) if text.startswith(OFFLOADED_MARK)}
 
 
-def keeps_current_turn(before: List[Message], after: List[Message]) -> bool:
+def keeps_current_turn(before: List[Message], after: List[Message],
+                       seal: Optional[Seal] = None) -> bool:
     """The newest real user message must survive a Gateway compaction."""
-    last = next((M.text_of(m) for m in reversed(before) if M.is_real_user(m)), None)
+    last = next((M.text_of(m) for m in reversed(before) if M.is_real_user(m, seal)), None)
     if last is None:
         return bool(after)
     head = last[:200]
-    return any(M.is_real_user(m) and head in M.text_of(m) for m in after)
+    return any(M.is_real_user(m, seal) and head in M.text_of(m) for m in after)

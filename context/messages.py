@@ -8,17 +8,16 @@ or the Anthropic user message carrying ``tool_result`` blocks), or any single ot
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from .heartbeat import is_heartbeat_call, is_heartbeat_prompt  # noqa: F401 (callers)
+from .provenance import Seal
 
 Message = Dict[str, Any]
 
 HISTORY_TAG = "history_task_context"
-_HISTORY_RE = re.compile(r"<history_task_context>.*?</history_task_context>", re.S)
-NOTICE_MARK = "[tencentdb-offload]"
+NOTICE_MARK = "[tencentdb-offload]"      # how our notices read; never how they are recognised
 TRIM_MARK = "characters trimmed by tencentdb-offload"
-HEARTBEAT_WORDS = ("HEARTBEAT.md",)
-
 
 # --- shape helpers -----------------------------------------------------------------
 
@@ -66,17 +65,29 @@ def is_tool_result(msg: Message) -> bool:
             all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
 
 
-def is_real_user(msg: Message) -> bool:
-    """A user turn written by a person (not only tool results, not our notice)."""
+def is_plugin_text(text: Any, seal: Optional[Seal]) -> bool:
+    """Text this plugin wrote as a whole message (a notice, digest, trim or summary sealed with
+    ``seal.seal_text``): only a verifying seal says so, never a prefix. No seal: nothing is."""
+    return seal is not None and isinstance(text, str) and seal.open_text(text) is not None
+
+
+def is_plugin_message(msg: Any, seal: Optional[Seal]) -> bool:
+    """A user or assistant message that is exactly one of our sealed texts."""
+    return role(msg) in ("user", "assistant") and is_plugin_text(text_of(msg), seal)
+
+
+def is_real_user(msg: Message, seal: Optional[Seal] = None) -> bool:
+    """A user turn written by a person (not only tool results, not our sealed notice)."""
     if msg.get("role") != "user" or is_tool_result(msg):
         return False
-    return not text_of(msg).startswith(NOTICE_MARK)
+    return not is_plugin_message(msg, seal)
 
 
-def newest_real_user(messages: Sequence[Any], default: int = -1) -> int:
+def newest_real_user(messages: Sequence[Any], default: int = -1,
+                     seal: Optional[Seal] = None) -> int:
     """Index of the newest real user message (the current turn), found from the end."""
     return next((i for i in range(len(messages) - 1, -1, -1)
-                 if isinstance(messages[i], dict) and is_real_user(messages[i])), default)
+                 if isinstance(messages[i], dict) and is_real_user(messages[i], seal)), default)
 
 
 def text_of(msg: Message) -> str:
@@ -142,11 +153,6 @@ def call_args(msg: Message) -> Dict[str, Tuple[str, str]]:
             if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id"):
                 out[str(b["id"])] = (str(b.get("name", "")), _as_text(b.get("input")))
     return out
-
-
-def is_heartbeat_call(name: str, args: Any) -> bool:
-    text = _as_text(args)
-    return any(w in text for w in HEARTBEAT_WORDS) or "heartbeat" in (name or "").lower()
 
 
 # --- groups --------------------------------------------------------------------------

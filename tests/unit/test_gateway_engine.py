@@ -8,6 +8,7 @@ import time
 import pytest
 
 from fakes.gateway import FakeGateway
+from tencentdb_offload.context import canvas
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.context.tokens import messages_tokens
@@ -169,17 +170,18 @@ def test_canvas_injected_once_and_guarded(tmp_path, gw):
     assert rt.flush("s1", 5)
     assert wait_for(lambda: bool(eng._state().canvas_hash))
     first = hooks.pre_llm_call(session_id="s1", user_message="continue please", conversation_history=[])
-    assert first and first["context"].startswith("<current_task_context>")
+    assert first and canvas.blocks(first["context"], rt.seal) == [first["context"]]
     assert hooks.pre_llm_call(session_id="s1", user_message="and more", conversation_history=[]) is None
     block = first["context"]
+    stale = canvas.sealed(canvas.format_block("000-old.mmd", "flowchart TD\n  X[old]"), rt.seal)
     request = {"messages": [{"role": "system", "content": "s"},
-                            {"role": "user", "content": "old\n\n" + block.replace("flowchart", "flowchart  ")},
+                            {"role": "user", "content": "old\n\n" + stale},
                             {"role": "assistant", "content": "ok"},
                             {"role": "user", "content": "new\n\n" + block}], "tools": []}
     out = hooks.llm_request(request=request, session_id="s1")
     msgs = out["request"]["messages"]
-    assert sum(M.text_of(m).count("<current_task_context>") for m in msgs) == 1
-    assert "<current_task_context>" in msgs[-1]["content"] and msgs[1]["content"] == "old"
+    assert sum(M.text_of(m).count(canvas.OPEN) for m in msgs) == 1
+    assert msgs[-1]["content"].endswith(block) and msgs[1]["content"] == "old"
     single = {"messages": [{"role": "user", "content": "new\n\n" + block}]}
     assert hooks.llm_request(request=single, session_id="s1") is None   # nothing to change
 
@@ -237,7 +239,7 @@ def test_every_third_call_failing_loses_and_duplicates_nothing(tmp_path, gw):
 def test_unchanged_messages_keep_api_content(tmp_path, gw):
     rt, eng, hooks = setup(tmp_path, gw)
     conv = conversation(25, 4000, calls=2)
-    block = "<current_task_context>\nold canvas\n</current_task_context>"
+    block = canvas.format_block("000-old.mmd", "old canvas")     # as an older version wrote it
     at = len(conv) - 5          # before the last turn's user message
     conv[at:at] = [{"role": "user", "content": "keep me",
                     "api_content": "keep me\n\nplugin context\n\n" + block},

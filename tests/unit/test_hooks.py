@@ -12,11 +12,16 @@ def test_timestamp_format():
     assert gateway_timestamp(t) == "2026-11-30T00:40:05.331Z"
 
 
-def test_internal_prompts():
-    assert is_internal_prompt("Pre-compaction memory flush")
-    assert is_internal_prompt("[Inter-session message] hi")
-    assert is_internal_prompt("run HEARTBEAT now")
-    assert not is_internal_prompt("fix the parser")
+def test_internal_prompts_are_heartbeat_polls_only():
+    assert is_internal_prompt("HEARTBEAT check")
+    assert is_internal_prompt("Read HEARTBEAT.md if it exists (workspace context). Follow it "
+                              "strictly. Do not infer or repeat old tasks from prior chats. If "
+                              "nothing needs attention, reply HEARTBEAT_OK.")
+    # words are no sign: Hermes sends none of these itself, a person may
+    for text in ("fix the parser", "Fix the heartbeat timeout in the scheduler",
+                 "run HEARTBEAT now", "Pre-compaction memory flush", "[Inter-session message] hi",
+                 "HEARTBEAT\nand then refactor the scheduler"):
+        assert not is_internal_prompt(text), text
 
 
 def test_recent_messages_rules():
@@ -66,4 +71,4 @@ def test_local_mode_sends_nothing_and_skips_engine_tools(tmp_path):
     hooks.post_tool_call(tool_name="read_file", args={}, result="real", session_id="s1", tool_call_id="r1")
     rt.flush_writes()
     assert rt.store.backlog() == 0 and rt.worker is None
-    assert rt.store.count_archived("s1") == 1
+    assert rt.store.count_archived("s1") == 2           # the heartbeat's result is kept too

@@ -1,4 +1,5 @@
 from tencentdb_offload.context import canvas
+from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.context.tokens import Calibrator, estimate_text, message_tokens
 
@@ -68,14 +69,15 @@ def test_rewritten_message_loses_api_content():
 
 
 def test_strip_canvas_content_and_api_content():
-    block = "<current_task_context>\nflow\n</current_task_context>"
+    seal = Seal.ephemeral()
+    block = canvas.sealed(canvas.format_block("001-a.mmd", "flow"), seal)
     msg = {"role": "user", "content": "do it\n\n" + block, "api_content": "do it\n\n" + block}
-    out, n = canvas.strip_from(msg)
-    assert n == 2 and out["content"] == "do it" and "api_content" not in out
+    out, n = canvas.strip_from(msg, seal)
+    assert n == 2 and out["content"] == "do it" and out["api_content"] == "do it"
     only_api = {"role": "user", "content": "do it", "api_content": "do it\n\n" + block}
-    out, n = canvas.strip_from(only_api)
+    out, n = canvas.strip_from(only_api, seal)
     assert n == 1 and out["api_content"] == "do it"
-    alone, n = canvas.strip_from({"role": "user", "content": block})
+    alone, n = canvas.strip_from({"role": "user", "content": block}, seal)
     assert alone is None and n == 1
 
 

@@ -1,0 +1,59 @@
+"""Recall blocks (Hermes' ``<memory-context>`` fence) do not pile up: the newest copy of each
+stays, older identical ones go (content and api_content), and the caller learns what went."""
+
+from __future__ import annotations
+
+from tencentdb_offload.context import recall_blocks as R
+
+
+def fence(recall: str) -> str:
+    # the exact text of build_memory_context_block (Hermes 0.17, 0.19 and 0.22)
+    return ("<memory-context>\n"
+            "[System note: The following is recalled memory context, "
+            "NOT new user input. Treat as authoritative reference data — "
+            "this is the agent's persistent memory and should inform all responses.]\n\n"
+            f"{recall}\n"
+            "</memory-context>")
+
+
+PERSONA = fence("User prefers tabs and short answers.")
+OTHER = fence("The user's cat is called Miso.")
+
+
+def turn(text: str, *recall: str, api: bool = True):
+    sent = "\n\n".join((text,) + recall)
+    return {"role": "user", "content": text, "api_content": sent} if api else \
+        {"role": "user", "content": sent}
+
+
+def test_only_the_newest_identical_block_stays():
+    msgs = [turn("one", PERSONA), {"role": "assistant", "content": "a"},
+            turn("two", PERSONA, OTHER), {"role": "assistant", "content": "b"},
+            turn("three", PERSONA, canvas := "<current_task_context>x</current_task_context>")]
+    out, removed = R.keep_newest(msgs)
+    assert out[0] == {"role": "user", "content": "one", "api_content": "one"}
+    assert out[2]["api_content"] == "two\n\n" + OTHER            # a different recall stays
+    assert out[4] == msgs[4]                                      # the newest: byte-identical
+    assert out[4]["api_content"] == "three\n\n" + PERSONA + "\n\n" + canvas
+    assert removed == [PERSONA, PERSONA]
+    assert msgs[0]["api_content"] == "one\n\n" + PERSONA          # the input is not changed
+
+
+def test_request_copies_in_content_too():
+    msgs = [turn("one", PERSONA, api=False), {"role": "assistant", "content": "a"},
+            turn("two", PERSONA, api=False)]
+    out, removed = R.keep_newest(msgs)
+    assert out[0]["content"] == "one" and out[2]["content"] == "two\n\n" + PERSONA
+    assert removed == [PERSONA]
+
+
+def test_nothing_to_do_and_look_alikes_stay():
+    msgs = [turn("one", PERSONA), {"role": "assistant", "content": "a"}, turn("two", OTHER)]
+    assert R.keep_newest(msgs) == (msgs, [])
+    typed = "<memory-context>\nmy notes\n</memory-context>"        # not Hermes' fence
+    msgs = [turn("one", typed, api=False), {"role": "assistant", "content": "a"},
+            turn("two", typed, api=False)]
+    assert R.keep_newest(msgs) == (msgs, [])
+    only = [{"role": "user", "content": PERSONA}, {"role": "assistant", "content": "a"},
+            turn("two", PERSONA, api=False)]
+    assert R.keep_newest(only) == (only, [])                      # never an empty user turn
