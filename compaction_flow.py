@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .compaction_ahead import GatewayAttempt
 from .compaction_record import Compaction, Level, Route
 from .compat import HOST_SELECTS_CONTEXT
-from .context import canvas, departures
+from .context import canvas, departures, recall_blocks
 from .context import messages as M
 from .context.fallback import local_compact
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
@@ -65,11 +65,14 @@ class CompactionRun:
         self.count = TokenMemo()
         self.started = time.monotonic()
         self.planned: Optional[Budget] = None
+        self.recall_copies: List[str] = []
 
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
         budget = self.planned = self.budget(current_tokens, force)
-        clean, canvas_removed = canvas.strip_all(self.messages)
+        clean, canvas_removed = canvas.strip_all(self.messages, self.rt.seal)
+        clean, recall_copies = recall_blocks.keep_newest(clean)   # Hermes resends each turn's
+        self.recall_copies = recall_copies
         attempt = self.gateway_step(clean, budget)
         if self.cancelled():
             return self.messages, None
@@ -80,7 +83,7 @@ class CompactionRun:
         if self.unchanged(result):
             return self.messages, None
         if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead
-            result = canvas.inject(result, block)
+            result = canvas.inject(result, block, self.rt.seal)
             self.state.injected_canvas_hash = canvas.digest(block)
         if self.cancelled():                        # a discarded attempt publishes nothing
             return self.messages, None
@@ -147,7 +150,11 @@ class CompactionRun:
     def publish(self, clean: List[Message], result: List[Message],
                 attempt: GatewayAttempt) -> int:
         """Archive what left (on disk before the next request, bounded) and count it."""
-        gone = departures.find(clean, result, attempt.cut)
+        gone = departures.find(clean, result, attempt.cut, seal=self.rt.seal)
+        copies = [departures.Departed("message", b, role="user") for b in self.recall_copies]
+        if copies:       # identical to the copy kept, archived once: nothing is ever only here
+            gone = departures.Departures(gone.items + copies[:1], gone.left_ids,
+                                         gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
         if gone.items:
             self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)

@@ -17,7 +17,7 @@ from .archive.recall import SCHEMAS
 from .command import explain_unchanged
 from .compaction_flow import CompactionRun
 from .compat import ContextEngine
-from .context import canvas
+from .context import canvas, recall_blocks
 from .context import messages as M
 from .context.fallback import has_compressible, local_compact
 from .context.tokens import TokenMemo, messages_tokens
@@ -272,7 +272,8 @@ class TencentDBOffloadEngine(ContextEngine):
             tokens = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 \
                 else self._estimate_real(messages)
             if tokens >= self.threshold_tokens * PREPARE_FROM:
-                clean, _removed = canvas.strip_all(messages)
+                clean, _removed = canvas.strip_all(messages, rt.seal)
+                clean, _copies = recall_blocks.keep_newest(clean)
                 state = self._state()
                 rt.ahead.start(state, clean, self, state.overhead_estimate, TokenMemo())
         except Exception as exc:
@@ -293,7 +294,10 @@ class TencentDBOffloadEngine(ContextEngine):
                                                       if M.role(m) == "system")
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
-            out, removed = canvas.for_request(request_messages, block)
+            deduped, _copies = recall_blocks.keep_newest(request_messages, oldest=True)
+            out, removed = canvas.for_request(deduped, block, self.runtime.seal)
+            if out is None and deduped is not request_messages:
+                out = deduped
             if block and state.injected_canvas_hash != state.canvas_hash:
                 state.injected_canvas_hash = state.canvas_hash
                 state.record_canvas_shown()

@@ -176,8 +176,6 @@ class Runtime:
         outcome, error = self.gateway_compact(
             state, clean, target=engine._target(), context_length=engine.context_length or 128_000,
             overhead=overhead, count=count or TokenMemo())
-        if outcome is not None and not departures.keeps_current_turn(clean, outcome.messages):
-            outcome, error = None, "Gateway reply lost the current turn"
         if outcome is None:
             self.note_error("gateway compaction failed, compacting locally: %s" % error)
             return GatewayAttempt.failed(error)

@@ -98,13 +98,3 @@ def gateway_summaries(messages: List[Message]) -> Dict[str, str]:
     """``tool_call_id`` → the Gateway's summary, for results it replaced in ``messages``."""
     return {tid: text for m in messages if M.is_tool_result(m)
             for tid, text in M.tool_results(m) if text.startswith(OFFLOADED_MARK)}
-
-
-def keeps_current_turn(before: List[Message], after: List[Message],
-                       seal: Optional[Seal] = None) -> bool:
-    """The newest real user message must survive a Gateway compaction."""
-    last = next((M.text_of(m) for m in reversed(before) if M.is_real_user(m, seal)), None)
-    if last is None:
-        return bool(after)
-    head = last[:200]
-    return any(M.is_real_user(m, seal) and head in M.text_of(m) for m in after)

@@ -75,10 +75,14 @@ def _without(msg: Message, drop: Set[str]) -> Optional[Message]:
     return out
 
 
-def keep_newest(messages: List[Any]) -> Tuple[List[Any], List[str]]:
+def keep_newest(messages: List[Any], oldest: bool = False) -> Tuple[List[Any], List[str]]:
     """``messages`` with every recall block kept only in the newest user message holding it
     (older identical copies removed from content and ``api_content``); and the blocks removed,
-    one entry per copy. The same list when there is nothing to remove."""
+    one entry per copy. The same list when there is nothing to remove.
+
+    ``oldest=True`` keeps the first copy instead: for a request rebuilt every time (0.22's
+    ``select_context``), so that each turn's new copy goes and the prefix the provider cached
+    stays byte-identical; the copy is the same text either way."""
     newest: Dict[str, int] = {}
     found: List[Tuple[int, Set[str]]] = []
     for i, m in enumerate(messages):
@@ -86,7 +90,9 @@ def keep_newest(messages: List[Any]) -> Tuple[List[Any], List[str]]:
             held = {b for t in _texts(m) for b in blocks(t)}
             if held:
                 found.append((i, held))
-                newest.update((b, i) for b in held)
+                for b in held:
+                    if not (oldest and b in newest):
+                        newest[b] = i
     out, removed = None, []
     for i, held in found:
         drop = {b for b in held if newest[b] != i}

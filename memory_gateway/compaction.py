@@ -27,7 +27,7 @@ from ..context import canvas
 from ..context import messages as M
 from .client import RESET_MEANS_TOO_LARGE, GatewayClient, encode_compact
 from .errors import GatewayProtocolError, GatewayUnavailable, ReplyRefused
-from .reply_origin import unfaithful
+from .reply_origin import canvas_only, unfaithful
 from .reply_shape import shape_problems
 from ..context.tokens import Calibrator, TokenMemo
 
@@ -152,15 +152,12 @@ def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, A
         if m.get("role") == "system":
             continue
         text = M.text_of(m) if M.role(m) == "user" else ""
-        if m.get("_mmdContextMessage") or (text and canvas.OPEN in text):
-            blocks = canvas.blocks(text)
-            if blocks:
-                newest_canvas = blocks[-1]
-            fixed, n = canvas.strip_from(m)
-            rep.add("canvas_blocks_removed", n)
-            if fixed is None or m.get("_mmdContextMessage"):
-                continue
-            m = fixed
+        if m.get("_mmdContextMessage") or (text and canvas_only(m)):
+            # the Gateway's canvas message, taken whole (a canvas cannot close it early); a
+            # user message that merely contains our tags is the user's text and stays
+            newest_canvas = canvas.gateway_block(m) or newest_canvas
+            rep.add("canvas_blocks_removed")
+            continue
         if M.HISTORY_TAG in text:
             if text in seen_history:
                 rep.add("history_duplicates_removed")

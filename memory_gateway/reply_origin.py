@@ -40,7 +40,7 @@ def unfaithful(reply: Sequence[Message], sent: Sequence[Message]) -> str:
     """"" when ``reply`` comes from ``sent`` (see the module docstring), else the kinds of
     what does not, with counts (the reply's text is never quoted)."""
     index = _Sent(sent)
-    rest = [M.fresh(m) for m in reply if m.get("role") != "system"]
+    rest = [_kept(m) for m in reply if m.get("role") != "system"]
     found: Counter = Counter()
     current = current_turn(sent)
     turn = sent[current] if current >= 0 else None
@@ -56,6 +56,14 @@ def unfaithful(reply: Sequence[Message], sent: Sequence[Message]) -> str:
     return ", ".join("%d %s" % (n, what) for what, n in sorted(found.items()))
 
 
+def _kept(m: Message) -> Message:
+    """The reply message without host bookkeeping keys, but with the Gateway's canvas flag."""
+    out = M.fresh(m)
+    if m.get("_mmdContextMessage"):
+        out["_mmdContextMessage"] = m["_mmdContextMessage"]
+    return out
+
+
 def current_turn(messages: Sequence[Message]) -> int:
     """Index of the newest real user message that is not a canvas (-1: none)."""
     return next((i for i in range(len(messages) - 1, -1, -1)
@@ -63,9 +71,13 @@ def current_turn(messages: Sequence[Message]) -> int:
 
 
 def canvas_only(m: Message) -> bool:
-    """A user message that is nothing but whole canvas blocks (what the Gateway may add)."""
+    """A user message that is nothing but whole canvas blocks (what the Gateway may add), or
+    the Gateway's own canvas message (``_mmdContextMessage``: taken whole as the canvas, its
+    text escaped into our block, never kept as a message)."""
     if m.get("role") != "user":
         return False
+    if m.get("_mmdContextMessage"):
+        return True
     content = m.get("content")
     if isinstance(content, list):
         if not all(isinstance(b, dict) and b.get("type") == "text" for b in content):

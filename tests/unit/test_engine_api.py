@@ -17,8 +17,8 @@ from helpers import conversation, make_engine
 BLOCK = canvas.format_block("001-fix.mmd", "flowchart TD\n  A[fix the bug] --> B[run tests]")
 
 
-def count_blocks(messages):
-    return sum(len(canvas.blocks(M.text_of(m))) for m in messages if isinstance(m, dict))
+def count_blocks(messages, seal=None):
+    return sum(len(canvas.blocks(M.text_of(m), seal)) for m in messages if isinstance(m, dict))
 
 
 def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
@@ -32,11 +32,12 @@ def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
     out = eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000)
     assert json.dumps(conv) == snapshot, "the host's list was changed"
     newest_user = max(i for i, m in enumerate(out) if M.is_real_user(m))
-    assert count_blocks(out) == 1 and BLOCK in M.text_of(out[newest_user])
+    assert count_blocks(out, rt.seal) == 1
+    assert canvas.sealed(BLOCK, rt.seal) in M.text_of(out[newest_user])
     assert "000-old" not in json.dumps(out)
     assert M.validation_errors(out) == []
     again = eng.select_context(out, conversation_messages=conv, budget_tokens=64_000)
-    assert count_blocks(again) == 1
+    assert count_blocks(again, rt.seal) == 1
     st = eng.get_status()["session_stats"]
     assert st["canvas_injections"] == 1 and st["canvas_blocks_removed"] == 2
 

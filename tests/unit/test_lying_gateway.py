@@ -173,6 +173,7 @@ def test_every_honest_transformation_is_accepted():
     assert unfaithful(text_changed, sent) != ""
     extra_block = copy.deepcopy(reply)
     extra_block[6]["content"] += " and obey this"
+    del extra_block[6]["_mmdContextMessage"]     # flagged, it is all canvas (escaped into ours)
     assert "not in the request" in unfaithful(extra_block, sent)
 
 

@@ -57,3 +57,13 @@ def test_nothing_to_do_and_look_alikes_stay():
     only = [{"role": "user", "content": PERSONA}, {"role": "assistant", "content": "a"},
             turn("two", PERSONA, api=False)]
     assert R.keep_newest(only) == (only, [])                      # never an empty user turn
+
+
+def test_a_rebuilt_request_keeps_the_first_copy_so_its_prefix_stays_cached():
+    from tencentdb_offload.context import recall_blocks as R
+    block = "%s\n%s\n\npersona: likes tea\n</memory-context>" % (R.OPEN, R.NOTE)
+    turns = [{"role": "user", "content": "question %d\n\n%s" % (i, block)} for i in range(3)]
+    first, _ = R.keep_newest(turns[:2], oldest=True)
+    second, removed = R.keep_newest(turns, oldest=True)
+    assert second[:1] == first[:1] and block in second[0]["content"]
+    assert all(block not in m["content"] for m in second[1:]) and len(removed) == 2
