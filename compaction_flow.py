@@ -9,6 +9,7 @@ through ``context``.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -22,6 +23,7 @@ from .context.fallback import local_compact
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 
 Message = Dict[str, Any]
+log = logging.getLogger("tencentdb_offload.compaction")
 # Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
 # refuses compactions while all are busy: there we wait this long for the Gateway, at most.
 POOL_GATEWAY_WAIT_S = 1.5
@@ -159,3 +161,31 @@ class CompactionRun:
         if gone.items:
             self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
         return gone.count
+
+
+def attempt_cancelled(engine: Any) -> Callable[[], bool]:
+    """This attempt's cancellation check, captured at entry (a later attempt replaces the
+    attribute; 0.22 installs it before calling compress)."""
+    check = getattr(engine, "_compression_cancelled_check", None)
+
+    def cancelled() -> bool:
+        try:
+            return bool(check()) if callable(check) else False
+        except Exception:
+            return False
+    return cancelled
+
+
+def plain_local(engine: Any, messages: List[Any], cancelled: Callable[[], bool]) -> List[Any]:
+    """The plain local compaction when the full flow failed, so the host does not loop on us;
+    ``messages`` itself when even that fails or the attempt was cancelled."""
+    rt = engine.runtime
+    try:
+        plain = local_compact([m for m in messages if isinstance(m, dict)],
+                              int(engine._target() * 0.8), keep_first=rt.settings.keep_first)
+        if plain.changed and not cancelled():
+            return [M.fresh(m) for m in plain.messages]
+    except Exception as exc:
+        log.debug("plain local compaction failed", exc_info=True)
+        rt.note_error("plain local compaction failed too (%s); messages kept" % exc)
+    return messages

@@ -15,11 +15,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
 from .command import explain_unchanged
-from .compaction_flow import CompactionRun
+from .compaction_flow import CompactionRun, attempt_cancelled, plain_local
 from .compat import ContextEngine
 from .context import canvas, recall_blocks
 from .context import messages as M
-from .context.fallback import has_compressible, local_compact
+from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens
 from .session import announce_line
 from .thresholds import model_threshold
@@ -179,7 +179,7 @@ class TencentDBOffloadEngine(ContextEngine):
         """Never raises (0.17 re-runs compress on a TypeError): any failure ends in the
         local compaction, and if even that fails the list comes back unchanged. Re-entrant:
         0.22 may call it again on this instance while a stalled call still runs."""
-        cancelled = self._cancel_check()
+        cancelled = attempt_cancelled(self)
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
         if not isinstance(messages, list) or not messages:
@@ -199,18 +199,11 @@ class TencentDBOffloadEngine(ContextEngine):
         except Exception as exc:
             log.debug("compress failed", exc_info=True)
             self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
-        return self._plain_local(messages, cancelled)
-
-    def _cancel_check(self):
-        """This attempt's cancellation check, captured now (a later attempt replaces it)."""
-        check = getattr(self, "_compression_cancelled_check", None)
-
-        def cancelled() -> bool:
-            try:
-                return bool(check()) if callable(check) else False
-            except Exception:
-                return False
-        return cancelled
+        result = plain_local(self, messages, cancelled)   # the last resort
+        if result is not messages:
+            with self._state().lock:
+                self.compression_count += 1
+        return result
 
     def _landed(self, record: Any) -> None:
         state = self._state()
@@ -218,20 +211,6 @@ class TencentDBOffloadEngine(ContextEngine):
             self.compression_count += 1
         self._last_compression_made_progress = True
         self.runtime.record_compaction(state, record)
-
-    def _plain_local(self, messages: List[Any], cancelled: Any) -> List[Any]:
-        """Last resort: the plain local compaction, so the host does not loop on us."""
-        try:
-            plain = local_compact([m for m in messages if isinstance(m, dict)],
-                                  int(self._target() * 0.8), keep_first=self.runtime.settings.keep_first)
-            if plain.changed and not cancelled():
-                with self._state().lock:
-                    self.compression_count += 1
-                return [M.fresh(m) for m in plain.messages]
-        except Exception as exc:
-            log.debug("plain local compaction failed", exc_info=True)
-            self.runtime.note_error("plain local compaction failed too (%s); messages kept" % exc)
-        return messages
 
     def _target(self) -> int:
         return self.runtime.settings.target_tokens(self.context_length or 128_000)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from .compaction_record import Compaction
+from .archive.outbox import clean_text
 from .context import canvas
 from .humanize import kilo
 from .context.tokens import Calibrator
@@ -192,9 +193,11 @@ class SessionRegistry:
         self.totals = SessionStats()   # survives eviction
 
     def conversation_of(self, session_id: str) -> str:
-        """The conversation key for a Hermes session id (itself unless aliased)."""
+        """The conversation key for a Hermes session id (itself unless aliased; text the store
+        can hold: a lone surrogate becomes U+FFFD)."""
         if not session_id:
             return "default"
+        session_id = clean_text(str(session_id))
         with self._lock:
             hit = self._aliases.get(session_id)
         if hit is not None:
@@ -213,6 +216,7 @@ class SessionRegistry:
 
     def link(self, new_id: str, old_id: str) -> str:
         """``new_id`` continues ``old_id``'s conversation (a compaction rotation)."""
+        new_id = clean_text(str(new_id or ""))
         key = self.conversation_of(old_id) if old_id else new_id
         self._remember_alias(new_id, key)
         if self._alias_store is not None and new_id != key:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import reprlib
 import sqlite3
 import threading
 import time
@@ -71,7 +72,7 @@ class ArchiveItem:
     def key(self) -> str:
         """The stored ``item_key``; ``readable_key`` is what the model is shown."""
         if self.tool_call_id and self.kind == "tool_result":
-            return "call:" + self.tool_call_id
+            return "call:" + clean_text(self.tool_call_id)
         return "msg:" + item_key.digest(self.role, self.content)
 
     @property
@@ -82,8 +83,12 @@ class ArchiveItem:
 
 
 def _args_text(args: Any) -> str:
-    """Tool-call arguments as stored (JSON, at most 4,000 chars: enough to recognise a call)."""
-    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+    """Tool-call arguments as stored (JSON, at most 4,000 chars: enough to recognise a call;
+    arguments too deep for json are kept as a bounded repr, never an error)."""
+    try:
+        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        text = reprlib.repr(args)
     return text[:4000]
 
 
@@ -250,8 +255,9 @@ class Store(Outbox):
             rows = []
             for it in items:
                 text = clean_text(it.content)
-                rows.append((session, it.key, it.kind, it.tool_call_id or None, it.tool_name,
-                             it.role, clean_text(_args_text(it.args)), text, len(text), now))
+                rows.append((session, it.key, it.kind, clean_text(it.tool_call_id) or None,
+                             clean_text(it.tool_name), clean_text(it.role),
+                             clean_text(_args_text(it.args)), text, len(text), now))
             conn.executemany(
                 "INSERT OR IGNORE INTO archive(session,item_key,kind,tool_call_id,tool_name,"
                 "role,args,content,chars,created) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
@@ -265,7 +271,7 @@ class Store(Outbox):
                   limit: int = 20_000) -> Optional[Dict[str, Any]]:
         """A page of an archived item of this conversation (never another's), by the key the
         model was shown: a ``tool_call_id``, or ``msg-…`` for a message."""
-        return lookup.read_page(self._conn(), conversation, key, offset, limit)
+        return lookup.read_page(self._conn(), conversation, clean_text(key), offset, limit)
 
     def holds(self, conversation: str, key: str) -> bool:
         """Whether the archive durably holds this item of this conversation (committed)."""
