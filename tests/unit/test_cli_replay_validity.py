@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from tencentdb_offload.context import messages as M
 
@@ -33,16 +32,11 @@ SESSION = [
     {"role": "assistant", "content": "Done."},
 ]
 
-NEEDS = ("needs context/messages.validation_errors to judge consecutive assistant messages as the "
-         "hosts do (see the ops branch report); remove this mark when it does")
 
-
-@pytest.mark.xfail(strict=True, reason=NEEDS)
 def test_consecutive_assistant_messages_are_a_valid_request():
     assert M.validation_errors(SESSION) == []
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS)
 def test_replay_does_not_call_a_valid_session_invalid(tmp_path):
     path = tmp_path / "session.json"
     path.write_text(json.dumps(SESSION))
