@@ -81,12 +81,6 @@ class GatewayRejected(GatewayError):
         """The Gateway cannot serve anyone now (its storage, a proxy, a crash)."""
         return (self.code in CODES_OUTAGE) if self._by_code else self.http_status >= 500
 
-    @property
-    def status(self) -> int:
-        """Deprecated (``ops`` still reads it): the HTTP status, or for a refusal inside a
-        200 the Gateway's code. Use ``http_status``/``code`` or the properties above."""
-        return self.http_status if not self._by_code else (self.code or 0)
-
 
 class BodyTooLarge(GatewayRejected):
     """The request would exceed the Gateway's body limit; it was not sent."""

@@ -218,7 +218,7 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
         try:      # the credentials too: a refused key would only show as failed compactions
             runtime.client.query_mmd("tdo-demo-probe-%s" % uuid.uuid4().hex[:8], limit=1)
         except GatewayRejected as exc:
-            if exc.status in (401, 403):
+            if exc.auth_refused:
                 raise GatewayError("it refused the API key / instance id: %s; see `doctor`" % exc)
         info.update(mode="gateway", reason="Gateway %s is healthy (version %s)"
                     % (url, health.get("version") or "?"), gateway_url=url)

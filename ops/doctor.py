@@ -272,7 +272,7 @@ def _check_credentials(c: Checks, client: Any, settings: Any, set_url: Any, set_
         c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
               "wrong path in the URL" % url, set_url("http://HOST:PORT"))
     except GatewayRejected as exc:
-        if exc.status in (401, 403):
+        if exc.auth_refused:
             c.add("gateway", FAIL, "the Gateway refused the credentials (%s)%s" % (
                 exc, "; " + DEFAULT_KEY if settings.api_key == "local" else ""), set_credentials)
         else:
