@@ -87,3 +87,21 @@ def resolve(env: Mapping[str, str]) -> Dict[str, Found]:
         if found is not None:
             out[suffix] = found
     return out
+
+
+def sources_line(env: Mapping[str, str], block: Optional[Mapping[str, object]] = None) -> str:
+    """For status and doctor: ``"URL from X, key from Y, instance from Z"`` in the order
+    ``load_settings`` applies (our variable, then the ``tencentdb_offload:`` block, then TencentDB's)."""
+    found, block = resolve(env), block or {}
+    words = {"GATEWAY_URL": "URL", "API_KEY": "key", "INSTANCE_ID": "instance"}
+    out = []
+    for suffix, word in words.items():
+        hit = found.get(suffix)
+        if hit is not None and not hit.fallback:
+            where = hit.source
+        elif suffix.lower() in block:
+            where = "tencentdb_offload.%s" % suffix.lower()
+        else:
+            where = hit.source if hit is not None else "the default"
+        out.append("%s from %s" % (word, where))
+    return ", ".join(out)

@@ -261,3 +261,12 @@ def test_readme_configuration_passes_doctor(tmp_path):
     assert warnings == []
     rows = memory_checks(env, _config(tmp_path, section.config), settings, home)
     assert [r["status"] for r in rows] == ["pass"], rows
+
+
+def test_sources_line_names_each_variable():
+    from tencentdb_offload.gateway_env import sources_line
+    env = {"MEMORY_TENCENTDB_GATEWAY_HOST": "gw", "MEMORY_TENCENTDB_GATEWAY_PORT": "9", "TDAI_GATEWAY_API_KEY": "k"}
+    assert sources_line(env) == ("URL from MEMORY_TENCENTDB_GATEWAY_HOST/_PORT, key from TDAI_GATEWAY_API_KEY, "
+                                 "instance from the default")
+    assert sources_line(dict(env, TENCENTDB_OFFLOAD_API_KEY="x"), {"gateway_url": "http://a:1"}) == \
+        "URL from tencentdb_offload.gateway_url, key from TENCENTDB_OFFLOAD_API_KEY, instance from the default"
