@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 from urllib.parse import urlsplit
 
-from ..gateway_env import PROVIDER_HOST, PROVIDER_KEYS, PROVIDER_PORT, provider_key, provider_port, provider_url
+from ..gateway_env import (PROVIDER_HOST, PROVIDER_KEYS, PROVIDER_PORT, provider_key, provider_port, provider_url,
+                           sources_line)
 from ..hermes_config import ConfigFile
 
 PROVIDER = "memory_tencentdb"
@@ -119,5 +120,6 @@ def memory_checks(env: Mapping[str, str], config: ConfigFile, settings: Any, hom
     where = installed_at(home)
     if not _in_use(env, config, where):
         return []
-    return (_selection(config, where, home) + _same_gateway(env, settings) + _same_key(env, settings)
-            + _same_instance(settings) + _supervisor(env))
+    sources = _row(PASS, "this plugin's Gateway settings: %s" % sources_line(env, config.block()))
+    return (_selection(config, where, home) + [sources] + _same_gateway(env, settings)
+            + _same_key(env, settings) + _same_instance(settings) + _supervisor(env))

@@ -232,7 +232,10 @@ def test_cost_with_the_provider(runs):
 
 @pytest.mark.xfail(strict=True, reason="issue 20.6: gateway_env.resolve not yet wired into config.load_settings")
 def test_readme_configuration_as_written(tmp_path):
-    import yaml
+    try:
+        import yaml
+    except ImportError:              # 0.22 ships its own loader instead of PyYAML
+        import hermes_yaml as yaml
     from tests.fakes.gateway import FakeGateway
 
     section = readme.parse(readme.FIXTURE.read_text(encoding="utf-8"), yaml.safe_load)

@@ -117,9 +117,10 @@ def test_no_rows_when_the_provider_is_not_in_use(tmp_path):
 
 
 def test_the_working_combination_passes(tmp_path):
-    rows = _rows(tmp_path, {})
-    assert [r["status"] for r in rows] == ["pass"] and all(set(r) == {"name", "status", "message", "fix"}
+    rows = _rows(tmp_path, {"MEMORY_TENCENTDB_GATEWAY_PORT": "8420"})
+    assert [r["status"] for r in rows] == ["pass", "pass"] and all(set(r) == {"name", "status", "message", "fix"}
                                                             for r in rows)
+    assert "URL from MEMORY_TENCENTDB_GATEWAY_PORT" in rows[1]["message"]
 
 
 def test_enabled_but_not_selected(tmp_path):
@@ -260,7 +261,7 @@ def test_readme_configuration_passes_doctor(tmp_path):
     settings, warnings = load_settings(env)
     assert warnings == []
     rows = memory_checks(env, _config(tmp_path, section.config), settings, home)
-    assert [r["status"] for r in rows] == ["pass"], rows
+    assert [r["status"] for r in rows] == ["pass", "pass"], rows
 
 
 def test_sources_line_names_each_variable():
