@@ -199,6 +199,7 @@ def test_memory_tool_pairs_never_reach_the_ingest(runs):
     assert not ours, f"{len(ours)} memory_tencentdb_* pairs were ingested: {sorted(set(ours))}"
 
 
+@pytest.mark.xfail(HOST < (0, 22), strict=True, reason="issue 20.7: " + OTHER_BRANCH)
 def test_no_canvas_in_recent_messages(runs):
     run = runs["with"]
     assert any(CANVAS_TAG in harness.request_text(e.body) for _, e in _main(run)), \
@@ -220,6 +221,7 @@ def test_memory_context_reaches_the_model(runs):
         "compress(memory_context=...) vanished: no request after the compaction carries it"
 
 
+@pytest.mark.xfail(HOST == (0, 19), strict=True, reason="issue 20.1/20.3: " + OTHER_BRANCH)
 def test_cost_with_the_provider(runs):
     costs = {k: cache_cost([e.body for _, e in _main(runs[k])]) for k in ("with", "without")}
     tokens = {k: sum(prompt_tokens(e.body) for _, e in _main(runs[k])) for k in ("with", "without")}
