@@ -15,7 +15,8 @@ cost baseline. Asserted on the wires:
   ``memory_context`` on 0.19 and 0.22; 0.17 drops it) reaches the model after the compaction;
 - prefix-cache cost with the provider <= 1.05 x without it (:func:`cache_cost`).
 
-A last test runs the README's "With memory_tencentdb" configuration as written (its YAML, its
+Two cheap tests close: where a pip-installed Hermes finds the provider (and where TencentDB's
+installer puts it, which it does not read), and the README's "With memory_tencentdb" configuration as written (its YAML, its
 .env variables, its install directory; only the Gateway port is the fake's).
 """
 from __future__ import annotations
@@ -259,3 +260,22 @@ def test_readme_configuration_as_written(tmp_path):
         assert offload and memory, "both plugins must reach the one Gateway"
         assert all(r.status == 200 for r in offload + memory), [(r.path, r.status) for r in offload + memory]
         assert {r.headers.get("x-tdai-service-id") for r in offload + memory} == {"default"}
+
+
+def test_where_a_pip_installed_hermes_finds_the_provider(tmp_path):
+    """``$HERMES_HOME/plugins/memory_tencentdb`` is found; where TencentDB's installer links it
+    (``$HERMES_HOME/hermes-agent/plugins/memory/``) is not (only a source checkout reads that)."""
+    import os
+    import subprocess
+
+    probe = "from plugins.memory import find_provider_dir; print(find_provider_dir('memory_tencentdb'))"
+    found = {}
+    for relative in ("plugins/memory_tencentdb", "hermes-agent/plugins/memory/memory_tencentdb"):
+        home = tmp_path / relative.split("/")[0] / "home"
+        install_provider(home, relative)
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, HERMES_HOME=str(home)), stdin=subprocess.DEVNULL)
+        assert out.returncode == 0, out.stderr[-2000:]
+        found[relative] = out.stdout.strip().splitlines()[-1]
+    assert found["plugins/memory_tencentdb"].endswith("plugins/memory_tencentdb"), found
+    assert found["hermes-agent/plugins/memory/memory_tencentdb"] == "None", found
