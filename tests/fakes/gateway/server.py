@@ -23,13 +23,14 @@ from .common import (
 )
 from .canvas import _CanvasInjection
 from .compaction import _CompactRoute
+from .memory_v3 import MEMORY_ROUTES, _MemoryRoutes
 from .stages import _IngestRoutes, _Session
 from .transport import _Fault, _Handler, _Reset, _Server, _decode_body, _norm_path, _parse_json
 
 
 # ─── The fake ───────────────────────────────────────────────────────────────────
 
-class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection):
+class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes):
     """In-process fake Gateway. See the module docstring; all state is thread-safe."""
 
     def __init__(self, api_key: str | None = None, body_limit: int = 1_048_576,
@@ -281,13 +282,17 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection):
         """Returns (status, json object), or None to reset the connection."""
         if path == "/health" and method == "GET":
             return 200, self._health()
-        if not path.startswith("/v2/offload/"):
+        memory = _norm_path(path) in MEMORY_ROUTES and method == "POST"   # memory_tencentdb's calls
+        if not path.startswith("/v2/offload/") and not memory:
             return 404, {"error": f"Not found: {method} {path}"}
         rid = _request_id()
         denied = self._auth(headers)
         if denied:
             return 401, {"code": 401, "message": denied, "request_id": rid}
         route = _norm_path(path)
+        if memory:
+            body, ok = _parse_json(raw)
+            return self._memory_route(route, body, rid) if ok else (400, self._legacy(400, "Invalid JSON body"))
         handlers: dict[str, Callable] = {INGEST: self._ingest, COMPACT: self._compact,
                                          QUERY_MMD: self._query_mmd}
         if method != "POST" or route not in handlers:
