@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from .gateway_env import resolve as gateway_sources
 from .hermes_config import hermes_home, read_config
 from .memory_gateway.transport import BaseURL, header_safe, unsafe_credentials
 
@@ -293,6 +294,9 @@ def load_settings(env: Mapping[str, str] = os.environ,
     values: Dict[str, Any] = {}
     warnings: List[str] = []
     block = block if isinstance(block, Mapping) else {}
+    # TencentDB's own variables (its memory provider's, its minimal engine's) name the same
+    # Gateway: used when ours and the config block say nothing
+    theirs = {k: f for k, f in gateway_sources(env).items() if f.fallback}
     for suffix, (attr, parse) in SPEC.items():
         var = PREFIX + suffix
         try:
@@ -301,6 +305,8 @@ def load_settings(env: Mapping[str, str] = os.environ,
             elif attr in block:             # (a block key is the setting's name in lower case)
                 raw = block[attr]
                 source = "tencentdb_offload.%s" % attr
+            elif suffix in theirs:
+                raw, source = theirs[suffix].value, theirs[suffix].source
             else:
                 continue
             values[attr] = parse(setting_text(raw))
@@ -327,7 +333,8 @@ def load_settings(env: Mapping[str, str] = os.environ,
             warnings.append("%s=%g is so small that a %d-token window would trigger at 0 tokens; "
                             "using the default %g" % (var, value, SMALLEST_WINDOW, getattr(defaults, attr)))
             values[attr] = getattr(defaults, attr)
-    values["gateway_configured"] = PREFIX + "GATEWAY_URL" in env or "gateway_url" in block
+    values["gateway_configured"] = (PREFIX + "GATEWAY_URL" in env or "gateway_url" in block
+                                    or "GATEWAY_URL" in theirs)
     settings = Settings(**values)
     if settings.compact_ratio >= settings.threshold:
         fixed = round(settings.threshold * 2 / 3, 4)

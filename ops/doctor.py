@@ -26,6 +26,7 @@ from ..engine import NAME
 from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..humanize import count, plural, printable
 from ..archive import readonly
+from .doctor_memory import memory_checks
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
 from .settings_check import check_settings, source_of
@@ -359,6 +360,8 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
     check_gateway(c, settings, timeout, bad.get(off_by, ""),
                   set_url, creds, off_by)
     check_store(c, settings, env, plugin_dir)
+    for row in memory_checks(env, config, settings, home):    # beside memory_tencentdb
+        c.add(row["name"], row["status"], row["message"], row.get("fix", ""))
     return c
 
 

@@ -13,6 +13,7 @@ from ..command import describe_compaction, when
 from ..compaction_record import Compaction
 from ..humanize import count, plural, printable
 from ..config import Settings, gateway_text
+from ..gateway_env import sources_line
 from .env import CliError, compression_findings, resolve_settings
 
 
@@ -88,6 +89,8 @@ def render_status_text(st: Dict[str, Any]) -> str:
                     (" (instance %s)" % s["instance_id"] if s["gateway_url"] else ""),
                     s["threshold"] * 100, s["compact_ratio"] * 100,
                     ", at most %s tokens" % count(s["max_context_tokens"]) if s["max_context_tokens"] else ""))
+    if st.get("gateway_sources"):
+        lines.append("  Gateway settings: %s" % st["gateway_sources"])
     if not st["exists"]:
         lines.append("  no store yet: the plugin has not archived anything with this "
                      "HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR")
@@ -125,6 +128,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, config, settings, warnings = resolve_settings(overrides)
     data = status_data(settings.resolved_store_dir(env), settings, args.recent)
+    data["gateway_sources"] = sources_line(env, config.block())
     off, ignored = compression_findings(config)
     if off:
         warnings = ["compression.enabled is false in %s: Hermes never calls the engine, nothing is "

@@ -47,7 +47,6 @@ MEMORY_TOOL = "memory_tencentdb_memory_search"
 FAKE_PROVIDER = Path(__file__).resolve().parents[1] / "fakes" / "memory_tencentdb"
 CANVAS_TAG = "<current_task_context>"
 MEMORY_TAG = "<memory-context>"
-OTHER_BRANCH = "fixed on another branch"
 
 if not harness.hermes_bin().exists():  # pragma: no cover - wrong interpreter
     pytest.skip(f"hermes CLI not found next to {sys.executable}; run tests/e2e with the "
@@ -187,13 +186,11 @@ def test_every_request_carries_the_recall(runs):
                          f"compaction at request {first}\n{run['conv'].summary()}")
 
 
-@pytest.mark.xfail(HOST >= (0, 19), strict=True, reason="issue 20.3: " + OTHER_BRANCH)
 def test_at_most_one_memory_context_per_request(runs):
     counts = [(n, harness.request_text(e.body).count(MEMORY_TAG)) for n, e in _main(runs["with"])]
     assert max(c for _, c in counts) <= 1, f"(turn, <memory-context> blocks) per request: {counts}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20.2: " + OTHER_BRANCH)
 def test_memory_tool_pairs_never_reach_the_ingest(runs):
     pairs = [p for b in _ingests(runs["with"]["gw"]) for p in b.get("tool_pairs") or []]
     assert any(p.get("tool_name") == "read_file" for p in pairs), "no read_file pair ingested at all"
@@ -201,7 +198,6 @@ def test_memory_tool_pairs_never_reach_the_ingest(runs):
     assert not ours, f"{len(ours)} memory_tencentdb_* pairs were ingested: {sorted(set(ours))}"
 
 
-@pytest.mark.xfail(HOST < (0, 22), strict=True, reason="issue 20.7: " + OTHER_BRANCH)
 def test_no_canvas_in_recent_messages(runs):
     run = runs["with"]
     assert any(CANVAS_TAG in harness.request_text(e.body) for _, e in _main(run)), \
@@ -223,7 +219,6 @@ def test_memory_context_reaches_the_model(runs):
         "compress(memory_context=...) vanished: no request after the compaction carries it"
 
 
-@pytest.mark.xfail(HOST == (0, 19), strict=True, reason="issue 20.1/20.3: " + OTHER_BRANCH)
 def test_cost_with_the_provider(runs):
     costs = {k: cache_cost([e.body for _, e in _main(runs[k])]) for k in ("with", "without")}
     tokens = {k: sum(prompt_tokens(e.body) for _, e in _main(runs[k])) for k in ("with", "without")}
@@ -234,7 +229,6 @@ def test_cost_with_the_provider(runs):
                            f"({costs['with']:.0f} vs {costs['without']:.0f})")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20.6: gateway_env.resolve not yet wired into config.load_settings")
 def test_readme_configuration_as_written(tmp_path):
     try:
         import yaml

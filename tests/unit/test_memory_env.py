@@ -71,7 +71,6 @@ def test_ours_win_even_when_empty():
     assert "INSTANCE_ID" not in got
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20.6: gateway_env.resolve not yet wired into config.load_settings")
 def test_load_settings_uses_the_fallbacks():
     s, warnings = load_settings({"MEMORY_TENCENTDB_GATEWAY_PORT": "9100", "TDAI_GATEWAY_API_KEY": "k2",
                                  "TDAI_MEMORY_SERVICE_ID": "svc"})
@@ -252,7 +251,6 @@ def test_readme_section_names_the_working_combination():
     assert not any(k.startswith("TENCENTDB_OFFLOAD_") for k in section.env), "one set of variables"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20.6: gateway_env.resolve not yet wired into config.load_settings")
 def test_readme_configuration_passes_doctor(tmp_path):
     section = _readme_section()
     home = tmp_path / "home"
