@@ -181,64 +181,74 @@ def mini_yaml(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         pass
-    lines: List[Tuple[int, str]] = []
+    lines = _yaml_lines(text)
+    return _yaml_block(lines, 0, lines[0][0])[0] if lines else {}
+
+
+_Lines = List[Tuple[int, str]]
+
+
+def _yaml_lines(text: str) -> _Lines:
+    """(indent, text) of every line that holds something, comments and markers gone."""
+    lines: _Lines = []
     for raw in text.splitlines():
         if raw.strip() in ("---", "...") or not raw.strip():
             continue
         body = _strip_comment(raw.replace("\t", "    "))
         if body.strip():
             lines.append((len(body) - len(body.lstrip()), body.strip()))
+    return lines
 
-    def is_item(i: int) -> bool:
-        return i < len(lines) and (lines[i][1].startswith("- ") or lines[i][1] == "-")
 
-    def block(i: int, indent: int) -> Tuple[Any, int]:
-        if is_item(i):
-            items: List[Any] = []
-            while i < len(lines) and lines[i][0] == indent and lines[i][1][:1] == "-":
-                rest = lines[i][1][1:].strip()
-                if rest and rest[0] not in "'\"[{" and (": " in rest or rest.endswith(":")):
-                    lines[i] = (indent + 2, rest)          # "- key: value": a mapping item
-                    value, i = block(i, indent + 2)
-                    items.append(value)
-                    continue
-                i += 1
-                if not rest:
-                    if i < len(lines) and lines[i][0] > indent:
-                        value, i = block(i, lines[i][0])
-                        items.append(value)
-                    else:
-                        items.append(None)
-                else:
-                    items.append(_scalar(rest))
-            return items, i
-        mapping: Dict[str, Any] = {}
-        while i < len(lines) and lines[i][0] == indent:
-            key, sep, rest = lines[i][1].partition(":")
-            i += 1
-            if not sep:
-                continue
-            key = str(_scalar(key))
-            if rest.strip() and rest.strip()[0] not in "|>":
-                mapping[key] = _scalar(rest)
-                continue
-            if i < len(lines) and (lines[i][0] > indent or
-                                   (lines[i][0] == indent and lines[i][1][:1] == "-")):
-                if rest.strip()[:1] in ("|", ">"):
-                    j = i
-                    while j < len(lines) and lines[j][0] > indent:
-                        j += 1
-                    mapping[key] = "\n".join(t for _, t in lines[i:j])
-                    i = j
-                else:
-                    mapping[key], i = block(i, lines[i][0])
+def _yaml_block(lines: _Lines, i: int, indent: int) -> Tuple[Any, int]:
+    if i < len(lines) and (lines[i][1].startswith("- ") or lines[i][1] == "-"):
+        return _yaml_list(lines, i, indent)
+    return _yaml_map(lines, i, indent)
+
+
+def _yaml_list(lines: _Lines, i: int, indent: int) -> Tuple[List[Any], int]:
+    items: List[Any] = []
+    while i < len(lines) and lines[i][0] == indent and lines[i][1][:1] == "-":
+        rest = lines[i][1][1:].strip()
+        if rest and rest[0] not in "'\"[{" and (": " in rest or rest.endswith(":")):
+            lines[i] = (indent + 2, rest)          # "- key: value": a mapping item
+            value, i = _yaml_block(lines, i, indent + 2)
+            items.append(value)
+            continue
+        i += 1
+        if rest:
+            items.append(_scalar(rest))
+        elif i < len(lines) and lines[i][0] > indent:
+            value, i = _yaml_block(lines, i, lines[i][0])
+            items.append(value)
+        else:
+            items.append(None)
+    return items, i
+
+
+def _yaml_map(lines: _Lines, i: int, indent: int) -> Tuple[Dict[str, Any], int]:
+    mapping: Dict[str, Any] = {}
+    while i < len(lines) and lines[i][0] == indent:
+        key, sep, rest = lines[i][1].partition(":")
+        i += 1
+        if not sep:
+            continue
+        key = str(_scalar(key))
+        if rest.strip() and rest.strip()[0] not in "|>":
+            mapping[key] = _scalar(rest)
+            continue
+        if i < len(lines) and (lines[i][0] > indent or
+                               (lines[i][0] == indent and lines[i][1][:1] == "-")):
+            if rest.strip()[:1] in ("|", ">"):
+                j = i
+                while j < len(lines) and lines[j][0] > indent:
+                    j += 1
+                mapping[key] = "\n".join(t for _, t in lines[i:j])
+                i = j
             else:
-                mapping[key] = None
-            while i < len(lines) and lines[i][0] > indent:   # nothing we understood
-                i += 1
-        return mapping, i
-
-    if not lines:
-        return {}
-    value, _ = block(0, lines[0][0])
-    return value
+                mapping[key], i = _yaml_block(lines, i, lines[i][0])
+        else:
+            mapping[key] = None
+        while i < len(lines) and lines[i][0] > indent:   # nothing we understood
+            i += 1
+    return mapping, i

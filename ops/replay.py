@@ -97,6 +97,25 @@ def _from_state_db(sid: str) -> Tuple[List[Message], str, Dict[str, Any]]:
         raise CliError("cannot read %s: %s" % (db, exc))
 
 
+def _session_facts(conn: sqlite3.Connection, sid: str,
+                   scols: List[str]) -> Tuple[str, Dict[str, int], Any]:
+    """The session row's system prompt, usage and parent (each when the schema has it)."""
+    system, parent = "", None
+    if "system_prompt" in scols:
+        row = conn.execute("SELECT system_prompt FROM sessions WHERE id=?", (sid,)).fetchone()
+        system = (row[0] or "") if row else ""
+    usage: Dict[str, int] = {}
+    if "input_tokens" in scols and "api_call_count" in scols:
+        row = conn.execute("SELECT input_tokens, api_call_count FROM sessions WHERE id=?",
+                           (sid,)).fetchone()
+        if row and row[0] and row[1]:
+            usage = {"input_tokens": int(row[0]), "api_calls": int(row[1])}
+    if "parent_session_id" in scols:
+        row = conn.execute("SELECT parent_session_id FROM sessions WHERE id=?", (sid,)).fetchone()
+        parent = row[0] if row else None
+    return system, usage, parent
+
+
 def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Message], str, Dict[str, Any]]:
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -122,19 +141,7 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                             % (",".join(want), stamp, flag, keep, order), (sid,)).fetchall()
         if not rows:
             raise CliError("no session %r in %s (see `hermes sessions list`)" % (sid, db))
-        system, parent = "", None
-        if "system_prompt" in scols:
-            row = conn.execute("SELECT system_prompt FROM sessions WHERE id=?", (sid,)).fetchone()
-            system = (row[0] or "") if row else ""
-        usage: Dict[str, int] = {}
-        if "input_tokens" in scols and "api_call_count" in scols:
-            row = conn.execute("SELECT input_tokens, api_call_count FROM sessions WHERE id=?",
-                               (sid,)).fetchone()
-            if row and row[0] and row[1]:
-                usage = {"input_tokens": int(row[0]), "api_calls": int(row[1])}
-        if "parent_session_id" in scols:
-            row = conn.execute("SELECT parent_session_id FROM sessions WHERE id=?", (sid,)).fetchone()
-            parent = row[0] if row else None
+        system, usage, parent = _session_facts(conn, sid, scols)
         skipped = 0
         if "active" in cols:
             skipped = conn.execute("SELECT count(*) FROM messages WHERE session_id=? AND NOT (%s)"

@@ -32,7 +32,11 @@ def _origin(text: str) -> str:
 
 
 def render(report: Dict[str, Any]) -> str:
-    s, r = report["summary"], report["recall"]
+    return "\n".join(_header(report) + _turns(report) + [""] + chart(report) + ["", "summary"]
+                     + _summary(report))
+
+
+def _header(report: Dict[str, Any]) -> List[str]:
     src = report["source"]
     what = ("synthetic coding session, %d turns, seed %s" % (src["turns"], src["seed"])
             if src.get("kind") == "synthetic" else
@@ -43,8 +47,12 @@ def render(report: Dict[str, Any]) -> str:
            "compaction at %.0f%% = %s tokens%s; down to %.0f%% = %s tokens%s; session %s"
            % (report["threshold"] * 100, count(report["threshold_tokens"]),
               _origin(report["threshold_from"]), report["ratio"] * 100, count(report["target_tokens"]),
-              _origin(report["ratio_from"]), report["session_id"]), "",
-           "turn  msgs  requests  peak tokens -> after  action      level       mode"]
+              _origin(report["ratio_from"]), report["session_id"]), ""]
+    return out
+
+
+def _turns(report: Dict[str, Any]) -> List[str]:
+    out = ["turn  msgs  requests  peak tokens -> after  action      level       mode"]
     over = 0
     for t in report["turns"]:
         action = t["action"]
@@ -56,7 +64,12 @@ def render(report: Dict[str, Any]) -> str:
     if over:
         out.append("* over the trigger, no compaction yet: Hermes compacts after the response "
                    "that crossed it, before the next request")
-    out += [""] + chart(report) + ["", "summary"]
+    return out
+
+
+def _summary(report: Dict[str, Any]) -> List[str]:
+    s, r, src = report["summary"], report["recall"], report["source"]
+    out: List[str] = []
     levels = ", ".join("%s %d" % kv for kv in sorted(s["levels"].items())) or "none"
     out.append("  messages read %s, now in context %s; %s sent"
                % (count(s["messages_read"]), count(s["messages_now"]), plural(s["requests"], "request")))
@@ -100,4 +113,4 @@ def render(report: Dict[str, Any]) -> str:
         out.append("  error: %s" % e)
     for p in s["problems"]:
         out.append("  PROBLEM: %s" % p)
-    return "\n".join(out)
+    return out
