@@ -62,7 +62,12 @@ def signature(trace: str) -> str:
         frames.append("%s@%s" % (func, Path(path.split('"')[1]).name))
         if len(frames) >= FRAME_WORDS:
             break
-    return " < ".join(frames) or (lines[0] if lines else "(no faulthandler output)")
+    where = " < ".join(frames) or (lines[0] if lines else "(no faulthandler output)")
+    if lines and not any(l.startswith("Current thread") for l in lines):
+        # faulthandler names the crashing thread "Current thread" when it runs Python
+        where = "crashing thread runs no Python; thread %s: %s" % (
+            lines[start].split()[1] if start is not None else "?", where)
+    return where
 
 
 def scrub(text: str, tmp: Path) -> str:
