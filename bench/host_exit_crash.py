@@ -65,8 +65,9 @@ def signature(trace: str) -> str:
     where = " < ".join(frames) or (lines[0] if lines else "(no faulthandler output)")
     if lines and not any(l.startswith("Current thread") for l in lines):
         # faulthandler names the crashing thread "Current thread" when it runs Python
-        where = "crashing thread runs no Python; thread %s: %s" % (
-            lines[start].split()[1] if start is not None else "?", where)
+        where = ("crashing thread runs no Python; thread %s: %s" % (lines[start].split()[1], where)
+                 if start is not None else "crashing thread runs no Python; no Python thread left: "
+                 + lines[0])
     return where
 
 
