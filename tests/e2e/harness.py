@@ -231,6 +231,11 @@ def make_home(
         "context": {"engine": engine},
         "plugins": {"enabled": list(enabled_plugins)},
         "security": {"tirith_enabled": False},
+        # The host's background reviews are off unless a test is about them: 0.17 runs them in
+        # a thread under contextlib.redirect_stdout/redirect_stderr(os.devnull), which swaps
+        # sys.stderr for the whole process and swallows the turn's ``session_id:`` line.
+        "memory": {"nudge_interval": 0},
+        "skills": {"creation_nudge_interval": 0},
     }
     _deep_merge(config, extra_config)
     (home / "config.yaml").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -250,6 +255,7 @@ class ChatResult:
     returncode: int
     seconds: float = 0.0
     prompt: str = ""
+    exit_crash: Optional[Dict[str, Any]] = None   # evidence of the host's exit crash (exit_crash.py)
 
     @property
     def compacting_lines(self) -> int:
@@ -272,6 +278,7 @@ def _child_env(home: Path, extra: Optional[Mapping[str, str]]) -> Dict[str, str]
         "NO_COLOR": "1",
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONFAULTHANDLER": "1",      # a crash leaves its Python traceback on stderr
     })
     if extra:
         env.update(extra)
@@ -304,11 +311,14 @@ def run_chat(
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         return ChatResult(None, out, err + f"\n[harness] TIMEOUT after {timeout}s", -9,
                           time.monotonic() - t0, prompt)
+    from tests.e2e.exit_crash import evidence
+
     found = _SESSION_RE.findall(proc.stdout + "\n" + proc.stderr)
     # stderr is read last on purpose: the exit line lives there.
     found = _SESSION_RE.findall(proc.stderr) or found
     return ChatResult(found[-1] if found else None, proc.stdout, proc.stderr, proc.returncode,
-                      time.monotonic() - t0, prompt)
+                      time.monotonic() - t0, prompt,
+                      evidence(proc.returncode, proc.stdout, proc.stderr))
 
 
 def log_excerpt(home: Path, pattern: str = r"tencentdb|context engine|Traceback|Error",
@@ -548,7 +558,12 @@ class Conversation:
         res = run_chat(self.home, prompt, resume=self.session_id, timeout=self.timeout, env=self.env)
         turn = Turn(len(self.turns) + 1, prompt, res, self.llm.exchanges[start:])
         self.turns.append(turn)
-        if expect_ok and (res.returncode != 0 or not res.session_id):
+        if res.exit_crash is not None:     # complete, then the host died at exit: use, record
+            from tests.e2e.exit_crash import record
+
+            res.exit_crash = record(self.home, turn.number, prompt, res.session_id or "", res.seconds,
+                                    res.exit_crash, hermes_version())
+        elif expect_ok and (res.returncode != 0 or not res.session_id):
             raise AssertionError(
                 f"turn {turn.number}: hermes chat failed ({'no session_id printed' if res.returncode == 0 else 'rc=%d' % res.returncode})\n"
                 f"{res.describe()}\n--- logs ---\n{log_excerpt(self.home)}")
