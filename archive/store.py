@@ -230,6 +230,9 @@ class Store(Outbox):
         self._conns.close_all()
 
     def close(self) -> None:
+        # closed, the store no longer watches its file: when the last connection closes,
+        # SQLite itself checkpoints and deletes the WAL, which is not a lost WAL
+        self._identity = None
         self._conns.close_all()
         if self._anchor is not None:
             self._anchor.close()
