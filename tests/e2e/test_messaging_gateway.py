@@ -22,6 +22,11 @@ read_file pair delivered, duplicates <= 1 %, pairs executed before the restart d
 gateway-process RSS after the restart within 10 % of before, no thread/fd/connection growth;
 on 0.22+: the canvas absent from state.db and no "already registered" warning.
 
+A second scenario (``test_sbs_*``, one shared run) is issue 15's yardstick: the built-in
+compressor as a baseline and then this plugin, in ONE test, on the same fake model and
+workload, printed side by side (tests/e2e/measure.py defines the figures); each bar of the
+issue is its own test, an unmet bar an ``xfail(strict=True)`` naming the figure measured.
+
 Skips only when this Hermes cannot run the API server (0.17.0's venv has no aiohttp).
 Run: ``TDO_HERMES_VERSION=0.19.0 <hermes venv>/bin/python -m pytest -s tests/e2e/test_messaging_gateway.py``.
 """
@@ -42,6 +47,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
+import measure  # noqa: E402
 from tests.fakes.gateway import FakeGateway  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
@@ -329,7 +335,7 @@ def test_many_conversations_one_messaging_gateway(tmp_path, capsys, record_prope
 # offers > 2 windows. The plugin talks to the fake Gateway with a realistic slow /compact
 # (FakeGateway.slow_compact), so 0.22's 4-worker compression pool fills as it did for real.
 # The figures are defined in tests/e2e/measure.py; each bar is its own test on one shared run.
-SBS_CONVERSATIONS, SBS_TURNS, SBS_READS = 8, 6, 3
+SBS_CONVERSATIONS, SBS_TURNS, SBS_READS = 8, 7, 3
 SBS_EXPECTED = f"done: read {SBS_READS} file(s)"
 PLUGIN_TRIGGER = int(THRESHOLD * CONTEXT)
 POOL_SATURATED = "compression pool saturated"
@@ -343,8 +349,6 @@ def _distinct(lines: List[str]) -> int:
 
 def _run_engine(engine: str, tmp: Path):
     """One engine's whole messaging-gateway run -> measure.Row."""
-    import measure
-
     files_root = Path(tempfile.mkdtemp(prefix="sb"))
     convs = [Conv(i, files_root, reads=SBS_READS) for i in range(SBS_CONVERSATIONS)]
     gwp = None
@@ -373,6 +377,7 @@ def _run_engine(engine: str, tmp: Path):
             _drive(gwp, convs, range(half + 1, SBS_TURNS + 1))
             gwp.sigterm()
             exchanges = llm.exchanges
+            issued = llm.tool_calls_issued
             delays = list(gw.compact_delays)
         wall = time.monotonic() - t0
         by_conv: Dict[str, list] = {c.tag: [] for c in convs}
@@ -383,6 +388,11 @@ def _run_engine(engine: str, tmp: Path):
                 by_conv[own].append(ex)
             else:
                 unattributed += 1
+        reads: Dict[str, Dict[str, str]] = {c.tag: {} for c in convs}
+        for cid, name, args in issued:
+            owner = _tags_in(args)
+            if name == "read_file" and len(owner) == 1 and owner <= set(reads):
+                reads[owner.pop()][cid] = args["path"]
         replies = [r for c in convs for _, r in c.replies]
         answered = sum(1 for r in replies if r.status == 200 and r.text.strip() == SBS_EXPECTED)
         seconds = sorted(r.seconds for r in replies)
@@ -401,7 +411,8 @@ def _run_engine(engine: str, tmp: Path):
                   if r.status != 200 or r.text.strip() != SBS_EXPECTED]
         row = measure.analyse(engine, by_conv, window=CONTEXT,
                               trigger=PLUGIN_TRIGGER if engine == "plugin" else measure.builtin_trigger(CONTEXT),
-                              turns=len(replies), answered=answered, failed=failed, extra=extra_figures)
+                              turns=len(replies), answered=answered, failed=failed, reads=reads,
+                              extra=extra_figures)
         return row
     finally:
         if gwp is not None:
@@ -420,8 +431,6 @@ def sbs(tmp_path_factory, request):
     problem = harness.plugin_problem()
     if problem:
         pytest.fail(problem)
-    import measure
-
     rows = {e: _run_engine(e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
     table = measure.side_by_side(
         f"MESSAGING-GATEWAY SIDE-BY-SIDE hermes={HERMES_VERSION}: {SBS_CONVERSATIONS} conversations x "
@@ -446,11 +455,15 @@ def test_sbs_workload_is_a_fair_baseline(sbs):
     assert not sbs["builtin"].failed, sbs["builtin"].failed[:6]
 
 
+@measure.unmet_on(["0.22"], "every turn answered — 47/48 in one run, 56/56 in another (a turn refused: "
+                  "'could not bring this session under the model's context window')", flaky=True)
 def test_sbs_plugin_answers_every_turn(sbs):
     row = sbs["plugin"]
     assert row.answered == row.turns, row.failed[:6]
 
 
+@measure.unmet_on(["0.22"], "0 requests over the window — 5 (largest 1.28 of the window) in one run, "
+                  "0 (largest 0.99) in another; 72-74 'pool saturated' lines each", flaky=True)
 def test_sbs_plugin_never_over_the_window(sbs):
     assert sbs["plugin"].over_window == 0, sbs["plugin"].lines()
 
@@ -459,12 +472,14 @@ def test_sbs_plugin_never_over_the_trigger_after_a_compaction(sbs):
     assert sbs["plugin"].over_trigger_after_compaction == 0, sbs["plugin"].lines()
 
 
+@measure.unmet_on(["0.22"], "rewrites per conversation <= the built-in's + 0.5 — 13.0 vs 3.0")
 def test_sbs_plugin_rewrites_no_more_than_the_builtin(sbs):
     plugin, builtin = sbs["plugin"], sbs["builtin"]
     assert plugin.rewrites_per_conversation <= builtin.rewrites_per_conversation + 0.5, \
         (plugin.rewrites_per_conversation, builtin.rewrites_per_conversation)
 
 
+@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 2.52M vs 1.39M units (1.81x), 49 % vs 72 % cached")
 def test_sbs_plugin_costs_at_most_080_of_the_builtin(sbs):
     plugin, builtin = sbs["plugin"], sbs["builtin"]
     assert plugin.cost <= 0.8 * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)

@@ -31,7 +31,7 @@ from tests.fakes.fake_llm import FakeLLM, text_of_content  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
 CONTEXT, THRESHOLD, RATIO = 64000, 0.75, 0.5
-READS, READ_TURNS = 3, 6
+READS, READ_TURNS = 3, 7
 RECALLS_PER_TURN, RECALL_TURNS = 2, 2
 
 if not harness.hermes_bin().exists():  # pragma: no cover - wrong interpreter
@@ -97,7 +97,8 @@ def _run_engine(engine: str, tmp: Path) -> measure.Row:
     extra = {"test markers that cannot be recalled": f"{len(lost)} of {len(markers)}",
              "turn latency (process) median": f"{measure.median(t.result.seconds for t in conv.turns):.1f} s",
              "wall time": f"{time.monotonic() - t0:.0f} s"}
-    row = measure.analyse(engine, {"session": exchanges}, window=CONTEXT,
+    reads = {"session": {cid: args["path"] for cid, name, args in llm.tool_calls_issued if name == "read_file"}}
+    row = measure.analyse(engine, {"session": exchanges}, window=CONTEXT, reads=reads,
                           trigger=int(THRESHOLD * CONTEXT) if engine == "plugin" else measure.builtin_trigger(CONTEXT),
                           turns=turns, answered=turns - len(failed), failed=failed, extra=extra)
     row.markers = markers
@@ -141,12 +142,14 @@ def test_cli_plugin_never_over_the_trigger_after_a_compaction(cli):
     assert cli["plugin"].over_trigger_after_compaction == 0, cli["plugin"].lines()
 
 
+@measure.unmet_on(["0.22"], "rewrites <= the built-in's + 0.5 — 8 vs 2 (the plugin rewrites at every turn)")
 def test_cli_plugin_rewrites_no_more_than_the_builtin(cli):
     plugin, builtin = cli["plugin"], cli["builtin"]
     assert plugin.rewrites_per_conversation <= builtin.rewrites_per_conversation + 0.5, \
         (plugin.rewrites_per_conversation, builtin.rewrites_per_conversation)
 
 
+@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.25M vs 0.18M units (1.36x), 64 % vs 78 % cached")
 def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
     plugin, builtin = cli["plugin"], cli["builtin"]
     assert plugin.cost <= 0.8 * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)

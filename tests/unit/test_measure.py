@@ -107,6 +107,20 @@ def test_appends_are_no_rewrites_and_a_compaction_is_one():
     assert c.offered >= prompt_tokens(r3)
 
 
+def test_offered_load_counts_each_read_once_at_its_largest(tmp_path):
+    files = {}
+    for cid, size in (("c1", 2000), ("c2", 4001)):
+        files[cid] = tmp_path / f"{cid}.txt"
+        files[cid].write_text("x" * size)
+    r1 = body(user("t1"))
+    r2 = body(user("t1"), call("c1"), result("c1", "R" * 4000))           # seen in full: 1000
+    r3 = body(user("t1"), call("c1"), result("c1", "R" * 40), user("t2"))  # trimmed later: still 1000
+    reads = {cid: str(p) for cid, p in files.items()}                      # c2 never reached the model
+    c = measure.conversation([ex(r1), ex(r2), ex(r3)], window=64000, trigger=48000, reads=reads)
+    # the call ("read_file{}", 3) and "t2" (1) are new messages; c1 at 1000, c2 at its file's 1001
+    assert c.offered == prompt_tokens(r1) + 3 + 1 + 1000 + 1001
+
+
 def test_row_totals_and_the_side_by_side_table():
     convs = {"a": [ex(body(user("x"))), ex(body(user("y")))], "b": [ex(body(user("z")))]}
     row = measure.analyse("plugin", convs, window=64000, trigger=48000, turns=3, answered=2,
