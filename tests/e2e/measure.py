@@ -200,6 +200,43 @@ def side_by_side(title: str, rows: Iterable[Row]) -> str:
     return "\n".join([head] + body)
 
 
+def show(request: Any, title: str, rows: Sequence[Row], more: str = "") -> None:
+    """Print the side-by-side table past pytest's capture (it shows in every run's output)."""
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        print("\n" + side_by_side(title, rows) + more, flush=True)
+
+
+# Issue 15's bars for the plugin, one function each (every suite has one test per bar).
+def assert_answers_every_turn(plugin: Row) -> None:
+    assert plugin.answered == plugin.turns, plugin.failed[:6]
+
+
+def assert_never_over_the_window(plugin: Row) -> None:
+    assert plugin.over_window == 0, plugin.lines()
+
+
+def assert_never_over_the_trigger_after_a_compaction(plugin: Row) -> None:
+    assert plugin.over_trigger_after_compaction == 0, plugin.lines()
+
+
+def assert_rewrites_within(plugin: Row, builtin: Row, slack: float = 0.5) -> None:
+    assert plugin.rewrites_per_conversation <= builtin.rewrites_per_conversation + slack, \
+        (plugin.rewrites_per_conversation, builtin.rewrites_per_conversation)
+
+
+def assert_cost_within(plugin: Row, builtin: Row, share: float = 0.8) -> None:
+    assert plugin.cost <= share * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)
+
+
+def assert_fair_baseline(rows: Mapping[str, Row], window: int) -> None:
+    """The yardstick itself: every conversation offers >= 2 windows, the built-in answers
+    every turn."""
+    for row in rows.values():
+        assert row.min_offered >= 2 * window, (row.engine, row.min_offered)
+    assert not rows["builtin"].failed, rows["builtin"].failed[:6]
+
+
 def unmet_on(hosts: Sequence[str], reason: str, *, flaky: bool = False) -> Any:
     """A bar this branch does not meet yet on ``hosts`` (version prefixes): xfail there, strict
     so that it fails the day the bar holds; ``flaky`` when it was seen both met and unmet."""

@@ -142,7 +142,8 @@ def _delivered(gw: FakeGateway, convs: List[Conv]) -> Dict[str, int]:
     return counts
 
 
-def test_many_conversations_one_messaging_gateway(tmp_path, capsys, record_property):
+def _require_host() -> None:
+    """Skip where this suite cannot run; fail when the plugin cannot be installed."""
     if HERMES_VERSION.startswith("0.17"):
         pytest.skip("Hermes 0.17's messaging gateway is not a supported host: it wedges under "
                     "concurrent tool calls with any engine, and it shares one engine instance "
@@ -153,6 +154,10 @@ def test_many_conversations_one_messaging_gateway(tmp_path, capsys, record_prope
     problem = harness.plugin_problem()
     if problem:
         pytest.fail(problem)
+
+
+def test_many_conversations_one_messaging_gateway(tmp_path, capsys, record_property):
+    _require_host()
     # Short file paths: the canvas goal keeps only a prompt's first 80 characters.
     files_root = Path(tempfile.mkdtemp(prefix="mg"))
     convs = [Conv(i, files_root) for i in range(CONVERSATIONS)]
@@ -423,63 +428,42 @@ def _run_engine(engine: str, tmp: Path):
 @pytest.fixture(scope="module")
 def sbs(tmp_path_factory, request):
     """Both engines' rows from one run (built-in first), printed side by side."""
-    if HERMES_VERSION.startswith("0.17"):
-        pytest.skip("Hermes 0.17's messaging gateway is not a supported host (see above)")
-    problem = harness.api_server_problem()
-    if problem:
-        pytest.skip(f"hermes {HERMES_VERSION} cannot run the API server platform: {problem}")
-    problem = harness.plugin_problem()
-    if problem:
-        pytest.fail(problem)
+    _require_host()
     rows = {e: _run_engine(e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-    table = measure.side_by_side(
-        f"MESSAGING-GATEWAY SIDE-BY-SIDE hermes={HERMES_VERSION}: {SBS_CONVERSATIONS} conversations x "
-        f"{SBS_TURNS} turns ({SBS_READS} reads of ~25 KB each), {CONTEXT:,} window, restart halfway",
-        [rows["builtin"], rows["plugin"]])
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled():
-        print("\n" + table, flush=True)
+    measure.show(request, f"MESSAGING-GATEWAY SIDE-BY-SIDE hermes={HERMES_VERSION}: {SBS_CONVERSATIONS} "
+                 f"conversations x {SBS_TURNS} turns ({SBS_READS} reads of ~25 KB each), {CONTEXT:,} window, "
+                 "restart halfway", [rows["builtin"], rows["plugin"]])
     return rows
 
 
-def _on_host(*prefixes: str) -> bool:
-    return HERMES_VERSION.startswith(prefixes)
-
-
 def test_sbs_workload_is_a_fair_baseline(sbs):
-    """The yardstick itself: every conversation offers >= 2 windows, the built-in answers
-    every turn, every request belongs to one conversation."""
-    for row in sbs.values():
-        assert row.min_offered >= 2 * CONTEXT, (row.engine, row.min_offered)
-        assert row.extra["unattributed requests"] == "0", row.extra
-    assert not sbs["builtin"].failed, sbs["builtin"].failed[:6]
+    """Every conversation offers >= 2 windows, the built-in answers every turn, every request
+    belongs to one conversation."""
+    measure.assert_fair_baseline(sbs, CONTEXT)
+    assert all(row.extra["unattributed requests"] == "0" for row in sbs.values()), sbs["plugin"].extra
 
 
-@measure.unmet_on(["0.22"], "every turn answered — 47/48 in one run, 56/56 in another (a turn refused: "
-                  "'could not bring this session under the model's context window')", flaky=True)
+@measure.unmet_on(["0.22"], "every turn answered — 47/48 in one of three runs (a turn refused: 'could not "
+                  "bring this session under the model's context window'), all in the other two", flaky=True)
 def test_sbs_plugin_answers_every_turn(sbs):
-    row = sbs["plugin"]
-    assert row.answered == row.turns, row.failed[:6]
+    measure.assert_answers_every_turn(sbs["plugin"])
 
 
-@measure.unmet_on(["0.22"], "0 requests over the window — 5 (largest 1.28 of the window) in one run, "
-                  "0 (largest 0.99) in another; 72-74 'pool saturated' lines each", flaky=True)
+@measure.unmet_on(["0.22"], "0 requests over the window — 5 (largest 1.28 of the window) in one of three "
+                  "runs, 0 (largest 0.99, 0.81) in the others; 26-74 'pool saturated' lines each", flaky=True)
 def test_sbs_plugin_never_over_the_window(sbs):
-    assert sbs["plugin"].over_window == 0, sbs["plugin"].lines()
+    measure.assert_never_over_the_window(sbs["plugin"])
 
 
 def test_sbs_plugin_never_over_the_trigger_after_a_compaction(sbs):
-    assert sbs["plugin"].over_trigger_after_compaction == 0, sbs["plugin"].lines()
+    measure.assert_never_over_the_trigger_after_a_compaction(sbs["plugin"])
 
 
-@measure.unmet_on(["0.22"], "rewrites per conversation <= the built-in's + 0.5 — 13.0 vs 3.0")
+@measure.unmet_on(["0.22"], "rewrites per conversation <= the built-in's + 0.5 — 12.9 vs 3.0")
 def test_sbs_plugin_rewrites_no_more_than_the_builtin(sbs):
-    plugin, builtin = sbs["plugin"], sbs["builtin"]
-    assert plugin.rewrites_per_conversation <= builtin.rewrites_per_conversation + 0.5, \
-        (plugin.rewrites_per_conversation, builtin.rewrites_per_conversation)
+    measure.assert_rewrites_within(sbs["plugin"], sbs["builtin"])
 
 
-@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 2.52M vs 1.39M units (1.81x), 49 % vs 72 % cached")
+@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 2.42M vs 1.39M units (1.74x), 44 % vs 72 % cached")
 def test_sbs_plugin_costs_at_most_080_of_the_builtin(sbs):
-    plugin, builtin = sbs["plugin"], sbs["builtin"]
-    assert plugin.cost <= 0.8 * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)
+    measure.assert_cost_within(sbs["plugin"], sbs["builtin"])

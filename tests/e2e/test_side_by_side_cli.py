@@ -113,46 +113,37 @@ def cli(tmp_path_factory, request):
     if problem:
         pytest.fail(problem)
     rows = {e: _run_engine(e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-    table = measure.side_by_side(
-        f"CLI SIDE-BY-SIDE hermes={HERMES_VERSION}: one process per turn, {READ_TURNS} turns of {READS} "
-        f"reads of ~25 KB + {RECALL_TURNS} recall turns, {CONTEXT:,} window, no Gateway",
-        [rows["builtin"], rows["plugin"]])
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled():
-        print("\n" + table + "\n" + "\n".join(f"{e} requests:\n" + rows[e].summary for e in rows), flush=True)
+    measure.show(request, f"CLI SIDE-BY-SIDE hermes={HERMES_VERSION}: one process per turn, {READ_TURNS} turns "
+                 f"of {READS} reads of ~25 KB + {RECALL_TURNS} recall turns, {CONTEXT:,} window, no Gateway",
+                 [rows["builtin"], rows["plugin"]],
+                 "\n" + "\n".join(f"{e} requests:\n" + rows[e].summary for e in rows))
     return rows
 
 
 def test_cli_workload_is_a_fair_baseline(cli):
-    """Both sessions offer >= 2 windows and the built-in answers every turn."""
-    for row in cli.values():
-        assert row.min_offered >= 2 * CONTEXT, (row.engine, row.min_offered)
-    assert not cli["builtin"].failed, cli["builtin"].failed[:3]
+    measure.assert_fair_baseline(cli, CONTEXT)
 
 
 def test_cli_plugin_answers_every_turn(cli):
-    assert cli["plugin"].answered == cli["plugin"].turns, cli["plugin"].failed[:3]
+    measure.assert_answers_every_turn(cli["plugin"])
 
 
 def test_cli_plugin_never_over_the_window(cli):
-    assert cli["plugin"].over_window == 0, cli["plugin"].lines()
+    measure.assert_never_over_the_window(cli["plugin"])
 
 
 def test_cli_plugin_never_over_the_trigger_after_a_compaction(cli):
-    assert cli["plugin"].over_trigger_after_compaction == 0, cli["plugin"].lines()
+    measure.assert_never_over_the_trigger_after_a_compaction(cli["plugin"])
 
 
-@measure.unmet_on(["0.22"], "rewrites <= the built-in's + 0.5 — 8 vs 2 (the plugin rewrites at every turn)")
+@measure.unmet_on(["0.22"], "rewrites <= the built-in's + 0.5 — 9 vs 3 (the plugin rewrites at almost every turn)")
 def test_cli_plugin_rewrites_no_more_than_the_builtin(cli):
-    plugin, builtin = cli["plugin"], cli["builtin"]
-    assert plugin.rewrites_per_conversation <= builtin.rewrites_per_conversation + 0.5, \
-        (plugin.rewrites_per_conversation, builtin.rewrites_per_conversation)
+    measure.assert_rewrites_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.25M vs 0.18M units (1.36x), 64 % vs 78 % cached")
+@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.28M vs 0.19M units (1.47x), 65 % vs 76 % cached")
 def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
-    plugin, builtin = cli["plugin"], cli["builtin"]
-    assert plugin.cost <= 0.8 * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)
+    measure.assert_cost_within(cli["plugin"], cli["builtin"])
 
 
 def test_cli_plugin_recalls_every_marker(cli):
