@@ -109,6 +109,9 @@ def _run_engine(engine: str, tmp: Path) -> measure.Row:
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory, request):
     """Both engines' rows from one test run (built-in first), printed side by side."""
+    if HERMES_VERSION.startswith("0.17"):
+        pytest.skip("issue 15's bars are for 0.19 and 0.22 (0.17 does not replay a turn's pre_llm_call "
+                    "context, so with the plugin every turn would count as a rewrite)")
     problem = harness.plugin_problem()
     if problem:
         pytest.fail(problem)
