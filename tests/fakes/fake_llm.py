@@ -10,19 +10,26 @@ e.g. a canvas or notice, in front of the prompt), the last such line is the comm
 
     DO read <path> [<path> ...]   -> one ``read_file`` call per path, all in ONE
                                      assistant message (parallel tool calls)
-    DO recall <tool_call_id>      -> ``tdai_read_cos {"tool_call_id": id}``
+    DO recall <id> [<id> ...]     -> one ``tdai_read_cos {"tool_call_id": id}`` per id, all in
+                                     ONE assistant message
     DO search <query>             -> ``tdai_offload_search {"query": query}``
     anything else                 -> plain final text, no tool call
 
 When the last message of a request is a ``tool`` result, the tool phase is over
 and the answer is final text: ``done: ...`` for reads, ``recalled: <first 200
-chars of the tool result>`` for a recall, ``found: <...>`` for a search.
+chars of the tool result>`` for a recall (the batch's last result), ``found: <...>``
+for a search.
 
 Requests without ``tools`` are auxiliary calls (title generation, the built-in
 compressor's summariser): they get a short plain-text answer.
 
 ``usage.prompt_tokens`` follows the real request size (see :func:`prompt_tokens`),
 so an engine that lets the context grow past its window shows it on the wire.
+
+A provider's prompt cache is modelled by :class:`PrefixCache` (a request's cached tokens are
+its longest common prefix with any earlier request); ``FakeLLM(report_cache=True)`` reports
+them like OpenAI does (``usage.prompt_tokens_details.cached_tokens``), over every request it
+answered. Every request is recorded (:attr:`FakeLLM.exchanges`) for wire-level analysis.
 
 Probe endpoints Hermes hits on first compaction (``GET /api/v1/models``,
 ``POST /api/show``, ``GET /v1/models[/<id>]``) and everything else get a quick 404.
@@ -132,7 +139,7 @@ def parse_command(text: str) -> Tuple[str, List[str]]:
         if verb == "read":
             return verb, words[2:]
         if verb == "recall":
-            return verb, [words[2]]
+            return verb, words[2:]
         return verb, [line.split(None, 2)[2]]
     return "text", []
 
@@ -159,12 +166,67 @@ class Exchange:
         return self.usage["prompt_tokens"]
 
 
+# --------------------------------------------------------------------------- prompt cache
+def request_units(body: Dict[str, Any]) -> List[Tuple[Tuple[str, str, str], str]]:
+    """A request as a provider's prompt cache sees it, in order: the tool schemas, then every
+    message. Each unit is ``((kind, role, tool_call_id), text)``; ``text`` is what
+    :func:`prompt_chars` counts, so the units' lengths add up to the request's size."""
+    units: List[Tuple[Tuple[str, str, str], str]] = []
+    if body.get("tools"):
+        units.append((("tools", "", ""), json.dumps(body["tools"], ensure_ascii=False)))
+    for m in body.get("messages") or []:
+        if isinstance(m, dict):
+            units.append((("message", str(m.get("role", "")), str(m.get("tool_call_id") or "")),
+                          message_text(m)))
+    return units
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    """Length of the longest common prefix of two strings (slice compares, no char loop)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class PrefixCache:
+    """A provider's prompt cache: :meth:`add` returns how many prompt tokens of a request
+    are its longest common prefix with ANY request added before (whole units as in
+    :func:`request_units`, plus the common start of the first unit that differs, when its
+    role and tool call id match), in this module's token count (chars / 4, rounded down,
+    at most :func:`prompt_tokens`). Real caches work in blocks (e.g. 128 tokens) and expire;
+    this model does neither. A trie of units: memory grows with the distinct prefixes only."""
+
+    def __init__(self) -> None:
+        self._root: Dict[Any, Any] = {}
+
+    def add(self, body: Dict[str, Any]) -> int:
+        node, chars, matching = self._root, 0, True
+        for key, text in request_units(body):
+            child = node.get((key, text))
+            if child is None:
+                if matching:
+                    chars += max((common_prefix_len(text, t) for k, t in node if k == key), default=0)
+                    matching = False
+                child = node[(key, text)] = {}
+            elif matching:
+                chars += len(text)
+            node = child
+        return min(prompt_tokens(body), chars // 4)
+
+
 # --------------------------------------------------------------------------- server
 class FakeLLM:
     """Scripted OpenAI-compatible server. Use as a context manager or start()/stop()."""
 
-    def __init__(self, model: str = "fake-model", host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, model: str = "fake-model", host: str = "127.0.0.1", port: int = 0,
+                 report_cache: bool = False):
         self.model = model
+        self._cache = PrefixCache() if report_cache else None
         self._host, self._port = host, port
         self._lock = threading.Lock()
         self._exchanges: List[Exchange] = []
@@ -266,7 +328,7 @@ class FakeLLM:
         elif verb == "read":
             ex.reply_tool_calls = [(self._new_call_id(), "read_file", {"path": p}) for p in params]
         elif verb == "recall":
-            ex.reply_tool_calls = [(self._new_call_id(), "tdai_read_cos", {"tool_call_id": params[0]})]
+            ex.reply_tool_calls = [(self._new_call_id(), "tdai_read_cos", {"tool_call_id": p}) for p in params]
         elif verb == "search":
             ex.reply_tool_calls = [(self._new_call_id(), "tdai_offload_search", {"query": params[0]})]
         else:
@@ -278,6 +340,8 @@ class FakeLLM:
             "total_tokens": usage_prompt + completion,
         }
         with self._lock:
+            if self._cache is not None:
+                ex.usage["prompt_tokens_details"] = {"cached_tokens": self._cache.add(body)}
             self._exchanges.append(ex)
             self._tool_calls.extend(ex.reply_tool_calls)
         return ex

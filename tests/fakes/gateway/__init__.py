@@ -16,7 +16,9 @@ Gateway v2.0.1-beta.2), including its bugs, because the plugin must survive them
   index 0, before the system message), history and active canvas injection;
 * faults: ``refuse``, ``hang``, ``5xx``, ``409``, ``reset``, ``garbage``, ``wrong_shape``;
   ``latency_s`` delays every answer (a slow but healthy Gateway); ``tamper`` (a function of
-  the reply's message list) makes a lying Gateway that answers well-formed JSON.
+  the reply's message list) makes a lying Gateway that answers well-formed JSON; ``slow_compact()`` makes
+  ``/compact`` take as long as the real one did on a loaded 2-core machine (3.2 s per 100K
+  tokens of ``total_tokens``, concurrent calls overlapping), so a host's compression pool fills.
 
 Usage::
 
@@ -35,8 +37,10 @@ Modules: ``server`` (FakeGateway, main), ``transport`` (HTTP plumbing, faults), 
 
 from __future__ import annotations
 
-from .common import COMPACT, FAULT_KINDS, INGEST, QUERY_MMD, Recorded, estimate_message_tokens
+from .common import (
+    COMPACT, FAULT_KINDS, INGEST, QUERY_MMD, REAL_COMPACT_SECONDS_PER_100K, Recorded, estimate_message_tokens,
+)
 from .server import FakeGateway
 
 __all__ = ["FakeGateway", "Recorded", "estimate_message_tokens", "FAULT_KINDS", "INGEST",
-           "COMPACT", "QUERY_MMD"]
+           "COMPACT", "QUERY_MMD", "REAL_COMPACT_SECONDS_PER_100K"]

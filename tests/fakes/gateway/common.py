@@ -19,6 +19,9 @@ FAULT_KINDS = frozenset({"refuse", "hang", "5xx", "409", "reset", "garbage", "wr
 
 MILD_RATIO, AGGRESSIVE_RATIO, EMERGENCY_RATIO = 0.5, 0.85, 0.95
 MILD_SCAN_RATIO, MILD_SCORE_FLOOR = 0.7, 4
+# The real Gateway's /compact on a 2-core machine under load (six agents compacting at once,
+# level emergency, ~100K tokens): 3.2 s median. FakeGateway.slow_compact() scales it by size.
+REAL_COMPACT_SECONDS_PER_100K = 3.2
 MIN_KEEP = 10  # non-MMD messages that aggressive/emergency always keep
 TRUNCATE_CHARS = 2000
 TRUNCATE_NOTICE = f"\n\n[... content truncated, only first {TRUNCATE_CHARS} characters retained ...]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import heapq
 import math
+import time
 from typing import Any
 
 from .messages import (
@@ -298,6 +299,7 @@ class _CompactRoute:
         if issues:
             return self._zod_error(issues, rid)
         request = copy.deepcopy(body)
+        self._compact_work(body)
         with self._state_lock:
             sess = self._session(body["session_id"], create=True)
             data = self._run_compaction(sess, body)
@@ -305,6 +307,16 @@ class _CompactRoute:
                 data["messages"] = self.tamper(data["messages"])
             self._compacts.append((request, copy.deepcopy(data)))
         return self._ok(data, rid)
+
+    def _compact_work(self, body: dict) -> None:
+        """The time the real Gateway spends on a compaction of this size (``slow_compact``)."""
+        per_100k = self.compact_seconds_per_100k
+        if per_100k <= 0:
+            return
+        seconds = per_100k * max(0, body.get("total_tokens") or 0) / 100_000
+        with self._state_lock:
+            self.compact_delays.append(seconds)
+        time.sleep(seconds)
 
     def _run_compaction(self, sess: _Session, body: dict) -> dict:
         msgs: list = body["messages"]  # our own parsed copy: mutate freely

@@ -18,8 +18,8 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from .common import (
-    COMPACT, FAULT_KINDS, INGEST, QUERY_MMD, Recorded, _HARD_BODY_CAP, _request_id, _task_goal,
-    sanitise_session_id,
+    COMPACT, FAULT_KINDS, INGEST, QUERY_MMD, REAL_COMPACT_SECONDS_PER_100K, Recorded, _HARD_BODY_CAP,
+    _request_id, _task_goal, sanitise_session_id,
 )
 from .canvas import _CanvasInjection
 from .compaction import _CompactRoute
@@ -61,6 +61,8 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
         self._started_at = time.monotonic()
         self.latency_s = 0.0                   # added before every answer (slow but healthy)
         self.tamper: Callable[[list], list] | None = None   # rewrites each /compact reply's messages
+        self.compact_seconds_per_100k = 0.0    # /compact work time per 100K tokens (slow_compact)
+        self.compact_delays: list[float] = []  # seconds each /compact spent "working"
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -142,6 +144,12 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
                 self._unbind()
             elif self._running:
                 self._bind()
+
+    def slow_compact(self, seconds_per_100k: float = REAL_COMPACT_SECONDS_PER_100K) -> None:
+        """Make ``/compact`` take as long as the real one did: ``seconds_per_100k`` for every
+        100K tokens of the request's ``total_tokens`` (0 turns it off). The wait runs outside
+        the fake's locks, so concurrent compactions overlap like the real ones."""
+        self.compact_seconds_per_100k = max(0.0, float(seconds_per_100k))
 
     def clear_fault(self) -> None:
         self.set_fault(None)

@@ -1,0 +1,249 @@
+"""The yardstick: what the (fake) model received, per conversation, for one engine.
+
+Both side-by-side suites (the messaging gateway, tests/e2e/test_messaging_gateway.py, and the
+per-turn-process CLI, tests/e2e/test_side_by_side_cli.py) run the built-in compressor and this
+plugin on the same fake model and workload in one test and reduce each run to a :class:`Row`
+with :func:`analyse`. Definitions (per conversation, main requests = requests with ``tools``,
+in arrival order; token count = the fake model's ``ceil(chars / 4)``, see
+``tests/fakes/fake_llm.prompt_tokens``):
+
+* **rewrite**: a main request whose predecessor's messages are not a prefix of its own
+  (message = role + tool_call_id + text incl. tool calls, ``fake_llm.request_units``). An
+  append-only conversation has 0; each rewrite breaks the provider's prompt cache from the
+  first changed message on.
+* **compaction**: a rewrite that also shrank the request (fewer messages, or
+  ``harness.MIN_TOKEN_DROP`` fewer tokens). **Over the trigger right after a compaction**:
+  the first request after it still above the engine's trigger.
+* **largest context right after a rewrite, of the window**: max tokens of a rewritten
+  request / the window.
+* **provider cost** (miss-token units): each request (main AND auxiliary, e.g. the built-in's
+  summariser calls) costs ``0.1 x cached + 1.25 x (tokens - cached)``, where ``cached`` is
+  its longest common prefix with ANY earlier request of that conversation
+  (``fake_llm.PrefixCache``, one cache per conversation, tool schemas first). Completion
+  tokens and the Gateway's own summariser are not counted. **Cached share** = cached / all
+  prompt tokens.
+* **offered load**: the tokens the conversation would reach if nothing were ever dropped:
+  the first request, plus every message first seen in a later one, except that each
+  ``read_file`` result counts once, at its largest size on the wire or its file's bytes / 4
+  if that is more (an engine may trim or compact a batch of fresh results before the model
+  sees them). A workload that overflows the window twice offers >= 2 windows.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+import pytest  # noqa: E402
+from tests.fakes.fake_llm import PrefixCache, prompt_tokens, request_units  # noqa: E402
+
+CACHE_READ, CACHE_WRITE = 0.1, 1.25
+
+
+def builtin_trigger(window: int) -> int:
+    """The built-in compressor's trigger on a small window (0.19 and 0.22): its 64K floor
+    reaches the window there, so it compacts at 85 % of the window."""
+    return int(0.85 * window)
+
+
+@dataclass
+class Conversation:
+    """Figures of one conversation (see the module docstring)."""
+
+    requests: int = 0
+    auxiliary: int = 0
+    over_window: int = 0
+    largest: int = 0
+    rewrites: int = 0
+    compactions: int = 0
+    over_trigger_after_compaction: int = 0
+    after_rewrite_max: int = 0
+    prompt: int = 0
+    cached: int = 0
+    cost: float = 0.0
+    offered: int = 0
+
+
+def _messages(body: Dict[str, Any]) -> List[tuple]:
+    return [u for u in request_units(body) if u[0][0] == "message"]
+
+
+def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
+                 reads: Mapping[str, str] = {}) -> Conversation:
+    """Figures of ONE conversation's exchanges (``fake_llm.Exchange``, arrival order);
+    ``reads`` maps the ids of its ``read_file`` calls to the files read (for offered load)."""
+    out, cache, seen, prev = Conversation(), PrefixCache(), set(), None
+    read_max: Dict[str, int] = {}
+    for ex in exchanges:
+        tokens = prompt_tokens(ex.body)
+        cached = cache.add(ex.body)
+        out.prompt += tokens
+        out.cached += cached
+        out.cost += CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
+        if ex.auxiliary:
+            out.auxiliary += 1
+            continue
+        units = _messages(ex.body)
+        for u in units if prev is not None else ():
+            if u in seen:
+                continue
+            if u[0][1] == "tool" and u[0][2] in reads:
+                read_max[u[0][2]] = max(read_max.get(u[0][2], 0), -(-len(u[1]) // 4))
+            else:
+                out.offered += -(-len(u[1]) // 4)
+        out.offered += tokens if prev is None else 0
+        seen.update(units)
+        out.requests += 1
+        out.largest = max(out.largest, tokens)
+        out.over_window += tokens > window
+        if prev is not None and units[:len(prev[0])] != prev[0]:
+            out.rewrites += 1
+            out.after_rewrite_max = max(out.after_rewrite_max, tokens)
+            if len(units) < len(prev[0]) or prev[1] - tokens >= harness.MIN_TOKEN_DROP:
+                out.compactions += 1
+                out.over_trigger_after_compaction += tokens > trigger
+        prev = (units, tokens)
+    out.offered += sum(max(read_max.get(cid, 0), -(-Path(p).stat().st_size // 4)) for cid, p in reads.items())
+    return out
+
+
+@dataclass
+class Row:
+    """One engine's figures over every conversation of a run."""
+
+    engine: str
+    window: int
+    trigger: int
+    turns: int
+    answered: int
+    convs: List[Conversation] = field(default_factory=list)
+    failed: List[Any] = field(default_factory=list)       # what the suite says went wrong per turn
+    extra: Dict[str, Any] = field(default_factory=dict)   # suite-specific figures, printed
+
+    def total(self, name: str) -> float:
+        return sum(getattr(c, name) for c in self.convs)
+
+    @property
+    def over_window(self) -> int:
+        return int(self.total("over_window"))
+
+    @property
+    def over_trigger_after_compaction(self) -> int:
+        return int(self.total("over_trigger_after_compaction"))
+
+    @property
+    def rewrites_per_conversation(self) -> float:
+        return self.total("rewrites") / max(1, len(self.convs))
+
+    @property
+    def after_rewrite_share(self) -> float:
+        return max((c.after_rewrite_max for c in self.convs), default=0) / self.window
+
+    @property
+    def largest_share(self) -> float:
+        return max((c.largest for c in self.convs), default=0) / self.window
+
+    @property
+    def cost(self) -> float:
+        return self.total("cost")
+
+    @property
+    def cached_share(self) -> float:
+        return self.total("cached") / max(1, self.total("prompt"))
+
+    @property
+    def min_offered(self) -> int:
+        return min((c.offered for c in self.convs), default=0)
+
+    def lines(self) -> Dict[str, str]:
+        """The table's cells, keyed by the row label."""
+        cells = {
+            "turns answered": f"{self.answered}/{self.turns}",
+            "main requests (auxiliary)": f"{int(self.total('requests'))} ({int(self.total('auxiliary'))})",
+            f"requests over the {self.window:,} window": f"{self.over_window} (largest "
+                                                         f"{self.largest_share:.2f} of the window)",
+            "compactions (over the trigger right after one)": f"{int(self.total('compactions'))} "
+                                                             f"({self.over_trigger_after_compaction}, "
+                                                             f"trigger {self.trigger:,})",
+            "rewrites per conversation": f"{self.rewrites_per_conversation:.1f}",
+            "largest context right after a rewrite, of the window": f"{self.after_rewrite_share:.2f}",
+            "provider cost (cache read 0.1, write 1.25)": f"{self.cost / 1e6:.2f}M units, "
+                                                          f"{self.cached_share:.0%} cached",
+            "offered load per conversation, min (windows)": f"{self.min_offered / self.window:.1f}",
+        }
+        cells.update({k: str(v) for k, v in self.extra.items()})
+        return cells
+
+
+def analyse(engine: str, conversations: Mapping[str, Sequence[Any]], *, window: int, trigger: int,
+            turns: int, answered: int, failed: Sequence[Any] = (),
+            reads: Mapping[str, Mapping[str, str]] = {}, extra: Mapping[str, Any] = {}) -> Row:
+    """One engine's :class:`Row` from ``{conversation: [exchanges]}``, the turn counts and
+    ``{conversation: {read_file call id: path}}``."""
+    convs = [conversation(exs, window=window, trigger=trigger, reads=reads.get(name, {}))
+             for name, exs in conversations.items()]
+    return Row(engine, window, trigger, turns, answered, convs, list(failed), dict(extra))
+
+
+def side_by_side(title: str, rows: Iterable[Row]) -> str:
+    """A Markdown table, one column per engine (paste-able into README/bench)."""
+    rows = list(rows)
+    labels: List[str] = []
+    for r in rows:
+        labels += [k for k in r.lines() if k not in labels]
+    head = f"{title}\n\n| | " + " | ".join(r.engine for r in rows) + " |\n|---|" + "---|" * len(rows)
+    body = ["| %s | %s |" % (k, " | ".join(r.lines().get(k, "") for r in rows)) for k in labels]
+    return "\n".join([head] + body)
+
+
+def show(request: Any, title: str, rows: Sequence[Row], more: str = "") -> None:
+    """Print the side-by-side table past pytest's capture (it shows in every run's output)."""
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        print("\n" + side_by_side(title, rows) + more, flush=True)
+
+
+# Issue 15's bars for the plugin, one function each (every suite has one test per bar).
+def assert_answers_every_turn(plugin: Row) -> None:
+    assert plugin.answered == plugin.turns, plugin.failed[:6]
+
+
+def assert_never_over_the_window(plugin: Row) -> None:
+    assert plugin.over_window == 0, plugin.lines()
+
+
+def assert_never_over_the_trigger_after_a_compaction(plugin: Row) -> None:
+    assert plugin.over_trigger_after_compaction == 0, plugin.lines()
+
+
+def assert_rewrites_within(plugin: Row, builtin: Row, slack: float = 0.5) -> None:
+    assert plugin.rewrites_per_conversation <= builtin.rewrites_per_conversation + slack, \
+        (plugin.rewrites_per_conversation, builtin.rewrites_per_conversation)
+
+
+def assert_cost_within(plugin: Row, builtin: Row, share: float = 0.8) -> None:
+    assert plugin.cost <= share * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)
+
+
+def assert_fair_baseline(rows: Mapping[str, Row], window: int) -> None:
+    """The yardstick itself: every conversation offers >= 2 windows, the built-in answers
+    every turn."""
+    for row in rows.values():
+        assert row.min_offered >= 2 * window, (row.engine, row.min_offered)
+    assert not rows["builtin"].failed, rows["builtin"].failed[:6]
+
+
+def unmet_on(hosts: Sequence[str], reason: str, *, flaky: bool = False) -> Any:
+    """A bar this branch does not meet yet on ``hosts`` (version prefixes): xfail there, strict
+    so that it fails the day the bar holds; ``flaky`` when it was seen both met and unmet."""
+    version = harness.hermes_version() or ""
+    return pytest.mark.xfail(version.startswith(tuple(hosts)), strict=not flaky, reason="issue 15: " + reason)
+
+
+def median(values: Iterable[float]) -> float:
+    values = list(values)
+    return statistics.median(values) if values else 0.0

@@ -1,0 +1,161 @@
+"""The yardstick of the side-by-side e2e suites (tests/e2e/measure.py) and the fakes' parts it
+relies on: the fake model's prompt-cache model and multi-id recall, the fake Gateway's slow
+/compact (over a real socket)."""
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.append(str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "e2e"))
+
+import measure  # noqa: E402
+from tests.fakes.fake_llm import FakeLLM, PrefixCache, parse_command, prompt_tokens  # noqa: E402
+from tests.fakes.gateway import REAL_COMPACT_SECONDS_PER_100K, FakeGateway  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+SYSTEM = {"role": "system", "content": "S" * 4000}
+
+
+def body(*messages, tools=TOOLS):
+    return {"tools": tools, "messages": [SYSTEM] + list(messages)}
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def result(cid, text):
+    return {"role": "tool", "tool_call_id": cid, "content": text}
+
+
+def call(cid):
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": cid, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}
+
+
+def ex(b, auxiliary=False):
+    return SimpleNamespace(body=b, auxiliary=auxiliary)
+
+
+# ─── the cache model ─────────────────────────────────────────────────────────
+
+def test_prefix_cache_reads_the_longest_prefix_of_any_earlier_request():
+    cache = PrefixCache()
+    a = body(user("read a"), call("c1"), result("c1", "A" * 8000))
+    assert cache.add(a) == 0
+    grown = body(user("read a"), call("c1"), result("c1", "A" * 8000), user("next"))
+    assert cache.add(grown) == (prompt_tokens(grown) * 4 - len("next")) // 4
+    # a rewrite of the result keeps the common start of that message, and nothing after it
+    pruned = body(user("read a"), call("c1"), result("c1", "A" * 100 + " [trimmed]"), user("next"))
+    assert cache.add(pruned) == (prompt_tokens(a) * 4 - 8000 + 100) // 4
+    # the first request is still a prefix candidate after the rewrite: going back is cached
+    assert cache.add(grown) == prompt_tokens(grown)
+    # other tool schemas: at most their common start is cached, no message (tools come first)
+    assert PrefixCache().add(a) == 0
+    assert 0 < cache.add(body(user("read a"), tools=TOOLS * 2)) <= len(json.dumps(TOOLS)) // 4
+
+
+def test_fake_model_reports_cached_tokens_only_when_asked():
+    b = body(user("hello"))
+    for report, cached in ((True, prompt_tokens(b)), (False, None)):
+        with FakeLLM(report_cache=report) as llm:
+            llm.respond("/v1/chat/completions", b)
+            second = llm.respond("/v1/chat/completions", b)
+        assert second.usage.get("prompt_tokens_details", {}).get("cached_tokens") == cached
+
+
+def test_recall_takes_several_ids_in_one_batch():
+    assert parse_command("DO recall call_1 call_7") == ("recall", ["call_1", "call_7"])
+    with FakeLLM() as llm:
+        reply = llm.respond("/v1/chat/completions", body(user("DO recall call_1 call_7")))
+    assert [(n, a) for _, n, a in reply.reply_tool_calls] == [
+        ("tdai_read_cos", {"tool_call_id": "call_1"}), ("tdai_read_cos", {"tool_call_id": "call_7"})]
+
+
+# ─── the figures ─────────────────────────────────────────────────────────────
+
+def test_appends_are_no_rewrites_and_a_compaction_is_one():
+    r1 = body(user("t1"))
+    r2 = body(user("t1"), call("c1"), result("c1", "R" * 40000))
+    r3 = body(user("t1"), call("c1"), result("c1", "R" * 40000), {"role": "assistant", "content": "done"},
+              user("t2"))
+    compacted = body(user("summary of t1"), user("t2"))           # fewer messages
+    trimmed = body(user("summary of t1"), user("t2 and more"))    # same count, a changed message
+    aux = ex({"messages": [user("summarise " + "R" * 4000)]}, auxiliary=True)
+    exchanges = [ex(r1), ex(r2), ex(r3), aux, ex(compacted), ex(trimmed)]
+    c = measure.conversation(exchanges, window=12000, trigger=11000)
+    assert (c.requests, c.auxiliary, c.rewrites, c.compactions) == (5, 1, 2, 1)
+    assert c.over_window == 0 and c.largest == prompt_tokens(r3)
+    assert c.after_rewrite_max == max(prompt_tokens(compacted), prompt_tokens(trimmed))
+    assert c.over_trigger_after_compaction == 0
+    assert measure.conversation(exchanges, window=12000, trigger=1000).over_trigger_after_compaction == 1
+    assert measure.conversation(exchanges, window=1000, trigger=1000).over_window == 5
+    # cost: every request's prompt, cached part at 0.1, the rest at 1.25 (aux included)
+    cache, expected = PrefixCache(), 0.0
+    for e in exchanges:
+        cached = cache.add(e.body)
+        expected += 0.1 * cached + 1.25 * (prompt_tokens(e.body) - cached)
+    assert abs(c.cost - expected) < 1e-6 and 0 < c.cached / c.prompt < 1
+    # offered: what the conversation would hold if nothing were dropped
+    assert c.offered >= prompt_tokens(r3)
+
+
+def test_offered_load_counts_each_read_once_at_its_largest(tmp_path):
+    files = {}
+    for cid, size in (("c1", 2000), ("c2", 4001)):
+        files[cid] = tmp_path / f"{cid}.txt"
+        files[cid].write_text("x" * size)
+    r1 = body(user("t1"))
+    r2 = body(user("t1"), call("c1"), result("c1", "R" * 4000))           # seen in full: 1000
+    r3 = body(user("t1"), call("c1"), result("c1", "R" * 40), user("t2"))  # trimmed later: still 1000
+    reads = {cid: str(p) for cid, p in files.items()}                      # c2 never reached the model
+    c = measure.conversation([ex(r1), ex(r2), ex(r3)], window=64000, trigger=48000, reads=reads)
+    # the call ("read_file{}", 3) and "t2" (1) are new messages; c1 at 1000, c2 at its file's 1001
+    assert c.offered == prompt_tokens(r1) + 3 + 1 + 1000 + 1001
+
+
+def test_row_totals_and_the_side_by_side_table():
+    convs = {"a": [ex(body(user("x"))), ex(body(user("y")))], "b": [ex(body(user("z")))]}
+    row = measure.analyse("plugin", convs, window=64000, trigger=48000, turns=3, answered=2,
+                          failed=["turn 2"], extra={"wall time": "1 s"})
+    assert row.rewrites_per_conversation == 0.5 and row.over_window == 0 and row.failed == ["turn 2"]
+    base = measure.analyse("builtin", convs, window=64000, trigger=54400, turns=3, answered=3)
+    table = measure.side_by_side("T", [base, row])
+    assert "| | builtin | plugin |" in table and "| turns answered | 3/3 | 2/3 |" in table
+    assert "| wall time |  | 1 s |" in table
+
+
+# ─── the slow /compact ───────────────────────────────────────────────────────
+
+def _compact(gw, sid, total):
+    msgs = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}]
+    data = json.dumps({"session_id": sid, "messages": msgs, "ratio": 0.5, "context_window": 200_000,
+                       "total_tokens": total}).encode()
+    req = urllib.request.Request(gw.url + "/v2/offload/compact", data=data, method="POST", headers={
+        "Authorization": "Bearer k", "X-TDAI-Service-Id": "svc", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_slow_compact_scales_with_size():
+    with FakeGateway(api_key="k") as gw:
+        assert _compact(gw, "s0", 100_000)["code"] == 0 and gw.compact_delays == []   # off by default
+        assert REAL_COMPACT_SECONDS_PER_100K == 3.2
+        gw.slow_compact(0.4)
+        threads = [threading.Thread(target=_compact, args=(gw, f"s{i}", 50_000 * i)) for i in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(gw.compact_delays) == [0.2, 0.4]
+        assert len(gw.compact_calls()) == 3
+        gw.slow_compact(0)
+        _compact(gw, "s3", 100_000)
+        assert len(gw.compact_delays) == 2
