@@ -24,15 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_GATEWAY = "http://127.0.0.1:8420"
 
 
-# The README's Install, Verify, Update and Uninstall text. Until README.md carries the text
-# proposed in readme_install.md (recognised by its uninstall line), that file is run instead.
-PROPOSED = Path(__file__).resolve().parent / "readme_install.md"
-
-
 def doc_text() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    return readme if "hermes plugins disable tencentdb-offload" in readme else \
-        PROPOSED.read_text(encoding="utf-8")
+    """The README, whose Install, Verify, Update and Uninstall text these tests run."""
+    return (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def section_blocks(name: str) -> list:
