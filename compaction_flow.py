@@ -26,7 +26,7 @@ Message = Dict[str, Any]
 log = logging.getLogger("tencentdb_offload.compaction")
 # Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
 # refuses compactions while all are busy: there we wait this long for the Gateway, at most.
-POOL_GATEWAY_WAIT_S = 1.5
+POOL_GATEWAY_WAIT_S = 0.5
 ARCHIVE_BEFORE_RETURN_S = 2.0
 FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens   # what leaves mid-turn is on disk before the next request
 

@@ -21,6 +21,7 @@ from .context import canvas, recall_blocks
 from .context import messages as M
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens
+from . import request_view
 from .session import announce_line
 from .thresholds import model_threshold
 
@@ -209,6 +210,7 @@ class TencentDBOffloadEngine(ContextEngine):
         state = self._state()
         with state.lock:
             self.compression_count += 1
+            state.canvas_repin = True       # the next request may show the current canvas
         self._last_compression_made_progress = True
         self.runtime.record_compaction(state, record)
 
@@ -273,13 +275,7 @@ class TencentDBOffloadEngine(ContextEngine):
                                                       if M.role(m) == "system")
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
-            deduped, _copies = recall_blocks.keep_newest(request_messages, oldest=True)
-            out, removed = canvas.for_request(deduped, block, self.runtime.seal)
-            if out is None and deduped is not request_messages:
-                out = deduped
-            if block and state.injected_canvas_hash != state.canvas_hash:
-                state.injected_canvas_hash = state.canvas_hash
-                state.record_canvas_shown()
+            out, removed = request_view.build(state, request_messages, block, self.runtime.seal)
             state.record_canvas_removed(removed)
             return out
         except Exception as exc:

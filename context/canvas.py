@@ -209,7 +209,12 @@ def _appended(msg: Message, block: str) -> Message:
 def inject(messages: List[Message], block: str, seal: Optional[Seal] = None) -> List[Message]:
     """``messages`` with ``block`` (sealed) appended to the newest real user message (a new
     list; the same list when there is no such message)."""
-    idx = newest_real_user(messages, seal=seal)
+    return inject_at(messages, newest_real_user(messages, seal=seal), block, seal)
+
+
+def inject_at(messages: List[Message], idx: int, block: str,
+              seal: Optional[Seal] = None) -> List[Message]:
+    """``messages`` with ``block`` (sealed) appended to message ``idx`` (a new list)."""
     if idx < 0 or not block:
         return messages
     out = list(messages)

@@ -225,3 +225,20 @@ def test_the_line_names_a_gateway_nobody_configured(tmp_path):
     rt2.client = type("Up", (), {"available": True})()
     line = eng2.get_automatic_compaction_status_message(phase="compress", default_message="x")
     assert "at the default URL http://127.0.0.1:8420 (not configured)" in line
+
+
+def test_the_canvas_stays_where_it_was_shown_until_a_compaction(tmp_path):
+    """0.22 rebuilds every request: a canvas that followed the newest user message, or changed
+    with every redraw, would rewrite an earlier message each turn (a prompt-cache break)."""
+    rt, eng = make_engine(tmp_path)
+    conv = [{"role": "system", "content": "sys"}] + conversation(3, 100)
+    eng._state().set_canvas(BLOCK)
+    first = eng.select_context(conv)
+    eng._state().set_canvas(canvas.format_block("002-next.mmd", "flowchart TD\n  C[next]"))
+    later = conv + [{"role": "user", "content": "and now the docs please"}]
+    second = eng.select_context(later)
+    assert second[:len(first)] == first, "the request so far is sent byte for byte again"
+    assert count_blocks(second, rt.seal) == 1 and "002-next" not in json.dumps(second)
+    eng._state().canvas_repin = True                  # what a compaction sets
+    third = eng.select_context(later)
+    assert count_blocks(third, rt.seal) == 1 and "002-next" in M.text_of(third[-1])
