@@ -21,7 +21,7 @@ from .context import canvas, recall_blocks
 from .context import messages as M
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens
-from . import request_view
+from .request_view import build as build_request
 from .session import announce_line
 from .thresholds import model_threshold
 
@@ -275,7 +275,7 @@ class TencentDBOffloadEngine(ContextEngine):
                                                       if M.role(m) == "system")
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
-            out, removed = request_view.build(state, request_messages, block, self.runtime.seal)
+            out, removed = build_request(state, request_messages, block, self.runtime.seal)
             state.record_canvas_removed(removed)
             return out
         except Exception as exc:

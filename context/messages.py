@@ -388,9 +388,7 @@ def validation_errors(messages: Sequence[Message]) -> List[str]:
                 errors.append("%d: result %s answers no open call" % (idx, tid))
             open_calls.discard(tid)
         if not is_tool_result(m):
-            if r == prev == "assistant":
-                # the hosts merge consecutive assistant turns before a call (Hermes 0.19/0.22
-                # repair_message_sequence, calls unioned; 0.17's Anthropic adapter)
+            if r == prev == "assistant":    # hosts merge these before a call, calls unioned
                 open_calls |= set(calls_of(m))
                 continue
             if open_calls:
