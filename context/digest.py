@@ -31,6 +31,7 @@ CALL_ID = "tdo_digest_%d"
 SHARE = 0.08                # of the compaction budget (measured: see README "The digest")
 FLOOR, CEILING = 400, 6000  # tokens
 REQUEST_CHARS, ARG_CHARS, DETAIL_CHARS, RULE_CHARS = 100, 60, 200, 800
+COLLAPSE_TO = 0.5           # a collapse leaves half the budget free: the next ones append
 MAX_CALLS = 12              # per turn line; the rest are counted (their ids stay in detail)
 HEADER = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the context by "
           "a local compaction; no summary model was used (if the host said it was "
@@ -279,7 +280,8 @@ def build(earlier: Sequence[str], cut: Sequence[Message], *, seal: Seal, cap: in
 def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str, str]],
                first: int, cap: int, recallable: bool) -> str:
     """One digest within ``cap``: earlier turns one line each, then the newest turns in full
-    while they fit (older ones one line); as a last resort old lines are shortened."""
+    while the whole stays within half the cap (so the next compactions append again); as a
+    last resort old lines are shortened."""
     old_rules: List[str] = []
     old_lines: List[str] = []
     for b in earlier:
@@ -293,14 +295,15 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
     lines_only = [f.splitlines()[0] for f in full]
     attempts = [(k, None) for k in range(len(turns), -1, -1)] + [(0, 160), (0, 90)]
     body = ""
-    for keep_full, width in attempts:
+    for n, (keep_full, width) in enumerate(attempts):
+        bound = int(cap * COLLAPSE_TO) if n < len(turns) else cap
         blocks = lines_only[:len(turns) - keep_full] + full[len(turns) - keep_full:]
         old = old_lines
         if width is not None:
             old = [_shorten(ln, width) for ln in old_lines]
             blocks = [_shorten(b, width) for b in blocks]
         body = "\n".join([header] + rule_part + ["Turns:"] + old + blocks)
-        if tokens_of(body) <= cap:
+        if tokens_of(body) <= bound:
             break
     return body
 
