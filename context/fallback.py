@@ -24,6 +24,7 @@ from .tokens import TokenMemo
 
 Message = Dict[str, Any]
 RECALL_HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"
+_PROCESS_SEAL = Seal.ephemeral()   # when no seal is handed in: this process's digests only
 
 
 @dataclass
@@ -105,11 +106,13 @@ def has_compressible(messages: Sequence[Message], keep_first: int, trim_chars: i
 
 
 def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
-                  summaries: Optional[Dict[str, str]] = None) -> CompactResult:
+                  summaries: Optional[Dict[str, str]] = None,
+                  seal: Optional[Seal] = None) -> CompactResult:
     """The cheap step before a compaction: shorten old tool results in place (summary or
     trim with a recall pointer), leaving the newest ``protect_last`` messages and the current
-    turn untouched. Nothing leaves the context; ``trimmed`` holds the originals. Untouched
-    messages are the very same objects."""
+    turn untouched, and the plugin's own sealed texts (the digest) whole. Nothing leaves the
+    context; ``trimmed`` holds the originals. Untouched messages are the very same objects."""
+    seal = seal or _PROCESS_SEAL
     out = list(messages)
     current = M.newest_real_user(out, default=len(out))
     end = min(current, max(0, len(out) - max(0, protect_last)))
@@ -117,7 +120,7 @@ def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
     for i in range(end):
         m = out[i]
         if isinstance(m, dict) and M.is_tool_result(m):
-            short = trim_result(m, limit, summaries)
+            short = trim_result(m, limit, summaries, seal)
             if short is not None:
                 trimmed.append(m)
                 # the host's markers stay: 0.22 keeps the list and must not persist rows twice
@@ -134,7 +137,6 @@ def trim_user(msg: Message, limit: int) -> Optional[Message]:
 
 # --- local compaction in steps: plan, price, tighten, fill, assemble ------------------------
 
-_PROCESS_SEAL = Seal.ephemeral()   # when no seal is handed in: this process's digests only
 HARDER = (2, 4)                    # trim_chars divisors, then the fixed limits below
 FLOORS = (300, 120)
 
