@@ -30,7 +30,7 @@ CALL_NAME = "tdai_offload_search"       # a tool the model has: strict providers
 CALL_ID = "tdo_digest_%d"
 SHARE = 0.08                # of the compaction budget (measured: see README "The digest")
 FLOOR, CEILING = 400, 6000  # tokens
-REQUEST_CHARS, ARG_CHARS, DETAIL_CHARS, RULE_CHARS = 100, 80, 200, 800
+REQUEST_CHARS, ARG_CHARS, PATH_CHARS, DETAIL_CHARS, RULE_CHARS = 100, 80, 240, 200, 800
 PATH_KEYS = ("path", "file_path", "filepath", "file", "url", "uri")
 COLLAPSE_TO = 0.5           # a collapse leaves half the budget free: the next ones append
 MAX_CALLS = 12              # per turn line; the rest are counted (their ids stay in detail)
@@ -103,9 +103,9 @@ def key_arg(args: Any) -> str:
         for k in ("path", "file_path", "filepath", "file", "command", "cmd", "query", "q",
                   "url", "uri", "pattern", "tool_call_id", "name", "target"):
             if isinstance(data.get(k), (str, int, float)) and str(data[k]).strip():
-                value = one_line(str(data[k]), 10 * ARG_CHARS)
-                if k in PATH_KEYS and len(value) > ARG_CHARS:     # a path's end names it
-                    return "…" + value[-(ARG_CHARS - 1):]
+                value = one_line(str(data[k]), 10 * PATH_CHARS)
+                if k in PATH_KEYS:              # a path names the file: whole, else its end
+                    return value if len(value) <= PATH_CHARS else "…" + value[-(PATH_CHARS - 1):]
                 return one_line(value, ARG_CHARS)
         data = next((v for v in data.values() if isinstance(v, str) and v.strip()), "")
     return one_line(data if isinstance(data, str) else "", ARG_CHARS)

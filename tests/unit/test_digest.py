@@ -189,3 +189,10 @@ def test_the_cheap_prune_step_leaves_the_digest_whole():
     later = once + story(3, size=20_000)
     pruned = prune_results(later, protect_last=2, limit=500, seal=SEAL)
     assert pruned.trimmed and digests(pruned.messages)[0][0] == pair
+
+
+def test_a_long_path_stays_whole_in_the_digest():
+    deep = "/tmp/pytest-of-someone/pytest-123/test_a_long_name_for_a_test0/plugin/files/story_13.txt"
+    assert len(deep) > 80 and D.key_arg(json.dumps({"path": deep})) == deep
+    assert D.key_arg(json.dumps({"path": "/x" * 300})).endswith("/x/x")
+    assert len(D.key_arg(json.dumps({"command": "echo " + "y" * 500}))) <= D.ARG_CHARS
