@@ -283,17 +283,28 @@ def _assemble(plan: Plan, chosen: Set[int], digest: List[Message], replaces: boo
             if not replaces:
                 out.extend(plan.messages(i))
             if i == anchor and not placed:
-                out.extend(digest)
+                _put(out, digest)
                 placed = True
             continue
         if i not in chosen:
             gap = True
             continue
         if gap and not placed and anchor < 0:
-            out.extend(digest)
+            _put(out, digest)
             placed = True
         out.extend(plan.versions[i])
-    return out if placed else out + digest
+    if not placed:
+        _put(out, digest)
+    return out
+
+
+def _put(out: List[Message], digest: List[Message]) -> None:
+    """Append the digest pair, before a plain assistant message if one ends ``out``: after it
+    the call would be merged into that message (by us or the host) and lose its shape."""
+    at = len(out)
+    if out and M.role(out[-1]) == "assistant" and not M.calls_of(out[-1]):
+        at -= 1
+    out[at:at] = digest
 
 
 def _departed_args(plan: Plan, chosen: Set[int]) -> List[Departed]:

@@ -196,3 +196,15 @@ def test_a_long_path_stays_whole_in_the_digest():
     assert len(deep) > 80 and D.key_arg(json.dumps({"path": deep})) == deep
     assert D.key_arg(json.dumps({"path": "/x" * 300})).endswith("/x/x")
     assert len(D.key_arg(json.dumps({"command": "echo " + "y" * 500}))) <= D.ARG_CHARS
+
+
+def test_the_digest_never_follows_a_plain_assistant_message():
+    from tencentdb_offload.context import fallback as F
+    body = [{"role": "user", "content": "u%d" % k} if k % 2 == 0 else
+            {"role": "assistant", "content": "a%d" % k} for k in range(7)]
+    plan = F.Plan(body, [(k, k + 1) for k in range(7)], 6, [], [])
+    plan.versions = {k: [body[k]] for k in range(7)}
+    digest = D.pair(SEAL, "body", 1)
+    out = M.repair(F._assemble(plan, {0, 1, 4, 5, 6}, digest, False))
+    assert M.validation_errors(out) == []
+    assert [D.body_of(out[s:e], SEAL) for s, e in M.group_spans(out)].count("body") == 1
