@@ -3,20 +3,28 @@
 Keeps the system messages, the first ``keep_first`` messages (never splitting a group),
 the current turn's user message and its newest step, then the newest groups that fit.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
-if the must-keep part alone is over budget, trimming gets progressively harder. One notice
-tells the model how much was archived and which tools read it back. No network, no state.
+old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
+gets progressively harder. Where messages leave, a sealed digest (``digest``) tells the model
+what they held and how to read them back. Steps: plan the groups, price them against a
+``Budget``, tighten, fill, assemble. No network, no state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from . import digest as D
 from . import messages as M
+from .callargs import args_key, trim_call_args
+from .departures import Departed
+from .provenance import Seal
 from .tokens import TokenMemo
 
 Message = Dict[str, Any]
 RECALL_HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"
+_PROCESS_SEAL = Seal.ephemeral()   # when no seal is handed in: this process's digests only
 
 
 @dataclass
@@ -27,37 +35,53 @@ class CompactResult:
     tokens_before: int = 0
     tokens_after: int = 0
     within_budget: bool = True
+    departed: List[Departed] = field(default_factory=list)   # full arguments of trimmed calls
+    digest_collapsed: bool = False                           # earlier digests rebuilt (rare)
 
     @property
     def changed(self) -> bool:
         return bool(self.removed or self.trimmed)
 
 
-def drop_old_notices(messages: Sequence[Message]) -> List[Message]:
-    """Our earlier notices are replaced, never archived or stacked."""
+def drop_old_notices(messages: Sequence[Message], seal: Seal) -> List[Message]:
+    """Our earlier notices (sealed) are replaced, never archived or stacked; text that only
+    looks like one is the user's and stays."""
     return [m for m in messages if not (M.role(m) in ("user", "assistant")
-                                        and M.text_of(m).startswith(M.NOTICE_MARK))]
+                                        and seal.is_ours(m.get("content"), "notice"))]
 
 
-def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]]) -> str:
+def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]],
+             seal: Optional[Seal] = None) -> str:
+    """``text`` as it stays in the context: the Gateway's summary when known, else head + tail
+    with a recall pointer; sealed when a ``seal`` is given. Our own trim is trimmed again from
+    its body; our other texts (a summary, a digest) stay as they are."""
+    opened = seal.open_text(text) if seal is not None else None
+    if opened is not None:
+        if opened[0] != "trim":
+            return text
+        text = opened[1]
     hint = RECALL_HINT % tid
     summary = (summaries or {}).get(tid)
     if summary and len(summary) < len(text):     # the Gateway's L1 summary stands in
-        return "%s Summary of an archived tool result: %s\n(%s)" % (M.NOTICE_MARK, summary, hint)
-    return M.trim_text(text, limit, hint)
+        body = "%s Summary of an archived tool result: %s\n(%s)" % (M.NOTICE_MARK, summary, hint)
+        return seal.seal_text("summary", body) if seal is not None else body
+    short = M.trim_text(text, limit, hint)
+    if seal is None or (opened is None and short == text):
+        return short
+    return seal.seal_text("trim", short)
 
 
-def trim_result(msg: Message, limit: int,
-                summaries: Optional[Dict[str, str]] = None) -> Optional[Message]:
+def trim_result(msg: Message, limit: int, summaries: Optional[Dict[str, str]] = None,
+                seal: Optional[Seal] = None) -> Optional[Message]:
     """A copy of a tool-result message with results over ``limit`` chars replaced by their
-    Gateway summary when ``summaries`` has one, else trimmed (None if nothing to do)."""
+    Gateway summary when ``summaries`` has one, else trimmed (None if nothing to do); with a
+    ``seal``, what the plugin wrote is sealed ("summary" / "trim")."""
     if M.role(msg) == "tool":
         text = msg.get("content")
         if not isinstance(text, str):
             text = M.text_of(msg)
-        if len(text) <= limit:
-            return None
-        return M.with_content(msg, _shorter(text, msg.get("tool_call_id", ""), limit, summaries))
+        short = _shorter(text, msg.get("tool_call_id", ""), limit, summaries, seal)
+        return None if len(text) <= limit or short == text else M.with_content(msg, short)
     content = msg.get("content")
     if not isinstance(content, list):
         return None
@@ -65,8 +89,9 @@ def trim_result(msg: Message, limit: int,
     for b in content:
         if isinstance(b, dict) and b.get("type") == "tool_result":
             inner = M.text_of({"content": b.get("content")})
-            if len(inner) > limit:
-                b = dict(b, content=_shorter(inner, b.get("tool_use_id", ""), limit, summaries))
+            short = _shorter(inner, b.get("tool_use_id", ""), limit, summaries, seal)
+            if len(inner) > limit and short != inner:
+                b = dict(b, content=short)
                 changed = True
         blocks.append(b)
     return M.with_content(msg, blocks) if changed else None
@@ -81,11 +106,13 @@ def has_compressible(messages: Sequence[Message], keep_first: int, trim_chars: i
 
 
 def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
-                  summaries: Optional[Dict[str, str]] = None) -> CompactResult:
+                  summaries: Optional[Dict[str, str]] = None,
+                  seal: Optional[Seal] = None) -> CompactResult:
     """The cheap step before a compaction: shorten old tool results in place (summary or
     trim with a recall pointer), leaving the newest ``protect_last`` messages and the current
-    turn untouched. Nothing leaves the context; ``trimmed`` holds the originals. Untouched
-    messages are the very same objects."""
+    turn untouched, and the plugin's own sealed texts (the digest) whole. Nothing leaves the
+    context; ``trimmed`` holds the originals. Untouched messages are the very same objects."""
+    seal = seal or _PROCESS_SEAL
     out = list(messages)
     current = M.newest_real_user(out, default=len(out))
     end = min(current, max(0, len(out) - max(0, protect_last)))
@@ -93,7 +120,7 @@ def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
     for i in range(end):
         m = out[i]
         if isinstance(m, dict) and M.is_tool_result(m):
-            short = trim_result(m, limit, summaries)
+            short = trim_result(m, limit, summaries, seal)
             if short is not None:
                 trimmed.append(m)
                 # the host's markers stay: 0.22 keeps the list and must not persist rows twice
@@ -108,181 +135,223 @@ def trim_user(msg: Message, limit: int) -> Optional[Message]:
     return M.with_content(msg, M.trim_text(text, limit, "full text: tdai_offload_search"))
 
 
-def notice_text(removed: Sequence[Message], total_archived: int, recallable: bool = True) -> str:
-    """The one line the model reads where messages left. It promises recall only when the
-    archive is being written (``recallable``); otherwise it says the texts wait."""
-    calls: List[Tuple[str, str]] = []
-    for m in removed:
-        for tid, (name, _args) in M.call_args(m).items():
-            calls.append((tid, name))
-    listed = ", ".join("%s (%s)" % c for c in calls[-12:])
-    text = ("%s %d earlier message(s) were moved out of the context to keep it within budget "
-            "(%d archived in this conversation so far). Nothing is lost: call "
-            "tdai_offload_search(query) to find archived text, or tdai_read_cos(tool_call_id) "
-            "to read an archived tool result in full."
-            % (M.NOTICE_MARK, len(removed), max(total_archived, len(removed))))
-    if not recallable:
-        text = ("%s %d earlier message(s) were moved out of the context to keep it within budget. "
-                "The archive cannot be written right now: their full texts are held and retried, "
-                "and tdai_read_cos / tdai_offload_search can return them only once it recovers."
-                % (M.NOTICE_MARK, len(removed)))
-    if listed:
-        text += " Tool calls moved out include: " + listed + "."
-    return text
+# --- local compaction in steps: plan, price, tighten, fill, assemble ------------------------
+
+HARDER = (2, 4)                    # trim_chars divisors, then the fixed limits below
+FLOORS = (300, 120)
 
 
-def _notice(text: str, prev: Optional[Message], nxt: Optional[Message]) -> Optional[Message]:
-    """A notice whose role keeps roles alternating (None: caller merges it into ``nxt``)."""
-    before = M.role(prev) if prev is not None else ""
-    after = M.role(nxt) if nxt is not None else ""
-    if prev is not None and M.calls_of(prev):
-        return None                     # never between a call and its result
-    for r in ("user", "assistant"):
-        if r != before and r != after and not (r == "user" and nxt is not None
-                                               and M.is_tool_result(nxt)):
-            return {"role": r, "content": text}
-    return None
+@dataclass
+class Budget:
+    """What the result may cost, and what is spent before any group is chosen."""
+    limit: int                     # estimated tokens the whole result may take
+    fixed: int                     # system messages, earlier digests, the new digest's share
+    digest_cap: int                # tokens all digest sections together may take
+
+    def room(self, must: int) -> int:
+        return self.limit - self.fixed - must
+
+
+@dataclass
+class Plan:
+    """The groups of one compaction, in one index space (``spans``)."""
+    body: List[Message]
+    spans: List[Tuple[int, int]]
+    current: int                               # span of the current user message (-1: none)
+    digests: List[int]                         # spans that are earlier digests (kept as sent)
+    bodies: List[str]                          # their digest texts
+    head: List[int] = field(default_factory=list)
+    must: Set[int] = field(default_factory=set)
+    versions: Dict[int, List[Message]] = field(default_factory=dict)
+    cost: Dict[int, int] = field(default_factory=dict)
+    args_cut: Dict[int, List[Tuple[str, str, str]]] = field(default_factory=dict)
+    removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
+
+    def messages(self, i: int) -> List[Message]:
+        s, e = self.spans[i]
+        return self.body[s:e]
+
+    def must_cost(self) -> int:
+        return sum(self.cost[i] for i in self.must)
+
+
+def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
+    """Groups, earlier digests, the current turn; heartbeat groups before it leave first (not
+    the current turn's: the host appends the model's answer to it)."""
+    spans = M.group_spans(body)
+    start = max((s for s, _e in spans if M.is_real_user(body[s])), default=len(body))
+    kept, removed = [], []
+    for s, e in spans:
+        calls = M.call_args(body[s])
+        if s < start and calls and all(M.is_heartbeat_call(n, a) for n, a in calls.values()):
+            removed.extend(body[s:e])
+        else:
+            kept.append((s, e))
+    plan = Plan(body, kept, next((i for i, (s, _e) in enumerate(kept) if s == start), -1), [], [])
+    for i, (s, e) in enumerate(kept):
+        text = D.body_of(body[s:e], seal) if i < plan.current or plan.current < 0 else None
+        if text is not None:
+            plan.digests.append(i)
+            plan.bodies.append(text)
+    plan.removed = removed
+    _choose_head(plan, keep_first)
+    return plan
+
+
+def _choose_head(plan: Plan, keep_first: int) -> None:
+    """The first groups up to ``keep_first`` messages, ending before the current turn, the
+    first digest, and never on a plain assistant message (a digest call would merge into it)."""
+    used = 0
+    for i, (s, e) in enumerate(plan.spans):
+        if i == plan.current or i in plan.digests or used + (e - s) > keep_first:
+            break
+        plan.head.append(i)
+        used += e - s
+    while plan.head and M.role(plan.body[plan.spans[plan.head[-1]][0]]) == "assistant" \
+            and not M.calls_of(plan.body[plan.spans[plan.head[-1]][0]]):
+        plan.head.pop()
+    plan.must = set(plan.head)
+    if plan.current >= 0:
+        plan.must.add(plan.current)
+    if plan.spans:
+        plan.must.add(len(plan.spans) - 1)
+    plan.must.difference_update(plan.digests)
+
+
+def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, *,
+                 count: Callable[[Any], int], seal: Seal, recallable: bool) -> None:
+    """Group ``i`` as it would stay: results, call arguments (and, hardest, user text) over
+    ``limit`` chars cut; ``None`` keeps it whole."""
+    out, cut = [], []
+    for m in plan.messages(i):
+        new = None
+        if limit is not None:
+            if M.is_tool_result(m) or M.results_of(m):
+                new = trim_result(m, limit, seal=seal)
+            elif M.calls_of(m):
+                shorter = trim_call_args(m, limit, recallable)
+                if shorter is not None:
+                    new, calls = shorter
+                    cut.extend(calls)
+            elif users and M.role(m) == "user":
+                new = trim_user(m, limit)
+        out.append(new if new is not None else m)
+    plan.versions[i], plan.args_cut[i] = out, cut
+    plan.cost[i] = sum(count(m) for m in out)
+
+
+def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None]) -> None:
+    """When the must-keep part is over budget: trim it harder step by step, then let the
+    head go (the current user message and the newest group always stay)."""
+    if budget.room(plan.must_cost()) < 0:
+        for i in plan.must:
+            trim(i, trim_chars)
+    for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
+        if budget.room(plan.must_cost()) >= 0:
+            return
+        for i in plan.must:
+            trim(i, limit, users=True)
+    if budget.room(plan.must_cost()) < 0:
+        plan.must.difference_update(plan.head)
+        plan.head = []
+
+
+def _fill(plan: Plan, budget: Budget) -> Set[int]:
+    """The must-keep groups plus the newest groups that fit, contiguous from the end."""
+    room = budget.room(plan.must_cost())
+    chosen = set(plan.must)
+    for i in range(len(plan.spans) - 1, -1, -1):
+        if i in chosen or i in plan.digests:
+            continue
+        if (plan.head and i <= plan.head[-1]) or plan.cost[i] > room:
+            break
+        chosen.add(i)
+        room -= plan.cost[i]
+    return chosen
+
+
+def _assemble(plan: Plan, chosen: Set[int], digest: List[Message], replaces: bool
+              ) -> List[Message]:
+    """Kept groups in their order; the new digest follows the earlier ones (or sits at the
+    first gap); a collapsed digest takes the place of the earlier ones."""
+    out: List[Message] = []
+    placed = not digest
+    anchor = plan.digests[-1] if plan.digests else -1
+    gap = False
+    for i in range(len(plan.spans)):
+        if i in plan.digests:
+            if not replaces:
+                out.extend(plan.messages(i))
+            if i == anchor and not placed:
+                _put(out, digest)
+                placed = True
+            continue
+        if i not in chosen:
+            gap = True
+            continue
+        if gap and not placed and anchor < 0:
+            _put(out, digest)
+            placed = True
+        out.extend(plan.versions[i])
+    if not placed:
+        _put(out, digest)
+    return out
+
+
+def _put(out: List[Message], digest: List[Message]) -> None:
+    """Append the digest pair, before a plain assistant message if one ends ``out``: after it
+    the call would be merged into that message (by us or the host) and lose its shape."""
+    at = len(out)
+    if out and M.role(out[-1]) == "assistant" and not M.calls_of(out[-1]):
+        at -= 1
+    out[at:at] = digest
+
+
+def _departed_args(plan: Plan, chosen: Set[int]) -> List[Departed]:
+    return [Departed("tool_args", full, args_key(tid), name, "assistant")
+            for i in sorted(chosen) for tid, name, full in plan.args_cut.get(i, ())]
 
 
 def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int = 3,
                   trim_chars: int = 2000, archived_total: int = 0, recallable: bool = True,
-                  count: Optional[Callable[[Any], int]] = None) -> CompactResult:
+                  count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
+                  summaries: Optional[Dict[str, str]] = None,
+                  digest_cap: Optional[int] = None) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
-    ``count`` estimates one message (a memo shared with the caller saves repeated work)."""
+    ``count`` estimates one message (a memo shared with the caller saves repeated work);
+    ``seal`` signs what the plugin writes and finds the digest already sent (the runtime's;
+    without one only this process's digests are recognised); ``summaries`` are the Gateway's
+    L1 summaries by tool_call_id, shown in the digest for results that left.
+    ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
-    src = M.repair(drop_old_notices(messages))
+    seal = seal or _PROCESS_SEAL
+    src = M.repair(drop_old_notices(messages, seal))
     before = sum(count(m) for m in messages)
     systems = [m for m in src if M.role(m) == "system"]
-    body = [m for m in src if M.role(m) != "system"]
-    removed: List[Message] = []
-    trimmed: List[Message] = []
+    plan = _plan([m for m in src if M.role(m) != "system"], keep_first, seal)
+    cap = digest_cap if digest_cap is not None else D.budget_for(budget)
+    earlier = sum(D.tokens_of(b) for b in plan.bodies)
+    costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap)
 
-    # 1. heartbeat groups leave first (not the current turn's: the host appends the model's
-    #    answer to it, and dropping its step would leave two assistant messages in a row)
-    spans = M.group_spans(body)
-    current = max((s for s, _e in spans if M.is_real_user(body[s])), default=len(body))
-    kept_spans = []
-    for s, e in spans:
-        calls = M.call_args(body[s])
-        if s < current and calls and all(M.is_heartbeat_call(n, a) for n, a in calls.values()):
-            removed.extend(body[s:e])
-        else:
-            kept_spans.append((s, e))
-    spans = kept_spans
-
-    # 2. the must-keep parts: head, the current user message, the newest group
-    last_user = max((i for i, (s, _e) in enumerate(spans) if M.is_real_user(body[s])), default=-1)
-    head: List[int] = []
-    head_len = 0
-    for i, (s, e) in enumerate(spans):
-        if (last_user >= 0 and i >= last_user) or head_len + (e - s) > keep_first:
-            break
-        head.append(i)
-        head_len += e - s
-    must: Set[int] = set(head)
-    if last_user >= 0:
-        must.add(last_user)
-    if spans:
-        must.add(len(spans) - 1)
-
-    # 3. trimmed versions of every span (results outside the current turn trimmed first)
-    versions: Dict[int, List[Message]] = {}
-    cost: Dict[int, int] = {}
-
-    def set_version(i: int, limit: Optional[int], users: bool = False) -> None:
-        s, e = spans[i]
-        out = []
-        for m in body[s:e]:
-            cut = None
-            if limit is not None:
-                cut = trim_result(m, limit) if M.is_tool_result(m) or M.results_of(m) else (
-                    trim_user(m, limit) if users else None)
-            out.append(cut if cut is not None else m)
-        versions[i] = out
-        cost[i] = sum(count(m) for m in out)
-
-    for i in range(len(spans)):
-        in_turn = last_user >= 0 and i >= last_user
-        set_version(i, None if in_turn else trim_chars)
-
-    sys_cost = sum(count(m) for m in systems)
-    notice_cost = 120 + 12 * 12
-
-    def must_cost() -> int:
-        return sys_cost + notice_cost + sum(cost[i] for i in must)
-
-    # 4. if the must-keep part is over budget: trim harder, step by step
-    if must_cost() > budget:
-        for i in must:
-            set_version(i, trim_chars)
-    for limit in (trim_chars // 2, trim_chars // 4, 300, 120):
-        if must_cost() <= budget:
-            break
-        for i in must:
-            set_version(i, limit, users=True)
-    if must_cost() > budget:
-        # keep only the current user message and the newest group
-        for i in list(head):
-            must.discard(i)
-        head = []
-
-    # 5. fill with the newest groups that fit (contiguous from the end)
-    room = budget - must_cost()
-    chosen = set(must)
-    for i in range(len(spans) - 1, -1, -1):
-        if i in chosen:
-            continue
-        if head and i <= head[-1]:
-            break
-        if cost[i] > room:
-            break
-        chosen.add(i)
-        room -= cost[i]
-
-    for i in range(len(spans)):
-        s, e = spans[i]
-        if i not in chosen:
-            removed.extend(body[s:e])
-        else:
-            for orig, new in zip(body[s:e], versions[i]):
-                if new is not orig:
-                    trimmed.append(orig)
-
-    if not removed and not trimmed:
-        # nothing to do: the list as it was (earlier notice included), only made valid
-        same = M.repair(messages)
+    trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
+    for i in range(len(plan.spans)):
+        trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
+    _tighten(plan, costs, trim_chars, trim)
+    chosen = _fill(plan, costs)
+    cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests
+           for m in plan.messages(i)]
+    trimmed = [o for i in sorted(chosen) for o, n in zip(plan.messages(i), plan.versions[i])
+               if n is not o]
+    if not cut and not trimmed and not plan.removed:
+        same = M.repair(messages)      # nothing to do: the list as it was, only made valid
         after = sum(count(m) for m in same)
         return CompactResult(same, [], [], before, after, after <= budget)
-
-    # 6. assemble with one notice at the first gap
-    out: List[Message] = list(systems)
-    notice_done = not removed
-    prev_kept = -1
-    for i in range(len(spans)):
-        if i not in chosen:
-            continue
-        if not notice_done and i != prev_kept + 1:
-            _place_notice(out, versions[i], notice_text(removed, archived_total + len(removed), recallable))
-            notice_done = True
-        out.extend(versions[i])
-        prev_kept = i
-    if not notice_done:
-        _place_notice(out, [], notice_text(removed, archived_total + len(removed), recallable))
-    result = M.repair(out)
-    if not [m for m in result if M.role(m) != "system"]:
-        result = result + [{"role": "user", "content": notice_text(removed, archived_total, recallable)}]
+    digest, replaces = D.build(plan.bodies, cut, seal=seal, cap=cap, recallable=recallable,
+                               summaries=summaries, number=D.free_number(plan.body))
+    result = M.repair(systems + _assemble(plan, chosen, digest, replaces))
+    removed = plan.removed + cut + ([m for i in plan.digests for m in plan.messages(i)]
+                                    if replaces else [])
     after = sum(count(m) for m in result)
-    return CompactResult(result, removed, trimmed, before, after, after <= budget)
-
-
-def _place_notice(out: List[Message], following: List[Message], text: str) -> None:
-    prev = out[-1] if out and M.role(out[-1]) != "system" else None
-    nxt = following[0] if following else None
-    notice = _notice(text, prev, nxt)
-    if notice is not None:
-        out.append(notice)
-    elif nxt is not None and not M.is_tool_result(nxt) and not M.calls_of(nxt):
-        following[0] = M.merge_two({"role": nxt["role"], "content": text}, nxt)
-    elif prev is not None and not M.calls_of(prev) and not M.is_tool_result(prev):
-        out[-1] = M.merge_two(prev, {"role": prev["role"], "content": text})
+    return CompactResult(result, removed, trimmed, before, after, after <= budget,
+                         _departed_args(plan, chosen), replaces)

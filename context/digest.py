@@ -1,0 +1,316 @@
+"""The digest: what left the context, per earlier turn, written without an LLM.
+
+Where a local compaction cuts, the model reads one sealed digest section per compaction: per
+turn the user's request (first line, bounded), each tool call with the argument that
+identifies it and how it ended, and what the assistant concluded, each with the id that
+``tdai_read_cos`` takes; the user's standing rules verbatim. It travels as a tool-call pair
+(an assistant message that only calls ``tdai_offload_search`` and its result): no host shows
+it as words of the user or the assistant, no provider folds it into the system prompt.
+
+Cache-stable: sections already sent are found again by their seal and kept byte-identical;
+a new compaction appends one section. Only when the digest would pass its budget is it rebuilt
+once, every earlier turn collapsed to its first line (never dropped). Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import messages as M
+from .provenance import Seal
+from .tokens import PER_MESSAGE, estimate_text
+
+Message = Dict[str, Any]
+KIND = "digest"
+CALL_NAME = "tdai_offload_search"       # a tool the model has: strict providers check names
+CALL_ID = "tdo_digest_%d"
+SHARE = 0.08                # of the compaction budget (measured: see README "The digest")
+FLOOR, CEILING = 400, 6000  # tokens
+REQUEST_CHARS, ARG_CHARS, PATH_CHARS, DETAIL_CHARS, RULE_CHARS = 100, 80, 240, 200, 800
+PATH_KEYS = ("path", "file_path", "filepath", "file", "url", "uri")
+COLLAPSE_TO = 0.5           # a collapse leaves half the budget free: the next ones append
+MAX_CALLS = 12              # per turn line; the rest are counted (their ids stay in detail)
+HEADER = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the context by "
+          "a local compaction; no summary model was used (if the host said it was "
+          "summarizing, this digest is what it did). Nothing is lost: "
+          "tdai_read_cos(tool_call_id=\"<id in brackets>\") reads a tool result in full, "
+          "tdai_offload_search(query) finds any archived text.")
+HEADER_HELD = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the "
+               "context by a local compaction; no summary model was used. The archive cannot "
+               "be written right now: the full texts are held and retried, and the recall "
+               "tools return them only once it recovers.")
+CONTINUED = "Digest of earlier turns, continued:"
+RULES = "Rules the user set for this session (verbatim):"
+_RULE_RE = re.compile(r"^\W*(from now on|from here on|going forward|for the rest of (this|the) "
+                      r"(session|conversation|chat)|always\b|never\b|do not ever|don't ever|"
+                      r"remember to|(please )?(always|never)\b|make sure (to )?always|"
+                      r"\[IMPORTANT: The user has invoked the )", re.I)
+_TURN_RE = re.compile(r"^#(\d+) ", re.M)
+
+
+def budget_for(target: int) -> int:
+    """Tokens the whole digest may take in a compaction aiming at ``target`` tokens."""
+    return max(FLOOR, min(CEILING, int(target * SHARE)))
+
+
+def message_key(role: str, text: str) -> str:
+    """A short readable key of an archived message (the archive's ``msg:`` key, abbreviated)."""
+    return "msg:" + hashlib.sha1((role + "\0" + text).encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def one_line(text: str, limit: int) -> str:
+    """The first non-empty line of ``text``, control characters removed, at most ``limit``."""
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    line = "".join(ch for ch in line if ch >= " " and ch != "\x7f" and not "\u202a" <= ch <= "\u202e")
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def is_rule(text: str) -> bool:
+    """A message the user meant for the whole session ("from now on …", a skill invocation)."""
+    return bool(_RULE_RE.match(text or ""))
+
+
+# --- what one earlier turn did ------------------------------------------------------------
+
+@dataclass
+class Call:
+    tool_call_id: str
+    name: str
+    arg: str = ""
+    outcome: str = ""            # "" ok, else "error: <first line>" or the Gateway's summary
+    summary: str = ""
+
+
+@dataclass
+class Turn:
+    request: str = ""            # "" when the turn's request is still in the context
+    key: str = ""
+    calls: List[Call] = field(default_factory=list)
+    conclusion: str = ""
+
+
+def key_arg(args: Any) -> str:
+    """The argument that identifies a call (path, command, query, URL), one bounded line."""
+    try:
+        data = json.loads(args) if isinstance(args, str) else args
+    except (ValueError, RecursionError):
+        data = args
+    if isinstance(data, dict):
+        for k in ("path", "file_path", "filepath", "file", "command", "cmd", "query", "q",
+                  "url", "uri", "pattern", "tool_call_id", "name", "target"):
+            if isinstance(data.get(k), (str, int, float)) and str(data[k]).strip():
+                value = one_line(str(data[k]), 10 * PATH_CHARS)
+                if k in PATH_KEYS:              # a path names the file: whole, else its end
+                    return value if len(value) <= PATH_CHARS else "…" + value[-(PATH_CHARS - 1):]
+                return one_line(value, ARG_CHARS)
+        data = next((v for v in data.values() if isinstance(v, str) and v.strip()), "")
+    return one_line(data if isinstance(data, str) else "", ARG_CHARS)
+
+
+def outcome_of(text: str) -> str:
+    """"" for a result that succeeded, else "error: <first line>"."""
+    try:
+        data = json.loads(text) if text[:1] == "{" else None
+    except (ValueError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if err:
+            return "error: " + one_line(str(err), DETAIL_CHARS)
+        code = data.get("exit_code", data.get("returncode"))
+        if isinstance(code, int) and code != 0:
+            return "error: exit %d %s" % (code, one_line(str(data.get("output", "")), 80))
+        if data.get("success") is False:
+            return "error: " + one_line(str(data.get("message", "failed")), DETAIL_CHARS)
+        return ""
+    first = one_line(text, DETAIL_CHARS)
+    low = first.lower()
+    return "error: " + first if low.startswith(("error", "traceback", "failed", "exception")) else ""
+
+
+def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None
+             ) -> Tuple[List[Turn], List[Tuple[str, str]]]:
+    """The turns of ``cut`` (oldest first) and the rules among them as (text, key)."""
+    turns: List[Turn] = []
+    rules: List[Tuple[str, str]] = []
+    by_id: Dict[str, Call] = {}
+    for m in cut:
+        if not isinstance(m, dict):
+            continue
+        if M.role(m) == "user" and not M.is_tool_result(m):
+            text = M.text_of(m)
+            key = message_key("user", _archived_text(m))
+            if is_rule(text):
+                rules.append((text, key))
+            turns.append(Turn(request=one_line(text, REQUEST_CHARS) or "(no text)", key=key))
+            continue
+        if not turns:
+            turns.append(Turn())                # steps of a turn whose request stays
+        turn = turns[-1]
+        if M.role(m) == "assistant":
+            for tid, (name, args) in M.call_args(m).items():
+                by_id[tid] = Call(tid, name, key_arg(args))
+                turn.calls.append(by_id[tid])
+            content = m.get("content")
+            said = content if isinstance(content, str) else M.text_of({"content": content})
+            if said.strip():
+                turn.conclusion = conclusion_of(said)
+        for tid, text in M.tool_results(m):
+            call = by_id.get(tid)
+            if call is not None:
+                call.outcome = outcome_of(text)
+                summary = (summaries or {}).get(tid)
+                if summary:
+                    call.summary = one_line(summary, DETAIL_CHARS)
+    return turns, rules
+
+
+def _archived_text(m: Message) -> str:
+    content = m.get("content")
+    return content if isinstance(content, str) and not m.get("tool_calls") else M.text_of(m)
+
+
+def conclusion_of(text: str) -> str:
+    """What an assistant said last: its final sentence when short, else its first line."""
+    flat = " ".join(text.split())
+    parts = re.split(r"(?<=[.!?。])\s+", flat)
+    last = parts[-1] if parts else ""
+    return one_line(last if 0 < len(last) <= DETAIL_CHARS else text, DETAIL_CHARS)
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+def render_turn(n: int, turn: Turn) -> str:
+    """A turn block: its first line stands alone (the collapsed form), details follow indented."""
+    head = ("#%d user: %s (%s)" % (n, turn.request, turn.key) if turn.request
+            else "#%d (steps of a turn whose request is still shown)" % n)
+    listed = ["%s %s [%s]%s" % (c.name, c.arg, c.tool_call_id, " ✗" if c.outcome else "")
+              for c in turn.calls[:MAX_CALLS]]
+    if len(turn.calls) > MAX_CALLS:
+        listed.append("+%d more calls" % (len(turn.calls) - MAX_CALLS))
+    lines = [head + (" · " + ", ".join(listed) if listed else "")]
+    for c in turn.calls[MAX_CALLS:]:
+        lines.append("   also %s %s [%s]" % (c.name, c.arg, c.tool_call_id))
+    for c in turn.calls:
+        if c.summary:
+            lines.append("   [%s] summary: %s" % (c.tool_call_id, c.summary))
+        if c.outcome:
+            lines.append("   [%s] %s" % (c.tool_call_id, c.outcome))
+    if turn.conclusion:
+        lines.append("   concluded: " + turn.conclusion)
+    return "\n".join(lines)
+
+
+def render(turns: Sequence[Turn], rules: Sequence[Tuple[str, str]], first: int, *,
+           header: str, collapsed_before: Sequence[str] = ()) -> str:
+    parts = [header]
+    if rules:
+        parts.append(RULES)
+        parts.extend("! %s (%s)" % (M.trim_text(t, RULE_CHARS, "full text: " + k), k)
+                     for t, k in rules)
+    if collapsed_before or turns:
+        parts.append("Turns:")
+    parts.extend(collapsed_before)
+    parts.extend(render_turn(first + i, t) for i, t in enumerate(turns))
+    return "\n".join(parts)
+
+
+def collapse(body: str) -> Tuple[List[str], List[str]]:
+    """(rule lines, one line per turn) of an earlier digest body: details dropped."""
+    rules = [ln for ln in body.splitlines() if ln.startswith("! ")]
+    return rules, [ln for ln in body.splitlines() if _TURN_RE.match(ln)]
+
+
+def last_number(bodies: Sequence[str]) -> int:
+    return max((int(n) for b in bodies for n in _TURN_RE.findall(b)), default=0)
+
+
+# --- the messages -------------------------------------------------------------------------
+
+def free_number(messages: Sequence[Message]) -> int:
+    """The smallest n whose digest call id is not already in ``messages`` (ids stay unique
+    even beside digests another key sealed)."""
+    used = {tid for m in messages if isinstance(m, dict) for tid in M.calls_of(m)}
+    n = 1
+    while CALL_ID % n in used:
+        n += 1
+    return n
+
+
+def pair(seal: Seal, body: str, n: int) -> List[Message]:
+    """The sealed digest as an assistant call and its result."""
+    tid = CALL_ID % n
+    call = {"id": tid, "type": "function",
+            "function": {"name": CALL_NAME, "arguments": json.dumps({"query": "earlier turns"})}}
+    return [{"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": tid, "content": seal.seal_text(KIND, body)}]
+
+
+def body_of(group: Sequence[Message], seal: Seal) -> Optional[str]:
+    """The digest body when ``group`` is a digest pair this installation sealed, else None."""
+    if len(group) != 2 or M.calls_of(group[0]) != M.results_of(group[1]):
+        return None
+    if (group[0].get("content") or "") != "" or M.role(group[1]) != "tool":
+        return None
+    opened = seal.open_text(group[1].get("content"))
+    return opened[1] if opened is not None and opened[0] == KIND else None
+
+
+def tokens_of(body: str) -> int:
+    return estimate_text(body) + 2 * PER_MESSAGE + 40     # the call and the seal line
+
+
+def build(earlier: Sequence[str], cut: Sequence[Message], *, seal: Seal, cap: int,
+          recallable: bool = True, summaries: Optional[Dict[str, str]] = None,
+          number: int = 1) -> Tuple[List[Message], bool]:
+    """The digest messages to follow the ``earlier`` digest bodies (kept as they are) for the
+    messages ``cut`` now, and whether they replace the earlier ones (a collapse at the cap)."""
+    turns, rules = turns_of(cut, summaries)
+    first = last_number(earlier) + 1
+    header = CONTINUED if earlier else (HEADER if recallable else HEADER_HELD)
+    if not turns and not rules:
+        return [], False
+    body = render(turns, rules, first, header=header)
+    used = sum(tokens_of(b) for b in earlier)
+    if used + tokens_of(body) <= cap:
+        return pair(seal, body, number), False
+    return pair(seal, _collapsed(earlier, turns, rules, first, cap, recallable), number), True
+
+
+def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str, str]],
+               first: int, cap: int, recallable: bool) -> str:
+    """One digest within ``cap``: earlier turns one line each, then the newest turns in full
+    while the whole stays within half the cap (so the next compactions append again); as a
+    last resort old lines are shortened."""
+    old_rules: List[str] = []
+    old_lines: List[str] = []
+    for b in earlier:
+        r, lines = collapse(b)
+        old_rules.extend(r)
+        old_lines.extend(lines)
+    new_rules = ["! %s (%s)" % (M.trim_text(t, RULE_CHARS, "full text: " + k), k) for t, k in rules]
+    header = HEADER if recallable else HEADER_HELD
+    rule_part = [RULES] + old_rules + new_rules if (old_rules or new_rules) else []
+    full = [render_turn(first + i, t) for i, t in enumerate(turns)]
+    lines_only = [f.splitlines()[0] for f in full]
+    attempts = [(k, None) for k in range(len(turns), -1, -1)] + [(0, 160), (0, 90)]
+    body = ""
+    for n, (keep_full, width) in enumerate(attempts):
+        bound = int(cap * COLLAPSE_TO) if n < len(turns) else cap
+        blocks = lines_only[:len(turns) - keep_full] + full[len(turns) - keep_full:]
+        old = old_lines
+        if width is not None:
+            old = [_shorten(ln, width) for ln in old_lines]
+            blocks = [_shorten(b, width) for b in blocks]
+        body = "\n".join([header] + rule_part + ["Turns:"] + old + blocks)
+        if tokens_of(body) <= bound:
+            break
+    return body
+
+
+def _shorten(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:width - 1] + "…"
