@@ -68,6 +68,7 @@ class CompactionRun:
         self.started = time.monotonic()
         self.planned: Optional[Budget] = None
         self.recall_copies: List[str] = []
+        self.args_gone: List[Any] = []
 
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
@@ -133,16 +134,20 @@ class CompactionRun:
         s, rt = self.rt.settings, self.rt
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
+        with self.state.lock:
+            summaries = dict(self.state.summaries)      # the Gateway's L1, for the digest
         common = dict(keep_first=s.keep_first,
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
-                      archived_total=self.state.stats.archived, recallable=recallable,
-                      count=self.count)
+                      recallable=recallable, count=self.count, seal=rt.seal,
+                      summaries=summaries)
         if attempt.messages is None:
-            return local_compact(clean, room, **common).messages, Route.LOCAL
-        if sum(map(self.count, attempt.messages)) <= room:
+            done, route = local_compact(clean, room, **common), Route.LOCAL
+        elif sum(map(self.count, attempt.messages)) <= room:
             return attempt.messages, Route.GATEWAY
-        return (local_compact(attempt.messages, room, **common).messages,
-                Route.GATEWAY_THEN_LOCAL)
+        else:
+            done, route = local_compact(attempt.messages, room, **common), Route.GATEWAY_THEN_LOCAL
+        self.args_gone = list(done.departed)            # trimmed call arguments, archived
+        return done.messages, route
 
     def unchanged(self, result: List[Message]) -> bool:
         # Fresh dicts returned: Hermes 0.17 persists a rotated session by object identity.
@@ -153,9 +158,10 @@ class CompactionRun:
                 attempt: GatewayAttempt) -> int:
         """Archive what left (on disk before the next request, bounded) and count it."""
         gone = departures.find(clean, result, attempt.cut, seal=self.rt.seal)
-        copies = [departures.Departed("message", b, role="user") for b in self.recall_copies]
-        if copies:       # identical to the copy kept, archived once: nothing is ever only here
-            gone = departures.Departures(gone.items + copies[:1], gone.left_ids,
+        # a recall copy is identical to the one kept: archived once, nothing is ever only here
+        extra = [departures.Departed("message", b, role="user") for b in self.recall_copies[:1]]
+        if extra or self.args_gone:
+            gone = departures.Departures(gone.items + extra + self.args_gone, gone.left_ids,
                                          gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
         if gone.items:
@@ -182,7 +188,8 @@ def plain_local(engine: Any, messages: List[Any], cancelled: Callable[[], bool])
     rt = engine.runtime
     try:
         plain = local_compact([m for m in messages if isinstance(m, dict)],
-                              int(engine._target() * 0.8), keep_first=rt.settings.keep_first)
+                              int(engine._target() * 0.8), keep_first=rt.settings.keep_first,
+                              seal=rt.seal)
         if plain.changed and not cancelled():
             return [M.fresh(m) for m in plain.messages]
     except Exception as exc:

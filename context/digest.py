@@ -14,12 +14,12 @@ once, every earlier turn collapsed to its first line (never dropped). Pure.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import item_key
 from . import messages as M
 from .provenance import Seal
 from .tokens import PER_MESSAGE, estimate_text
@@ -58,8 +58,8 @@ def budget_for(target: int) -> int:
 
 
 def message_key(role: str, text: str) -> str:
-    """A short readable key of an archived message (the archive's ``msg:`` key, abbreviated)."""
-    return "msg:" + hashlib.sha1((role + "\0" + text).encode("utf-8", "replace")).hexdigest()[:12]
+    """The key ``tdai_read_cos(key=…)`` reads an archived message by (``item_key``)."""
+    return item_key.message_key(role, text)
 
 
 def one_line(text: str, limit: int) -> str:

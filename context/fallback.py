@@ -17,8 +17,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import digest as D
 from . import messages as M
+from .heartbeat import is_heartbeat_call
 from .callargs import args_key, trim_call_args
-from .departures import Departed
+from . import item_key
+from .departures import Departed, plain_text
 from .provenance import Seal
 from .tokens import TokenMemo
 
@@ -105,34 +107,12 @@ def has_compressible(messages: Sequence[Message], keep_first: int, trim_chars: i
                                  if M.is_tool_result(m) for _tid, t in M.tool_results(m))
 
 
-def prune_results(messages: Sequence[Message], *, protect_last: int, limit: int,
-                  summaries: Optional[Dict[str, str]] = None,
-                  seal: Optional[Seal] = None) -> CompactResult:
-    """The cheap step before a compaction: shorten old tool results in place (summary or
-    trim with a recall pointer), leaving the newest ``protect_last`` messages and the current
-    turn untouched, and the plugin's own sealed texts (the digest) whole. Nothing leaves the
-    context; ``trimmed`` holds the originals. Untouched messages are the very same objects."""
-    seal = seal or _PROCESS_SEAL
-    out = list(messages)
-    current = M.newest_real_user(out, default=len(out))
-    end = min(current, max(0, len(out) - max(0, protect_last)))
-    trimmed: List[Message] = []
-    for i in range(end):
-        m = out[i]
-        if isinstance(m, dict) and M.is_tool_result(m):
-            short = trim_result(m, limit, summaries, seal)
-            if short is not None:
-                trimmed.append(m)
-                # the host's markers stay: 0.22 keeps the list and must not persist rows twice
-                out[i] = dict({k: v for k, v in m.items() if k.startswith("_")}, **short)
-    return CompactResult(out if trimmed else list(messages), trimmed=trimmed)
-
-
 def trim_user(msg: Message, limit: int) -> Optional[Message]:
     text = M.text_of(msg)
     if len(text) <= limit:
         return None
-    return M.with_content(msg, M.trim_text(text, limit, "full text: tdai_offload_search"))
+    key = item_key.message_key(M.role(msg), plain_text(msg))      # the archive's key for it
+    return M.with_content(msg, M.trim_text(text, limit, 'full text: tdai_read_cos(key="%s")' % key))
 
 
 # --- local compaction in steps: plan, price, tighten, fill, assemble ------------------------
@@ -183,7 +163,7 @@ def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
     kept, removed = [], []
     for s, e in spans:
         calls = M.call_args(body[s])
-        if s < start and calls and all(M.is_heartbeat_call(n, a) for n, a in calls.values()):
+        if s < start and calls and all(is_heartbeat_call(n, a) for n, a in calls.values()):
             removed.extend(body[s:e])
         else:
             kept.append((s, e))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from .heartbeat import is_heartbeat_call, is_heartbeat_prompt  # noqa: F401 (callers)
 from .provenance import Seal
 
 Message = Dict[str, Any]
@@ -194,8 +193,7 @@ def trim_text(text: str, limit: int, pointer: str) -> str:
         return text            # already trimmed: trimming is idempotent
     marker = "\n\n[... %d %s; %s ...]\n\n" % (len(text), TRIM_MARK, pointer)
     room = max(limit // 2, limit - len(marker))
-    head = max(1, room * 2 // 3)
-    tail = max(1, room - head)
+    head, tail = max(1, room * 2 // 3), max(1, room - max(1, room * 2 // 3))
     marker = marker.replace(str(len(text)), str(len(text) - head - tail), 1)
     return text[:head] + marker + text[-tail:]
 

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..compaction_record import Compaction
 from ..archive.recall import READ
 from ..context import messages as M
+from ..context.heartbeat import is_heartbeat_call
 from ..hooks import HookHandlers
 from ..wiring import open_session
 
@@ -184,7 +185,7 @@ class Driver:
         context = "\n".join(M.text_of(m) for m in self.messages)
         pick = None
         for tid, (name, text, args) in self.originals.items():
-            if M.is_heartbeat_call(name, args):
+            if is_heartbeat_call(name, args):
                 continue
             if text and text not in context:
                 pick = tid

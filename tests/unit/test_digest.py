@@ -181,16 +181,6 @@ def test_the_old_notice_shape_is_gone_from_the_words():
     assert tool_turn(0, 1)[0]["content"] in M.text_of(res.messages[0])
 
 
-def test_the_cheap_prune_step_leaves_the_digest_whole():
-    from tencentdb_offload.context.fallback import prune_results
-    once = local_compact(story(12, size=20_000), 5000, seal=SEAL, digest_cap=3000).messages
-    (pair, _body), = digests(once)
-    assert len(pair[1]["content"]) > 1000
-    later = once + story(3, size=20_000)
-    pruned = prune_results(later, protect_last=2, limit=500, seal=SEAL)
-    assert pruned.trimmed and digests(pruned.messages)[0][0] == pair
-
-
 def test_a_long_path_stays_whole_in_the_digest():
     deep = "/tmp/pytest-of-someone/pytest-123/test_a_long_name_for_a_test0/plugin/files/story_13.txt"
     assert len(deep) > 80 and D.key_arg(json.dumps({"path": deep})) == deep
