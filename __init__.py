@@ -18,7 +18,7 @@ from .engine import NAME, TencentDBOffloadEngine
 from .hooks import HookHandlers
 from .wiring import build_runtime, first_time, open_session, shared_runtime
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 log = logging.getLogger("tencentdb_offload")
 
 

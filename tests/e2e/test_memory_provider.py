@@ -66,7 +66,7 @@ class MemoryLLM(FakeLLM):
 def install_provider(home: Path, relative: str = "plugins/memory_tencentdb") -> Path:
     target = home / relative
     shutil.copytree(FAKE_PROVIDER, target, ignore=shutil.ignore_patterns(
-        "__pycache__", "README_SECTION.md", "readme.py"))
+        "__pycache__", "readme.py"))
     return target
 
 

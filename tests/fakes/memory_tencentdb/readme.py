@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 HEADING = "## With memory_tencentdb"
-FIXTURE = Path(__file__).resolve().parent / "README_SECTION.md"
+FIXTURE = Path(__file__).resolve().parents[3] / "README.md"
 _FENCE = re.compile(r"^[ \t]*```(\w*)[ \t]*\n(.*?)^[ \t]*```", re.S | re.M)
 _ASSIGN = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 _HOME_PREFIX = '"${HERMES_HOME:-$HOME/.hermes}/'
