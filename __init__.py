@@ -34,7 +34,8 @@ def register(ctx: Any) -> None:
         hooks = HookHandlers(runtime)
         ctx.register_hook("post_tool_call", hooks.post_tool_call)
         ctx.register_hook("pre_llm_call", hooks.pre_llm_call)
-        if runtime.settings.canvas and not HOST_SELECTS_CONTEXT and hasattr(ctx, "register_middleware"):
+        # one canvas and one copy of each recall block per request (0.22: select_context)
+        if not HOST_SELECTS_CONTEXT and hasattr(ctx, "register_middleware"):
             try:
                 ctx.register_middleware("llm_request", hooks.llm_request)
             except Exception as exc:  # an older host: canvases are still stripped at compaction

@@ -15,7 +15,7 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from .compat import HOST_SELECTS_CONTEXT
-from .context import canvas
+from .context import canvas, recall_blocks
 from .context import messages as M
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
 from .archive.outbox import clean_text
@@ -227,11 +227,15 @@ class HookHandlers:
         state.request_estimate = messages_tokens(msgs) + tools_est
         state.overhead_estimate = system_est + tools_est
         rt.last_overhead_estimate = state.overhead_estimate
-        fixed, removed = canvas.keep_newest(msgs, rt.seal)
-        if fixed is None:
+        # Hermes resends every past turn's <memory-context>: the first copy stays (the cached
+        # prefix), identical later ones go
+        deduped, copies = recall_blocks.keep_newest(msgs, oldest=True)
+        fixed, removed = canvas.keep_newest(deduped, rt.seal)
+        if fixed is None and not copies:
             return None
         state.record_canvas_removed(removed)
         rt.counters["canvas_blocks_removed"] += removed
+        rt.counters["recall_copies_dropped"] += len(copies)
         out = dict(request)
-        out["messages"] = fixed
+        out["messages"] = fixed if fixed is not None else deduped
         return {"request": out}

@@ -67,3 +67,22 @@ def test_a_rebuilt_request_keeps_the_first_copy_so_its_prefix_stays_cached():
     second, removed = R.keep_newest(turns, oldest=True)
     assert second[:1] == first[:1] and block in second[0]["content"]
     assert all(block not in m["content"] for m in second[1:]) and len(removed) == 2
+
+
+def test_the_request_middleware_sends_one_copy_on_hosts_without_select_context(tmp_path):
+    """0.17/0.19 resend each turn's recall in ``api_content``: the llm_request middleware keeps
+    the first copy and drops the identical later ones, request-only."""
+    from tencentdb_offload.context import recall_blocks as R
+    from tencentdb_offload.hooks import HookHandlers
+    from helpers import make_engine
+    rt, _eng = make_engine(tmp_path)
+    block = "%s\n%s\n\npersona: likes tea\n</memory-context>" % (R.OPEN, R.NOTE)
+    msgs = [{"role": "system", "content": "s"}]
+    for i in range(3):
+        msgs += [{"role": "user", "content": "question %d\n\n%s" % (i, block)},
+                 {"role": "assistant", "content": "answer %d" % i}]
+    out = HookHandlers(rt).llm_request(request={"messages": msgs}, session_id="s1")
+    sent = out["request"]["messages"]
+    assert sum(m["content"].count(R.OPEN) for m in sent) == 1 and block in sent[1]["content"]
+    assert sum(m["content"].count(R.OPEN) for m in msgs) == 3, "the host's list is untouched"
+    assert rt.counters["recall_copies_dropped"] == 2
