@@ -82,7 +82,9 @@ class CompactionRun:
         block = self.state.canvas_text if s.canvas else ""
         room = budget.for_messages - (estimate_text(block) + PER_MESSAGE if block else 0)
         result, route = self.finish(clean, attempt, max(256, room))
-        result = [M.fresh(m) for m in result]
+        # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
+        # 0.22 merge them), so merge them here, calls unioned
+        result = [M.fresh(m) for m in M.repair(result)]
         if self.unchanged(result):
             return self.messages, None
         if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead

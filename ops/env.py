@@ -78,6 +78,14 @@ REPLACED_BY = {"threshold": "THRESHOLD", "model_thresholds": "THRESHOLD",
                "protect_first_n": "KEEP_FIRST"}
 
 
+# What Hermes 0.17/0.19 write into config.yaml themselves (their DEFAULT_CONFIG): a key still at
+# its default is the host's, not the user's choice, and is not worth a warning
+HOST_WRITTEN_DEFAULTS = {"threshold": 0.5, "target_ratio": 0.2, "protect_last_n": 20,
+                         "protect_first_n": 3, "abort_on_summary_failure": False,
+                         "codex_gpt55_autoraise": True, "codex_gpt55_autoraise_notice": True,
+                         "codex_app_server_auto": "native"}
+
+
 def compression_findings(config: ConfigFile) -> Tuple[bool, List[str]]:
     """(Hermes' compression switched off?, ``compression.*`` keys set that this plugin does
     not honour — each with the setting that does the job, if any)."""
@@ -85,7 +93,9 @@ def compression_findings(config: ConfigFile) -> Tuple[bool, List[str]]:
     if not isinstance(block, Mapping):
         return False, []
     ignored = []
-    for key in sorted(str(k) for k in block if str(k) not in HOST_COMPRESSION_KEYS)[:40]:
+    chosen = [str(k) for k in block if str(k) not in HOST_COMPRESSION_KEYS
+              and not (str(k) in HOST_WRITTEN_DEFAULTS and block[k] == HOST_WRITTEN_DEFAULTS[str(k)])]
+    for key in sorted(chosen)[:40]:
         instead = REPLACED_BY.get(key)
         ignored.append("compression.%s (use TENCENTDB_OFFLOAD_%s)" % (key, instead) if instead
                        else "compression.%s" % key)

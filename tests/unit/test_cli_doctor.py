@@ -381,7 +381,10 @@ def test_a_bad_store_dir_or_key_is_named_with_its_own_reason_and_a_fix_that_work
 
 
 def test_compression_keys_the_plugin_does_not_honour_are_named(tmp_path, gateway):
-    config = GOOD_CONFIG + ("compression:\n  enabled: true\n  threshold: 0.5\n  target_ratio: 0.2\n"
+    # threshold and target_ratio set by the user; protect_last_n at the value Hermes 0.17/0.19
+    # write into every config.yaml themselves (no warning for the host's own default)
+    config = GOOD_CONFIG + ("compression:\n  enabled: true\n  threshold: 0.6\n  target_ratio: 0.3\n"
+                            "  protect_last_n: 20\n"
                             "  hygiene_hard_message_limit: 400\n  micro_compact: true\n")
     home = setup_home(tmp_path, gateway, {}, config)
     proc = doctor(home)
@@ -391,6 +394,7 @@ def test_compression_keys_the_plugin_does_not_honour_are_named(tmp_path, gateway
     assert "compression.target_ratio (use TENCENTDB_OFFLOAD_COMPACT_RATIO)" in warn["message"]
     assert "compression.micro_compact" in warn["message"]
     assert "hygiene_hard_message_limit" not in warn["message"].split(":")[0]
+    assert "protect_last_n" not in warn["message"]
     (home / "config.yaml").write_text(GOOD_CONFIG + "compression:\n  enabled: false\n")
     status = subprocess.run([sys.executable, str(ROOT), "status"], capture_output=True, text=True,
                             env=dict(os.environ, HERMES_HOME=str(home)), timeout=60)
