@@ -409,8 +409,10 @@ def sequence_problems(messages: Sequence[Dict[str, Any]]) -> List[str]:
                 if ids:
                     pending = {tid: i for tid in ids}
                     open_assistant = i
-        # consecutive same roles
-        if role in ("user", "assistant") and prev_role == role:
+        # consecutive user messages; consecutive assistant turns are valid, as the product's
+        # validator judges them (context/messages.validation_errors): Hermes 0.19/0.22 merge
+        # them before a call and OpenAI-compatible providers accept them (0.17 sends them)
+        if role == "user" and prev_role == role:
             problems.append(f"[{i}] two consecutive {role} messages ([{i - 1}] and [{i}])")
         # Anthropic blocks
         if role == "assistant":

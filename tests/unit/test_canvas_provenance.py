@@ -124,8 +124,8 @@ def test_request_guard_keeps_api_content(tmp_path):
             {"role": "assistant", "content": "ok"},
             {"role": "user", "content": "b", "api_content": "b\n\n" + MEMORY + "\n\n" + new}]
     out = hooks.llm_request(request={"messages": msgs}, session_id="s1")["request"]["messages"]
-    assert out[0]["api_content"] == "a\n\n" + MEMORY
-    assert out[2]["api_content"] == "b\n\n" + MEMORY + "\n\n" + new
+    assert out[0]["api_content"] == "a\n\n" + MEMORY            # the recall kept, once
+    assert out[2]["api_content"] == "b\n\n" + new                # its identical copy dropped
 
 
 def test_hostile_canvas_through_pre_llm_call_compress_and_select_context(tmp_path):
