@@ -357,7 +357,7 @@ def sequence_problems(messages: Sequence[Dict[str, Any]]) -> List[str]:
     OpenAI shape: system messages only at the start; an assistant's ``tool_calls`` are all
     answered by ``tool`` messages directly after it (only tool messages in between); every
     ``tool`` message answers an id of that nearest preceding assistant, once; no two
-    consecutive ``user`` or ``assistant`` messages; non-empty.
+    consecutive ``user`` messages (consecutive assistant turns are valid); non-empty.
     Anthropic shape (content blocks): every ``tool_use`` in an assistant message is answered
     by a ``tool_result`` in the very next (user) message, and every ``tool_result`` answers a
     ``tool_use`` of the message right before it.
