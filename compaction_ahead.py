@@ -68,23 +68,31 @@ class AheadOfNeed:
         self.closed = False
         self.used = self.started_jobs = 0
 
-    def _usable(self, job: Optional[_Job], keys: List[str], tail_tokens: int,
-                target: int) -> bool:
-        return (job is not None and len(job.keys) <= len(keys) and keys[:len(job.keys)] == job.keys
-                and (not job.done.is_set() or (job.attempt is not None
-                                                and job.attempt.messages is not None
-                                                and tail_tokens <= target * REFRESH_TAIL_SHARE)))
+    def busy(self, key: str) -> bool:
+        """No new job for this conversation now (one is running, or the runtime closed):
+        callers skip preparing its snapshot (a full pass over the messages)."""
+        with self._lock:
+            job = self._jobs.get(key)
+            return self.closed or (job is not None and not job.done.is_set())
+
+    @staticmethod
+    def _still_usable(job: _Job, keys: List[str], tail_tokens: int, target: int) -> bool:
+        return (len(job.keys) <= len(keys) and keys[:len(job.keys)] == job.keys
+                and job.attempt is not None and job.attempt.messages is not None
+                and tail_tokens <= target * REFRESH_TAIL_SHARE)
 
     def start(self, state: Any, clean: List[Message], engine: Any, overhead: int,
               count: Callable[[Any], int]) -> bool:
         """Prepare a compaction of ``clean`` unless a usable one exists or is under way."""
+        if self.busy(state.key):
+            return False
         keys = [content_key(m) for m in clean]
         with self._lock:
             job = self._jobs.get(state.key)
             if self.closed or (job is not None and not job.done.is_set()):
                 return False
-            if job is not None and self._usable(job, keys, _tail(clean, job, count),
-                                                engine._target()):
+            if job is not None and self._still_usable(job, keys, _tail(clean, job, count),
+                                                      engine._target()):
                 return False
             job = _Job(keys)
             self._jobs[state.key] = job

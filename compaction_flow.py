@@ -39,6 +39,14 @@ class Budget:
     before: int         # provider tokens of the request before
 
 
+def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message], int, List[str]]:
+    """What a compaction works on (and what is prepared ahead): no canvas blocks of ours, one
+    copy of each recall block (Hermes resends every turn's); canvases and copies removed."""
+    clean, canvas_removed = canvas.strip_all(messages, seal)
+    clean, copies = recall_blocks.keep_newest(clean)
+    return clean, canvas_removed, copies
+
+
 def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target: int,
                 fallback_overhead: int, count: TokenMemo, force: bool) -> Budget:
     overhead = state.overhead_estimate or fallback_overhead
@@ -73,9 +81,8 @@ class CompactionRun:
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
         budget = self.planned = self.budget(current_tokens, force)
-        clean, canvas_removed = canvas.strip_all(self.messages, self.rt.seal)
-        clean, recall_copies = recall_blocks.keep_newest(clean)   # Hermes resends each turn's
-        self.recall_copies = recall_copies
+        clean, canvas_removed, self.recall_copies = without_our_blocks(self.messages,
+                                                                        self.rt.seal)
         attempt = self.gateway_step(clean, budget)
         if self.cancelled():
             return self.messages, None

@@ -15,9 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
 from .command import explain_unchanged
-from .compaction_flow import CompactionRun, attempt_cancelled, plain_local
+from .compaction_flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
 from .compat import ContextEngine
-from .context import canvas, recall_blocks
 from .context import messages as M
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens
@@ -250,12 +249,13 @@ class TencentDBOffloadEngine(ContextEngine):
                 or not rt.client.available or self.threshold_tokens <= 0):
             return
         try:
+            state = self._state()
+            if rt.ahead.busy(state.key):        # one job per conversation: nothing to measure
+                return
             tokens = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 \
                 else self._estimate_real(messages)
             if tokens >= self.threshold_tokens * PREPARE_FROM:
-                clean, _removed = canvas.strip_all(messages, rt.seal)
-                clean, _copies = recall_blocks.keep_newest(clean)
-                state = self._state()
+                clean, _removed, _copies = without_our_blocks(messages, rt.seal)
                 rt.ahead.start(state, clean, self, state.overhead_estimate, TokenMemo())
         except Exception as exc:
             log.debug("prepare ahead failed", exc_info=True)

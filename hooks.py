@@ -234,7 +234,6 @@ class HookHandlers:
         if fixed is None and not copies:
             return None
         state.record_canvas_removed(removed)
-        rt.counters["canvas_blocks_removed"] += removed
         rt.counters["recall_copies_dropped"] += len(copies)
         out = dict(request)
         out["messages"] = fixed if fixed is not None else deduped

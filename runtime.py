@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -106,7 +107,6 @@ class Runtime:
     def note_error(self, message: str) -> None:
         """A guard caught something: keep the line for status, count it, and log it with the
         traceback at debug level when called from an ``except`` block."""
-        import sys
         stamp = time.strftime("%H:%M:%S")
         self.errors.append("%s %s" % (stamp, message))
         self.counters["errors_caught"] += 1

@@ -243,14 +243,3 @@ def keep_newest(messages: List[Message],
         out[i] = fixed if fixed is not None else {"role": "user", "content": "(context)"}
     out[newest] = _appended(out[newest], found[-1])
     return out, max(0, removed - 1)
-
-
-def for_request(messages: List[Message], block: str,
-                seal: Optional[Seal] = None) -> Tuple[Optional[List[Message]], int]:
-    """A request with exactly the current block once (stale ones removed), or (None, 0) when
-    there is nothing to do; and how many stale blocks went."""
-    stale = any(holds_block(m, seal) for m in messages)
-    if not block and not stale:
-        return None, 0
-    out, removed = strip_all(messages, seal) if stale else (messages, 0)
-    return (inject(out, block, seal) if block else out), removed

@@ -109,8 +109,9 @@ def test_canvas_edits_keep_api_content_byte_identical():
     host = {"role": "user", "content": "fix it", "api_content": api + "\n\n" + sealed}
     back, n = canvas.strip_from(host, SEAL)
     assert n == 1 and back["api_content"] == api and back["content"] == "fix it"
-    fixed, removed = canvas.for_request([host, {"role": "assistant", "content": "ok"},
-                                         dict(msg)], block, SEAL)
+    stripped, removed = canvas.strip_all([host, {"role": "assistant", "content": "ok"},
+                                          dict(msg)], SEAL)
+    fixed = canvas.inject(stripped, block, SEAL)
     assert fixed[0]["api_content"] == api and MEMORY in fixed[2]["api_content"]
     assert fixed[2]["api_content"].endswith(sealed) and removed == 1
 
