@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import blocks as B
 from . import messages as M
 
 Message = Dict[str, Any]
@@ -81,29 +82,26 @@ def trim_call_args(msg: Message, limit: int,
         return None
     cut: List[Tuple[str, str, str]] = []
     out = dict(msg)
-    calls = []
-    for call in msg.get("tool_calls") or ():
-        fn = call.get("function") if isinstance(call, dict) else None
-        if isinstance(fn, dict) and call.get("id"):
-            new, changed = _shorter_args(fn.get("arguments", ""), limit,
-                                         _pointer(str(call["id"]), recallable))
-            if changed:
-                cut.append((str(call["id"]), str(fn.get("name", "")), M._as_text(fn.get("arguments"))))
-                call = dict(call, function=dict(fn, arguments=new))
-        calls.append(call)
     if msg.get("tool_calls"):
-        out["tool_calls"] = calls
-    content = msg.get("content")
-    if isinstance(content, list):
-        blocks = []
-        for b in content:
-            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id"):
-                new, changed = _shorter_args(b.get("input"), limit, _pointer(str(b["id"]), recallable))
-                if changed:
-                    cut.append((str(b["id"]), str(b.get("name", "")), M._as_text(b.get("input"))))
-                    b = dict(b, input=new)
-            blocks.append(b)
-        out["content"] = blocks
+        out["tool_calls"] = [_cut_call(b, limit, recallable, cut)
+                             for b in B.call_blocks(msg["tool_calls"])]
+    if isinstance(msg.get("content"), list):
+        out["content"] = [_cut_call(b, limit, recallable, cut)
+                          for b in B.content_blocks(msg["content"])]
     if not cut:
         return None
     return {k: v for k, v in out.items() if k != "api_content" and not k.startswith("_")}, cut
+
+
+def _cut_call(b: B.Block, limit: int, recallable: bool, cut: List[Tuple[str, str, str]]) -> Any:
+    """The call (a ``tool_calls`` entry or a ``tool_use`` block) with its arguments cut, noted
+    in ``cut``; anything else as it was."""
+    if b.kind is not B.Kind.TOOL_USE or not b.id:
+        return b.raw
+    new, changed = _shorter_args(b.args, limit, _pointer(b.id, recallable))
+    if not changed:
+        return b.raw
+    cut.append((b.id, b.name, B.as_text(b.args)))
+    if b.in_calls:
+        return dict(b.raw, function=dict(b.raw.get("function") or {}, arguments=new))
+    return dict(b.raw, input=new)

@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .blocks import Kind, content_blocks
 from .messages import newest_real_user, text_of, with_content
 from .provenance import Seal
 
@@ -152,15 +153,15 @@ def strip_from(msg: Message, seal: Optional[Seal] = None) -> Tuple[Optional[Mess
         new_content, removed = strip(content, seal)
     elif isinstance(content, list):
         parts = []
-        for b in content:
-            if isinstance(b, dict) and isinstance(b.get("text"), str):
-                t, n = strip(b["text"], seal)
+        for b in content_blocks(content):       # canvases are text: other blocks stay as sent
+            if b.kind in (Kind.TEXT, Kind.OTHER) and isinstance(b.raw, dict) and b.text:
+                t, n = strip(b.text, seal)
                 removed += n
                 if n and not t.strip():
                     continue
-                parts.append(dict(b, text=t) if n else b)
+                parts.append(dict(b.raw, text=t) if n else b.raw)
             else:
-                parts.append(b)
+                parts.append(b.raw)
         new_content = parts
     api = msg.get("api_content")
     api_new, api_removed = strip(api, seal) if isinstance(api, str) else (api, 0)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from . import blocks as B
 from . import digest as D
 from . import messages as M
 from .heartbeat import is_heartbeat_call
@@ -79,23 +80,21 @@ def trim_result(msg: Message, limit: int, summaries: Optional[Dict[str, str]] = 
     Gateway summary when ``summaries`` has one, else trimmed (None if nothing to do); with a
     ``seal``, what the plugin wrote is sealed ("summary" / "trim")."""
     if M.role(msg) == "tool":
-        text = msg.get("content")
-        if not isinstance(text, str):
-            text = M.text_of(msg)
-        short = _shorter(text, msg.get("tool_call_id", ""), limit, summaries, seal)
-        return None if len(text) <= limit or short == text else M.with_content(msg, short)
+        res = B.tool_results(msg)[0]
+        short = _shorter(res.text, res.id, limit, summaries, seal)
+        return None if len(res.text) <= limit or short == res.text else M.with_content(msg, short)
     content = msg.get("content")
     if not isinstance(content, list):
         return None
     changed, blocks = False, []
-    for b in content:
-        if isinstance(b, dict) and b.get("type") == "tool_result":
-            inner = M.text_of({"content": b.get("content")})
-            short = _shorter(inner, b.get("tool_use_id", ""), limit, summaries, seal)
-            if len(inner) > limit and short != inner:
-                b = dict(b, content=short)
+    for b in B.content_blocks(content):
+        raw = b.raw
+        if b.kind is B.Kind.TOOL_RESULT:
+            short = _shorter(b.text, b.id, limit, summaries, seal)
+            if len(b.text) > limit and short != b.text:
+                raw = dict(raw, content=short)
                 changed = True
-        blocks.append(b)
+        blocks.append(raw)
     return M.with_content(msg, blocks) if changed else None
 
 

@@ -7,10 +7,11 @@ or the Anthropic user message carrying ``tool_result`` blocks), or any single ot
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from . import blocks as B
 from .provenance import Seal
+from .validate import validation_errors  # noqa: F401  (the one validator, re-exported)
 
 Message = Dict[str, Any]
 
@@ -26,42 +27,15 @@ def role(msg: Any) -> str:
 
 def calls_of(msg: Message) -> List[str]:
     """Tool-call ids an assistant message issues (OpenAI tool_calls or Anthropic tool_use)."""
-    if msg.get("role") != "assistant" if isinstance(msg, dict) else True:
-        return []
-    ids: List[str] = []
-    for call in msg.get("tool_calls") or ():
-        if isinstance(call, dict) and call.get("id"):
-            ids.append(str(call["id"]))
-    content = msg.get("content")
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id"):
-                ids.append(str(block["id"]))
-    return ids
+    return [b.id for b in B.tool_uses(msg)]
 
 
 def results_of(msg: Message) -> List[str]:
     """Tool-call ids a message answers (``tool`` role or Anthropic ``tool_result`` blocks)."""
-    r = msg.get("role")
-    if r == "tool":
-        tid = msg.get("tool_call_id")
-        return [str(tid)] if tid else [""]
-    if r == "user":
-        content = msg.get("content")
-        if isinstance(content, list):
-            return [str(b.get("tool_use_id", "")) for b in content
-                    if isinstance(b, dict) and b.get("type") == "tool_result"]
-    return []
+    return [b.id for b in B.tool_results(msg)]
 
 
-def is_tool_result(msg: Message) -> bool:
-    """True for messages that only carry tool results."""
-    r = msg.get("role") if isinstance(msg, dict) else None
-    if r == "tool":
-        return True
-    content = msg.get("content") if r == "user" else None
-    return (isinstance(content, list) and bool(content) and
-            all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+is_tool_result = B.only_results       # True for messages that only carry tool results
 
 
 def is_plugin_text(text: Any, seal: Optional[Seal]) -> bool:
@@ -91,67 +65,21 @@ def newest_real_user(messages: Sequence[Any], default: int = -1,
 
 def text_of(msg: Message) -> str:
     """All text a message carries, for search, archive and size decisions."""
-    content = msg.get("content") if isinstance(msg, dict) else None
-    parts: List[str] = []
-    _collect_text(content, parts)
-    for call in msg.get("tool_calls") or () if isinstance(msg, dict) else ():
-        fn = call.get("function") if isinstance(call, dict) else None
-        if isinstance(fn, dict):
-            parts.append("%s(%s)" % (fn.get("name", ""), _as_text(fn.get("arguments", ""))))
-    return "\n".join(p for p in parts if p)
+    return "\n".join(p for p in B.text_parts(B.blocks_of(msg)) if p)
 
 
-def _collect_text(content: Any, parts: List[str]) -> None:
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict):
-                if isinstance(block.get("text"), str):
-                    parts.append(block["text"])
-                if block.get("type") == "tool_use":
-                    parts.append("%s(%s)" % (block.get("name", ""), _as_text(block.get("input"))))
-                if block.get("type") == "tool_result":
-                    _collect_text(block.get("content"), parts)
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
+_as_text = B.as_text
 
 
 def tool_results(msg: Message):
     """(tool_call_id, result text) for every tool result a message carries."""
-    if role(msg) == "tool":
-        content = msg.get("content")
-        yield str(msg.get("tool_call_id", "")), content if isinstance(content, str) else text_of(msg)
-        return
-    if role(msg) != "user" or not isinstance(msg.get("content"), list):
-        return
-    for b in msg["content"]:
-        if isinstance(b, dict) and b.get("type") == "tool_result":
-            yield str(b.get("tool_use_id", "")), text_of({"content": b.get("content")})
+    for b in B.tool_results(msg):
+        yield b.id, b.text
 
 
 def call_args(msg: Message) -> Dict[str, Tuple[str, str]]:
     """tool_call_id -> (tool name, arguments text) for the calls an assistant issues."""
-    out: Dict[str, Tuple[str, str]] = {}
-    for call in msg.get("tool_calls") or ():
-        if isinstance(call, dict) and call.get("id"):
-            fn = call.get("function") or {}
-            out[str(call["id"])] = (str(fn.get("name", "")), _as_text(fn.get("arguments", "")))
-    content = msg.get("content")
-    if isinstance(content, list):
-        for b in content:
-            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id"):
-                out[str(b["id"])] = (str(b.get("name", "")), _as_text(b.get("input")))
-    return out
+    return {b.id: (b.name, B.as_text(b.args)) for b in B.tool_uses(msg)}
 
 
 # --- groups --------------------------------------------------------------------------
@@ -281,16 +209,16 @@ def _keep_calls(msg: Message, keep: Set[str], rep: RepairReport) -> Optional[Mes
     rep.add("unanswered_calls_removed", sum(1 for c in calls if c not in keep))
     out = {k: v for k, v in msg.items() if k != "api_content"}
     if msg.get("tool_calls"):
-        tcs = [c for c in msg["tool_calls"] if isinstance(c, dict) and str(c.get("id")) in keep]
+        tcs = [b.raw for b in B.call_blocks(msg["tool_calls"])
+               if b.kind is B.Kind.TOOL_USE and b.id in keep]
         if tcs:
             out["tool_calls"] = tcs
         else:
             out.pop("tool_calls", None)
     content = msg.get("content")
     if isinstance(content, list):
-        content = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_use"
-                                              and str(b.get("id")) not in keep)]
-        out["content"] = content
+        out["content"] = [b.raw for b in B.content_blocks(content)
+                          if not (b.kind is B.Kind.TOOL_USE and b.id not in keep)]
     if out.get("tool_calls") or calls_of(out):
         return out
     if _has_text(out.get("content")):
@@ -302,20 +230,18 @@ def _keep_calls(msg: Message, keep: Set[str], rep: RepairReport) -> Optional[Mes
 def _drop_result_blocks(msg: Message, allowed: Set[str], rep: RepairReport) -> Optional[Message]:
     """Keep only results answering ``allowed`` ids (each once); None when nothing is left."""
     if role(msg) == "tool":
-        if str(msg.get("tool_call_id")) in allowed:
+        if results_of(msg)[0] in allowed:
             return msg
         rep.add("orphan_results_dropped")
         return None
-    content = msg.get("content")
     kept, dropped, used = [], 0, set()
-    for b in content:
-        if isinstance(b, dict) and b.get("type") == "tool_result":
-            tid = str(b.get("tool_use_id"))
-            if tid not in allowed or tid in used:
+    for b in B.content_blocks(msg.get("content")):
+        if b.kind is B.Kind.TOOL_RESULT:
+            if b.id not in allowed or b.id in used:
                 dropped += 1
                 continue
-            used.add(tid)
-        kept.append(b)
+            used.add(b.id)
+        kept.append(b.raw)
     if not dropped:
         return msg
     rep.add("orphan_results_dropped", dropped)
@@ -327,9 +253,9 @@ def _drop_result_blocks(msg: Message, allowed: Set[str], rep: RepairReport) -> O
 def _has_text(content: Any) -> bool:
     if isinstance(content, str):
         return bool(content.strip())
-    if isinstance(content, list):
-        return any(not (isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text", "")).strip())
-                   for b in content)
+    if isinstance(content, list):       # any block but a blank text block is something to say
+        return any(not (b.kind is B.Kind.TEXT and isinstance(b.raw, dict) and not b.text.strip())
+                   for b in B.content_blocks(content))
     return False
 
 
@@ -353,48 +279,6 @@ def merge_two(first: Message, second: Message) -> Message:
     if isinstance(a, str) and isinstance(b, str) or a is None or b is None:
         joined: Any = "\n\n".join(x for x in (a or "", b or "") if x)
     else:
-        joined = _as_blocks(a) + _as_blocks(b)
+        joined = B.as_blocks(a) + B.as_blocks(b)
     out = with_content(second, joined)
     return out
-
-
-def _as_blocks(content: Any) -> List[Any]:
-    if isinstance(content, list):
-        return list(content)
-    if content:
-        return [{"type": "text", "text": str(content)}]
-    return []
-
-
-def validation_errors(messages: Sequence[Message]) -> List[str]:
-    """Why ``messages`` is not a valid provider sequence (empty list: it is)."""
-    errors: List[str] = []
-    if not messages:
-        return ["empty"]
-    seen_other = False
-    open_calls: Set[str] = set()
-    prev = ""
-    for idx, m in enumerate(messages):
-        r = role(m)
-        if r == "system":
-            if seen_other:
-                errors.append("%d: system after conversation" % idx)
-            continue
-        seen_other = True
-        for tid in results_of(m):
-            if tid not in open_calls:
-                errors.append("%d: result %s answers no open call" % (idx, tid))
-            open_calls.discard(tid)
-        if not is_tool_result(m):
-            if r == prev == "assistant":    # hosts merge these before a call, calls unioned
-                open_calls |= set(calls_of(m))
-                continue
-            if open_calls:
-                errors.append("%d: calls %s unanswered" % (idx, sorted(open_calls)))
-            if r == prev == "user":
-                errors.append("%d: two user messages in a row" % idx)
-            open_calls = set(calls_of(m))
-        prev = r if not is_tool_result(m) else "tool"
-    if open_calls:
-        errors.append("end: calls %s unanswered" % sorted(open_calls))
-    return errors

@@ -12,6 +12,8 @@ import math
 import threading
 from typing import Any, Dict, Iterable, List, Tuple
 
+from .blocks import Block, Kind, blocks_of, content_blocks
+
 PER_MESSAGE = 4
 IMAGE_TOKENS = 1_000
 
@@ -67,27 +69,18 @@ def _estimate(text: str) -> int:
     return max(1, int(math.ceil(est)))
 
 
-def _block_tokens(block: Any) -> int:
-    if isinstance(block, str):
-        return estimate_text(block)
-    if not isinstance(block, dict):
-        return 0
-    kind = block.get("type")
-    if kind in ("image", "image_url", "input_image"):
+def _block_tokens(b: Block) -> int:
+    """A block's text, name, reasoning and arguments, and what it nests; images a flat price."""
+    if b.is_image:
         return IMAGE_TOKENS
-    total = 0
-    for key in ("text", "name", "thinking"):
-        value = block.get(key)
-        if isinstance(value, str):
-            total += estimate_text(value)
-    if "input" in block:
-        total += estimate_text(_compact_json(block["input"]))
-    inner = block.get("content")
-    if isinstance(inner, str):
-        total += estimate_text(inner)
-    elif isinstance(inner, list):
-        total += sum(_block_tokens(b) for b in inner)
-    return total
+    total = estimate_text(b.name) + estimate_text(b.thinking)
+    if b.kind is not Kind.TOOL_RESULT:          # a result's text is what it nests
+        total += estimate_text(b.text)
+    if b.in_calls:
+        return total + estimate_text(_compact_json(b.args or ""))
+    if b.args is not None:
+        total += estimate_text(_compact_json(b.args))
+    return total + sum(_block_tokens(x) for x in content_blocks(b.inner))
 
 
 def _compact_json(value: Any) -> str:
@@ -102,19 +95,7 @@ def _compact_json(value: Any) -> str:
 
 def message_tokens(msg: Dict[str, Any]) -> int:
     """Estimated tokens of one message: role, content, tool calls and their arguments."""
-    total = PER_MESSAGE + 1
-    content = msg.get("content")
-    if isinstance(content, str):
-        total += estimate_text(content)
-    elif isinstance(content, list):
-        total += sum(_block_tokens(b) for b in content)
-    for call in msg.get("tool_calls") or ():
-        if isinstance(call, dict):
-            fn = call.get("function") or {}
-            if isinstance(fn, dict):
-                total += estimate_text(str(fn.get("name") or ""))
-                total += estimate_text(_compact_json(fn.get("arguments") or ""))
-    return total
+    return PER_MESSAGE + 1 + sum(_block_tokens(b) for b in blocks_of(msg))
 
 
 class TokenMemo:

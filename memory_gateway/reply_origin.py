@@ -28,6 +28,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..context import blocks as B
 from ..context import canvas
 from ..context import messages as M
 
@@ -80,9 +81,10 @@ def canvas_only(m: Message) -> bool:
         return True
     content = m.get("content")
     if isinstance(content, list):
-        if not all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        blocks = list(B.content_blocks(content))
+        if not all(b.kind is B.Kind.TEXT and isinstance(b.raw, dict) for b in blocks):
             return False
-        content = "\n".join(str(b.get("text", "")) for b in content)
+        content = "\n".join(b.text for b in blocks)
     if not isinstance(content, str) or not content.strip():
         return False
     rest, _n = canvas.strip(content)
@@ -177,15 +179,15 @@ def _derived(r: Message, w: Message) -> bool:
 
 
 def _block_from(b: Any, wb: Any) -> bool:
-    if isinstance(wb, dict) and wb.get("type") == "tool_result":
-        return (isinstance(b, dict) and b.get("type") == "tool_result"
-                and b.get("tool_use_id") == wb.get("tool_use_id")
+    """Reply block ``b`` is sent block ``wb``, a result's content perhaps replaced."""
+    if B.read_block(wb).kind is B.Kind.TOOL_RESULT:
+        return (B.read_block(b).kind is B.Kind.TOOL_RESULT
                 and _same(_without(b, "content"), _without(wb, "content")))
     return _same(b, wb)
 
 
 def _droppable_block(b: Any) -> bool:
-    return isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+    return B.read_block(b).kind in (B.Kind.TOOL_USE, B.Kind.TOOL_RESULT)
 
 
 def _sublist(items: Sequence[Any], source: Sequence[Any], same: Callable[[Any, Any], bool],

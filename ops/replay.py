@@ -13,6 +13,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..hermes_config import hermes_home
 from ..humanize import plural
 from ..archive.readonly import connect
+from ..context import blocks as B
+from ..context import messages as M
 from .env import CliError, effective_env
 
 Message = Dict[str, Any]
@@ -173,11 +175,12 @@ SUMMARY_MARKS = ("[tencentdb-offload]", "[CONTEXT COMPACTION", "[CONTEXT SUMMARY
 def _key(m: Message) -> Any:
     """Identity of a message across the copies compactions write: tool results by call id,
     tool calls by their ids, other messages by role and text."""
-    if m.get("tool_call_id"):
-        return ("result", m["tool_call_id"])
-    calls = m.get("tool_calls")
-    if isinstance(calls, list) and calls:
-        return ("calls",) + tuple(str(c.get("id")) if isinstance(c, dict) else "" for c in calls)
+    result = next((b.id for b in B.tool_results(m) if b.id), "") if M.role(m) == "tool" else ""
+    if result:
+        return ("result", result)
+    calls = tuple(b.id for b in B.call_blocks(m.get("tool_calls")))
+    if calls:
+        return ("calls",) + calls
     return (m.get("role"), json.dumps(m.get("content"), sort_keys=True, default=str))
 
 
