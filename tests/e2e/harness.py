@@ -119,6 +119,7 @@ Environment
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -335,105 +336,21 @@ def log_excerpt(home: Path, pattern: str = r"tencentdb|context engine|Traceback|
 
 
 # --------------------------------------------------------------------------- wire validator
-def _blocks(content: Any) -> List[Dict[str, Any]]:
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-
-
-def _openai_tool_call_ids(msg: Dict[str, Any]) -> List[str]:
-    return [str((tc or {}).get("id")) for tc in msg.get("tool_calls") or []]
-
-
-def _anthropic_tool_use_ids(msg: Dict[str, Any]) -> List[str]:
-    return [str(b.get("id")) for b in _blocks(msg.get("content")) if b.get("type") == "tool_use"]
-
-
-def _anthropic_tool_result_ids(msg: Dict[str, Any]) -> List[str]:
-    return [str(b.get("tool_use_id")) for b in _blocks(msg.get("content")) if b.get("type") == "tool_result"]
-
-
 def sequence_problems(messages: Sequence[Dict[str, Any]]) -> List[str]:
-    """Every rule a provider enforces on a chat message list, as readable problems.
+    """Every rule a provider enforces on a chat message list, as readable problems: the
+    product's one validator (``context/validate.py``), so a request the tests call invalid is
+    the request ``demo``/``replay`` and the product call invalid, and the other way round.
 
-    OpenAI shape: system messages only at the start; an assistant's ``tool_calls`` are all
-    answered by ``tool`` messages directly after it (only tool messages in between); every
-    ``tool`` message answers an id of that nearest preceding assistant, once; no two
-    consecutive ``user`` messages (consecutive assistant turns are valid); non-empty.
-    Anthropic shape (content blocks): every ``tool_use`` in an assistant message is answered
-    by a ``tool_result`` in the very next (user) message, and every ``tool_result`` answers a
-    ``tool_use`` of the message right before it.
+    Shape: known roles, content text / null / typed blocks, tool calls with an id and a named
+    function, tool messages with their id. Sequence: system messages only at the start; every
+    call (OpenAI ``tool_calls`` or Anthropic ``tool_use``) answered right after it, once;
+    every result answering an open call; no two consecutive ``user`` messages (consecutive
+    assistant turns are valid: the hosts merge them, providers accept them); non-empty.
     """
-    problems: List[str] = []
-    msgs = list(messages or [])
-    if not msgs:
-        return ["message list is empty"]
-    seen_non_system = False
-    pending: Dict[str, int] = {}      # open OpenAI tool_call ids -> index of their assistant
-    answered: set = set()
-    open_assistant: Optional[int] = None
-    prev_role: Optional[str] = None
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict):
-            problems.append(f"[{i}] is not an object: {type(m).__name__}")
-            continue
-        role = m.get("role")
-        if role not in ("system", "developer", "user", "assistant", "tool"):
-            problems.append(f"[{i}] unknown role {role!r}")
-        if role in ("system", "developer"):
-            if seen_non_system:
-                problems.append(f"[{i}] {role} message after non-system messages")
-        else:
-            seen_non_system = True
-        # OpenAI tool results
-        if role == "tool":
-            tcid = str(m.get("tool_call_id"))
-            if open_assistant is None:
-                problems.append(f"[{i}] tool result {tcid} does not follow an assistant with tool_calls "
-                                f"(previous role {prev_role})")
-            elif tcid in answered:
-                problems.append(f"[{i}] tool result {tcid} answers a call that was already answered")
-            elif tcid not in pending:
-                problems.append(f"[{i}] tool result {tcid} answers no tool_call of assistant "
-                                f"[{open_assistant}] (its ids: {sorted(pending)})")
-            else:
-                pending.pop(tcid)
-                answered.add(tcid)
-        else:
-            if pending:
-                problems.append(f"[{i}] tool_calls {sorted(pending)} of assistant [{open_assistant}] "
-                                f"unanswered before a {role} message")
-            pending, open_assistant = {}, None
-            if role == "assistant":
-                ids = _openai_tool_call_ids(m)
-                if len(set(ids)) != len(ids):
-                    problems.append(f"[{i}] assistant repeats a tool_call id: {ids}")
-                if ids:
-                    pending = {tid: i for tid in ids}
-                    open_assistant = i
-        # consecutive user messages; consecutive assistant turns are valid, as the product's
-        # validator judges them (context/messages.validation_errors): Hermes 0.19/0.22 merge
-        # them before a call and OpenAI-compatible providers accept them (0.17 sends them)
-        if role == "user" and prev_role == role:
-            problems.append(f"[{i}] two consecutive {role} messages ([{i - 1}] and [{i}])")
-        # Anthropic blocks
-        if role == "assistant":
-            uses = _anthropic_tool_use_ids(m)
-            if uses:
-                nxt = msgs[i + 1] if i + 1 < len(msgs) and isinstance(msgs[i + 1], dict) else None
-                results = _anthropic_tool_result_ids(nxt) if nxt else []
-                missing = [u for u in uses if u not in results]
-                if missing:
-                    problems.append(f"[{i}] tool_use {missing} not answered by tool_result in the next message")
-        results = _anthropic_tool_result_ids(m)
-        if results:
-            prev = msgs[i - 1] if i > 0 and isinstance(msgs[i - 1], dict) else {}
-            uses = _anthropic_tool_use_ids(prev)
-            stray = [r for r in results if r not in uses]
-            if stray:
-                problems.append(f"[{i}] tool_result {stray} answers no tool_use of the previous message")
-        prev_role = role
-    if pending:
-        problems.append(f"end: tool_calls {sorted(pending)} of assistant [{open_assistant}] unanswered")
-    return problems
+    from tests.conftest import load_plugin    # local import: harness stays importable alone
+
+    validate = importlib.import_module(load_plugin().__name__ + ".context.validate")
+    return validate.validation_errors(list(messages or []))
 
 
 def assert_valid_sequence(messages: Sequence[Dict[str, Any]], label: str = "") -> None:

@@ -1,0 +1,150 @@
+"""``context/blocks.py``: every spelling of text, a tool call and a tool result reads as one
+typed Block, odd shapes included; and no product module outside it reads a block's ``type``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tencentdb_offload.context import blocks as B
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import tokens as T
+from tencentdb_offload.context.blocks import Kind
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kinds(msg):
+    return [b.kind for b in B.blocks_of(msg)]
+
+
+def test_string_content_is_one_text_block():
+    (b,) = B.blocks_of({"role": "user", "content": "hello"})
+    assert (b.kind, b.text, b.raw) == (Kind.TEXT, "hello", "hello")
+
+
+def test_list_content_reads_each_spelling():
+    msg = {"role": "assistant", "content": [
+        "plain", {"type": "text", "text": "typed"},
+        {"type": "tool_use", "id": "u1", "name": "read_file", "input": {"path": "/a"}},
+        {"type": "image", "source": {}}, {"type": "thinking", "thinking": "hmm"}]}
+    got = list(B.blocks_of(msg))
+    assert [b.kind for b in got] == [Kind.TEXT, Kind.TEXT, Kind.TOOL_USE, Kind.OTHER, Kind.OTHER]
+    use = got[2]
+    assert (use.id, use.name, use.args, use.in_calls) == ("u1", "read_file", {"path": "/a"}, False)
+    assert got[3].is_image and got[4].thinking == "hmm" and got[4].text == ""
+    assert M.calls_of(msg) == ["u1"]
+    assert M.text_of(msg) == 'plain\ntyped\nread_file({"path": "/a"})'
+
+
+def test_openai_tool_calls_and_tool_messages():
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"d": 1}'}}
+    asst = {"role": "assistant", "content": "looking", "tool_calls": [call]}
+    got = list(B.blocks_of(asst))
+    assert [b.kind for b in got] == [Kind.TEXT, Kind.TOOL_USE]
+    assert (got[1].id, got[1].name, got[1].args, got[1].in_calls, got[1].raw) == (
+        "c1", "ls", '{"d": 1}', True, call)
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}
+    (res,) = B.blocks_of(tool)
+    assert (res.kind, res.id, res.text, res.raw) == (Kind.TOOL_RESULT, "c1", "a.txt", tool)
+    assert M.results_of(tool) == ["c1"] and M.is_tool_result(tool)
+    assert list(M.tool_results(tool)) == [("c1", "a.txt")]
+    assert M.call_args(asst) == {"c1": ("ls", '{"d": 1}')}
+
+
+def test_anthropic_results_with_nested_content():
+    msg = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": [
+        {"type": "text", "text": "line one"}, "line two",
+        {"type": "tool_result", "tool_use_id": "deep", "content": "nested"}]}]}
+    (b,) = B.blocks_of(msg)
+    assert (b.kind, b.id, b.text) == (Kind.TOOL_RESULT, "u1", "line one\nline two\nnested")
+    assert M.is_tool_result(msg) and M.results_of(msg) == ["u1"]
+    mixed = {"role": "user", "content": msg["content"] + [{"type": "text", "text": "and a note"}]}
+    assert not M.is_tool_result(mixed) and M.results_of(mixed) == ["u1"]
+
+
+def test_odd_shapes_read_without_raising():
+    assert list(B.blocks_of(None)) == [] and list(B.blocks_of("not a message")) == []
+    assert list(B.blocks_of({"role": "assistant", "content": None})) == []
+    assert kinds({"role": "user", "content": [None, 7, ["nested", "list"]]}) == [Kind.OTHER] * 3
+    assert kinds({"role": "user", "content": {"a": 1}}) == [Kind.OTHER]
+    assert kinds({"role": "assistant", "tool_calls": ["junk", {"function": "x"}, None]}) == [
+        Kind.OTHER, Kind.TOOL_USE, Kind.OTHER]
+    # a call without an id is no call to answer; a result without an id answers none
+    assert M.calls_of({"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}) == []
+    assert M.results_of({"role": "tool", "content": "x"}) == [""]
+    odd = {"type": "tool_result", "tool_use_id": None, "content": 5}
+    b = B.read_block(odd)
+    assert (b.kind, b.id, b.text) == (Kind.TOOL_RESULT, "", "")
+    assert B.read_block({"type": 3, "text": "t"}).kind is Kind.OTHER
+
+
+def test_lone_surrogates_pass_through_unchanged():
+    bad = "half \ud800 a pair"
+    msg = {"role": "user", "content": [{"type": "text", "text": bad}]}
+    (b,) = B.blocks_of(msg)
+    assert b.text == bad and M.text_of(msg) == bad
+    assert T.message_tokens(msg) > T.PER_MESSAGE + 1
+    assert B.as_text({"k": bad}) == '{"k": "half \ud800 a pair"}'
+
+
+def test_calls_of_lists_openai_calls_first_and_only_for_assistants():
+    msg = {"role": "assistant", "content": [{"type": "tool_use", "id": "u", "name": "n"}],
+           "tool_calls": [{"id": "c", "function": {"name": "m", "arguments": "{}"}}]}
+    assert M.calls_of(msg) == ["c", "u"]
+    assert M.calls_of(dict(msg, role="user")) == []
+
+
+def test_tokens_count_every_spelling_and_images_flat():
+    text = "some words to count " * 20
+    as_str = T.message_tokens({"role": "user", "content": text})
+    as_block = T.message_tokens({"role": "user", "content": [{"type": "text", "text": text}]})
+    in_result = T.message_tokens({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "u", "content": text}]})
+    as_tool = T.message_tokens({"role": "tool", "tool_call_id": "u", "content": text})
+    assert as_str == as_block == in_result == as_tool
+    image = T.message_tokens({"role": "user", "content": [{"type": "image_url", "image_url": {}}]})
+    assert image == T.PER_MESSAGE + 1 + T.IMAGE_TOKENS
+    call = {"id": "c", "function": {"name": "write", "arguments": '{"body": "%s"}' % text}}
+    use = {"type": "tool_use", "id": "c", "name": "write", "input": {"body": text}}
+    assert (T.message_tokens({"role": "assistant", "tool_calls": [call]}) ==
+            T.message_tokens({"role": "assistant", "content": [use]}))
+
+
+def test_as_blocks_turns_text_into_one_block():
+    assert B.as_blocks("hi") == [{"type": "text", "text": "hi"}]
+    assert B.as_blocks(None) == [] and B.as_blocks([1]) == [1]
+
+
+# a block's ``type`` read (a tool call's ``"function"`` type is the call's shape, not a block's)
+BLOCK_TYPE = re.compile(r"""(\.get\(\s*["']type["']|\[\s*["']type["']\s*\])(?!.*["']function["'])""")
+# a block kind compared as a literal (archive and departure kinds are compared as ``kind``)
+KIND_LITERAL = re.compile(r"""(==|!=|\bin\s*[(\[]?)\s*["'](tool_use|tool_result)["']""")
+
+
+def block_checks(line: str) -> bool:
+    return bool(BLOCK_TYPE.search(line) or (KIND_LITERAL.search(line) and "kind" not in line))
+
+
+def test_only_blocks_py_reads_a_content_block_type():
+    """Block kinds are read in context/blocks.py alone (archive kinds such as "tool_result"
+    are another vocabulary: ``kind`` attributes and columns, never a block's ``type`` key)."""
+    offenders = []
+    for path in sorted(ROOT.glob("**/*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(("tests/", "bench/")) or rel == "context/blocks.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if block_checks(line):
+                offenders.append("%s:%d: %s" % (rel, n, line.strip()))
+    assert offenders == []
+
+
+def test_the_guard_sees_a_type_check():
+    assert block_checks('if b.get("type") == "tool_use":')
+    assert block_checks("kind = block['type']")
+    assert block_checks('    if kind in ("tool_use", "tool_result"):') is False   # a kind, not a block
+    assert block_checks('if t == "tool_result":')
+    assert not block_checks('ArchiveItem("tool_result", text)')
+    assert not block_checks('if item["kind"] == "tool_result":')
+    assert not block_checks('call.get("type", "function") == "function"')
