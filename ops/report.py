@@ -32,8 +32,17 @@ def _origin(text: str) -> str:
 
 
 def render(report: Dict[str, Any]) -> str:
-    return "\n".join(_header(report) + _turns(report) + [""] + chart(report) + ["", "summary"]
-                     + _summary(report))
+    return "\n".join(_header(report) + _turns(report) + [""] + _compactions(report) + chart(report)
+                     + ["", "summary"] + _summary(report))
+
+
+def _compactions(report: Dict[str, Any]) -> List[str]:
+    """Each compaction as every surface shows it: the stored record's ``describe()``."""
+    if not report["compactions"]:
+        return []
+    return (["compactions"] + ["  turn %d (%s): %s" % (c["turn"], c["trigger"],
+                                                      c["describe"] or "no record in the store")
+                               for c in report["compactions"]] + [""])
 
 
 def _header(report: Dict[str, Any]) -> List[str]:
