@@ -1,8 +1,10 @@
-"""Message model: tool-call pairing for OpenAI and Anthropic shapes, validation, repair.
+"""Message model: tool-call pairing for OpenAI and Anthropic shapes, and repair.
 
-Stateless helpers. A *group* is the unit that must never be split: an assistant message
-that issues tool calls together with the messages that answer them (OpenAI ``tool`` rows,
-or the Anthropic user message carrying ``tool_result`` blocks), or any single other message.
+Stateless helpers over the one block vocabulary (``blocks``); a request is judged by the one
+validator (``validate.validation_errors``, re-exported here). A *group* is the unit that must
+never be split: an assistant message that issues tool calls together with the messages that
+answer them (OpenAI ``tool`` rows, or the Anthropic user message carrying ``tool_result``
+blocks), or any single other message.
 """
 
 from __future__ import annotations

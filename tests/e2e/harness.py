@@ -10,8 +10,9 @@ Pieces
   ``home/plugins/tencentdb-offload/``.
 - :func:`run_chat` runs one ``hermes chat -Q -q <prompt> [--resume <id>]`` turn in a
   subprocess and returns a :class:`ChatResult` (session id, stdout, stderr, rc).
-- :func:`assert_valid_sequence` / :func:`sequence_problems`: a wire-level validator of
-  a chat message list, written from the provider rules, independent of the plugin.
+- :func:`assert_valid_sequence` / :func:`sequence_problems`: the wire-level validator of
+  a chat message list: the product's one validator (``context/validate.py``), so the tests,
+  ``demo``/``replay`` and the product judge a request alike.
 - :func:`compactions` finds compaction points in the recorded requests of a fake LLM.
 - :class:`GatewayProcess` runs ``hermes gateway run`` with the API server platform on
   127.0.0.1 (start, SIGTERM, start again; one turn per :meth:`GatewayProcess.chat`);
