@@ -70,9 +70,6 @@ def text_of(msg: Message) -> str:
     return "\n".join(p for p in B.text_parts(B.blocks_of(msg)) if p)
 
 
-_as_text = B.as_text
-
-
 def tool_results(msg: Message):
     """(tool_call_id, result text) for every tool result a message carries."""
     for b in B.tool_results(msg):
