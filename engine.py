@@ -275,7 +275,8 @@ class TencentDBOffloadEngine(ContextEngine):
                                                       if M.role(m) == "system")
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
-            out, removed = build_request(state, request_messages, block, self.runtime.seal)
+            out, removed = build_request(state, request_messages, block, self.runtime.seal,
+                                         self.runtime if self.runtime.settings.canvas else None)
             state.record_canvas_removed(removed)
             return out
         except Exception as exc:

@@ -191,6 +191,21 @@ class Runtime:
         self.writer.submit(Store.op_event(state.key, "compaction", record.to_json(), self.now()))
         log.info("tencentdb-offload: %s: %s", state.key, record.describe())
 
+    # -- 0.22: the canvas pin outlives the process, so the next one sends the same bytes --
+    def load_pin(self, key: str) -> Optional[Tuple[str, str]]:
+        """(anchor, canvas) a previous process pinned for this conversation, or None."""
+        if self.store is None:
+            return None
+        try:
+            return self.store.get_pin(key)
+        except Exception as exc:        # unreadable: the pin is only a cache saving
+            self.note_error("canvas pin for %r unreadable (%s)" % (key[:80], exc))
+            return None
+
+    def save_pin(self, key: str, anchor: str, canvas: str) -> None:
+        if self.store is not None:
+            self.writer.submit(Store.op_pin(key, anchor, canvas, self.now()))
+
     def _gateway_answered(self) -> None:
         """Something answered at the Gateway URL: say so once if nobody configured it."""
         announce_unconfigured_gateway(self.settings, log)

@@ -118,7 +118,8 @@ class SessionState:
     injected_canvas_hash: str = ""   # last canvas handed to the model in this session
     canvas_wanted: bool = False      # the worker should refresh the canvas
     pinned_canvas: str = ""          # 0.22: the canvas the requests carry, as first shown
-    pinned_anchor: str = ""          # 0.22: the user message it is pinned to (content key)
+    pinned_anchor: str = ""          # 0.22: the user message it is pinned to (anchor_key)
+    pin_loaded: bool = False         # 0.22: an earlier process's pin was looked up
     canvas_repin: bool = False       # 0.22: a compaction happened; pin the current canvas anew
     request_estimate: int = 0        # estimate of the last request sent (for calibration)
     overhead_estimate: int = 0       # system prompt + tool schemas of the last request

@@ -53,6 +53,11 @@ CREATE TABLE IF NOT EXISTS events(
   session TEXT,
   kind TEXT NOT NULL,
   data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pins(
+  conversation TEXT PRIMARY KEY,
+  anchor TEXT NOT NULL,
+  canvas TEXT NOT NULL,
+  at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS counters(
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL);
@@ -300,6 +305,18 @@ class Store(Outbox):
                                    (session_id,)).fetchone()
         return row[0] if row else None
 
+    # -- 0.22: where a conversation's requests carry the canvas, for the next process ------
+    @staticmethod
+    def op_pin(conversation: str, anchor: str, canvas: str, now: float) -> Callable:
+        row = (clean_text(conversation), clean_text(anchor), clean_text(canvas), now)
+        return lambda c: c.execute(
+            "INSERT OR REPLACE INTO pins(conversation,anchor,canvas,at) VALUES (?,?,?,?)", row)
+
+    def get_pin(self, conversation: str) -> Optional[Tuple[str, str]]:
+        row = self._conn().execute("SELECT anchor, canvas FROM pins WHERE conversation=?",
+                                   (clean_text(conversation),)).fetchone()
+        return (row[0], row[1]) if row else None
+
     # -- events (compactions, errors) for status across processes -----------------------
     @staticmethod
     def op_event(session: str, kind: str, data: Dict[str, Any], now: float) -> Callable:
@@ -337,7 +354,7 @@ class Store(Outbox):
 
     def reclaim(self, retention_days: int, now: Optional[float] = None,
                 keep_since: Optional[float] = None) -> Dict[str, int]:
-        """Delete archive, outbox, alias and event rows older than ``retention_days``; rows
+        """Delete archive, outbox, alias, event and pin rows older than ``retention_days``; rows
         created at or after ``keep_since`` (the calling process's start) always stay."""
         if retention_days <= 0:
             return {}
@@ -348,7 +365,7 @@ class Store(Outbox):
 
         def op(conn: sqlite3.Connection) -> None:
             for table, col in (("archive", "created"), ("outbox", "created"),
-                               ("aliases", "created"), ("events", "ts")):
+                               ("aliases", "created"), ("events", "ts"), ("pins", "at")):
                 cur = conn.execute("DELETE FROM %s WHERE %s < ?" % (table, col), (cutoff,))
                 counts[table] = cur.rowcount
         self.transaction([op])

@@ -370,8 +370,7 @@ def _run_engine(engine: str, tmp: Path):
             if engine == "plugin":
                 env.update({"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
                             "TENCENTDB_OFFLOAD_INSTANCE_ID": INSTANCE,
-                            "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
-                            "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
+                            "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD)})   # default landing
                 home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env=env, extra_config=extra)
             else:
                 home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env=env, extra_config=extra,
