@@ -37,20 +37,7 @@ def _anchor(messages: List[Message], key: str, seal: Any) -> int:
                  if M.is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
 
 
-def _restore(state: Any, pins: Any) -> None:
-    """Once per conversation and process: the pin an earlier process left (a restarted
-    messaging gateway, the next ``--resume`` turn), so its requests keep the same bytes."""
-    if pins is None or state.pin_loaded:
-        return
-    state.pin_loaded = True
-    found = pins.load_pin(state.key)
-    if found:
-        with state.lock:
-            if not state.pinned_canvas:
-                state.pinned_anchor, state.pinned_canvas = found
-
-
-def _pin_anew(state: Any, clean: List[Message], block: str, seal: Any, pins: Any) -> int:
+def _pin_anew(state: Any, clean: List[Message], block: str, seal: Any, hand_over: Any) -> int:
     """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
     at = M.newest_real_user(clean, seal=seal)
     if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
@@ -64,24 +51,24 @@ def _pin_anew(state: Any, clean: List[Message], block: str, seal: Any, pins: Any
             state.injected_canvas_hash = canvas.digest(block)
     if shown:
         state.record_canvas_shown()
-    if pins is not None:
-        pins.save_pin(state.key, anchor, block)
+    if hand_over is not None:
+        hand_over(state.key, "pin", [anchor, block])
     return at
 
 
 def build(state: Any, request: List[Message], block: str, seal: Any,
-          pins: Any = None) -> Tuple[Optional[List[Message]], int]:
-    """(the request to send, or None for "as it is"; stale blocks removed). ``pins`` loads
-    and saves a conversation's pin across processes (None: the canvas is off)."""
+          hand_over: Any = None) -> Tuple[Optional[List[Message]], int]:
+    """(the request to send, or None for "as it is"; stale blocks removed). ``hand_over``
+    keeps a new pin for the next process (``Runtime.hand_over``); None when the canvas is off,
+    and so is a pin an earlier process left."""
     deduped, _copies = recall_blocks.keep_newest(request, oldest=True)
     clean, removed = canvas.strip_all(deduped, seal)
     same = None if removed == 0 and deduped is request else clean
-    _restore(state, pins)
     if not block and not state.pinned_canvas:
         return same, removed
     at = -1 if state.canvas_repin else _anchor(clean, state.pinned_anchor, seal)
     if at < 0 or not state.pinned_canvas:
-        at = _pin_anew(state, clean, block, seal, pins)
+        at = _pin_anew(state, clean, block, seal, hand_over)
         if at < 0:
             return same, removed
     return canvas.inject_at(clean, at, state.pinned_canvas, seal), removed

@@ -281,3 +281,44 @@ def test_the_next_process_sends_the_canvas_where_the_last_one_pinned_it(tmp_path
     rt3, eng3 = make_engine(tmp_path, canvas="false")
     assert eng3.select_context(later) is None, "the canvas turned off: no pinned canvas either"
     rt3.close()
+
+
+def test_the_next_process_starts_with_this_conversations_calibration(tmp_path):
+    """One process per ``--resume`` turn, one agent per messaging request: the first estimate
+    of each must already be calibrated by what the previous one learned."""
+    conv = [{"role": "system", "content": "system prompt " * 200}] + conversation(5, 2000)
+    rt, eng = make_engine(tmp_path)
+    eng.select_context(conv)
+    eng.update_from_response({"prompt_tokens": eng._state().request_estimate * 2})
+    learned = eng._state().calibrator.snapshot()
+    assert learned["points"] == 1 and learned["slope"] == 2.0
+    rt.close()
+    rt2, eng2 = make_engine(tmp_path)
+    assert eng2._state().calibrator.snapshot() == learned
+    rt2.close()
+    rt3, eng3 = make_engine(tmp_path, session="other")
+    assert eng3._state().calibrator.points == 0, "another conversation learns its own"
+    rt3.close()
+
+
+def test_a_damaged_handover_is_ignored_not_trusted(tmp_path):
+    """The store is a file anyone can edit: rows that are not what we wrote start cold."""
+    import sqlite3
+    rt, eng = make_engine(tmp_path)
+    eng._state()
+    path = rt.store.path
+    rt.close()
+    db = sqlite3.connect(str(path))
+    rows = [("s1", "calibration", '[[1, "x"], [true, 3], [-5, 10], "zz"]'),
+            ("s1", "pin", json.dumps(["abc", "x" * 200_000])),
+            ("s2", "calibration", "{not json"), ("s2", "pin", '["only one"]')]
+    db.executemany("INSERT OR REPLACE INTO handover(conversation,name,value,at) VALUES (?,?,?,0)", rows)
+    db.commit()
+    db.close()
+    rt2, eng2 = make_engine(tmp_path)
+    for key in ("s1", "s2"):
+        st = rt2.registry.get(key)
+        assert st.calibrator.points == 0 and st.pinned_canvas == ""
+    conv = [{"role": "system", "content": "sys"}] + conversation(2, 50) + [dict(TURN_START)]
+    assert eng2.select_context(conv) is None
+    rt2.close()
