@@ -27,8 +27,11 @@ log = logging.getLogger("tencentdb_offload.compaction")
 # Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
 # refuses compactions while all are busy: there we wait this long for the Gateway, at most.
 POOL_GATEWAY_WAIT_S = 0.5
-ARCHIVE_BEFORE_RETURN_S = 2.0
-FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens   # what leaves mid-turn is on disk before the next request
+ARCHIVE_BEFORE_RETURN_S = 2.0  # what leaves mid-turn is on disk before the next request
+FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens
+# results the model has not seen yet stay whole if the request then stays this far under the
+# trigger (the next request must not trigger again at once)
+UNSEEN_CEILING = 0.95
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Budget:
     overhead: int       # estimated tokens outside the list (system prompt, tool schemas)
     for_messages: int   # estimated tokens the list itself may hold
     before: int         # provider tokens of the request before
+    ceiling: int = 0    # estimated tokens the list may hold to keep unseen results whole
 
 
 def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message], int, List[str]]:
@@ -48,7 +52,8 @@ def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message
 
 
 def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target: int,
-                fallback_overhead: int, count: TokenMemo, force: bool) -> Budget:
+                fallback_overhead: int, count: TokenMemo, force: bool,
+                trigger: int = 0) -> Budget:
     overhead = state.overhead_estimate or fallback_overhead
     listed = sum(map(count, messages))
     if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
@@ -59,8 +64,10 @@ def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target
     before = state.calibrator.to_real(overhead + listed)
     if isinstance(current_tokens, int) and current_tokens > 0 and not force:
         before = max(before, current_tokens)
-    return Budget(target, overhead, max(256, state.calibrator.to_estimate(target) - overhead),
-                  before)
+    for_messages = max(256, state.calibrator.to_estimate(target) - overhead)
+    ceiling = state.calibrator.to_estimate(int(trigger * UNSEEN_CEILING)) - overhead
+    return Budget(target, overhead, for_messages, before,
+                  0 if force else max(for_messages, ceiling))
 
 
 class CompactionRun:
@@ -87,8 +94,9 @@ class CompactionRun:
         if self.cancelled():
             return self.messages, None
         block = self.state.canvas_text if s.canvas else ""
-        room = budget.for_messages - (estimate_text(block) + PER_MESSAGE if block else 0)
-        result, route = self.finish(clean, attempt, max(256, room))
+        shown = estimate_text(block) + PER_MESSAGE if block else 0
+        room = max(256, budget.for_messages - shown)
+        result, route = self.finish(clean, attempt, room, max(0, budget.ceiling - shown))
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
@@ -114,7 +122,7 @@ class CompactionRun:
         """Our target; a user who asks explicitly (``/compress``, ``force``) while the context
         is already under it gets half of what is there: they asked for a smaller context."""
         args = (self.state, self.messages, current_tokens)
-        tail = (self.rt.last_overhead_estimate, self.count, force)
+        tail = (self.rt.last_overhead_estimate, self.count, force, self.engine.threshold_tokens)
         budget = plan_budget(*args, self.engine._target(), *tail)
         if force and budget.before <= budget.target:
             budget = plan_budget(*args, max(FORCED_FLOOR, budget.before // 2), *tail)
@@ -139,7 +147,7 @@ class CompactionRun:
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt,
-               room: int) -> Tuple[List[Message], Route]:
+               room: int, ceiling: int = 0) -> Tuple[List[Message], Route]:
         s, rt = self.rt.settings, self.rt
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
@@ -148,7 +156,7 @@ class CompactionRun:
         common = dict(keep_first=s.keep_first,
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
                       recallable=recallable, count=self.count, seal=rt.seal,
-                      summaries=summaries)
+                      summaries=summaries, ceiling=ceiling)
         if attempt.messages is None:
             done, route = local_compact(clean, room, **common), Route.LOCAL
         elif sum(map(self.count, attempt.messages)) <= room:

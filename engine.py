@@ -139,6 +139,7 @@ class TencentDBOffloadEngine(ContextEngine):
             if state.request_estimate:
                 state.calibrator.observe(state.request_estimate, prompt)
                 state.request_estimate = 0
+                self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
             state.record_usage(prompt, usage)
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(completion, int) and completion >= 0:
@@ -275,7 +276,9 @@ class TencentDBOffloadEngine(ContextEngine):
                                                       if M.role(m) == "system")
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
-            out, removed = build_request(state, request_messages, block, self.runtime.seal)
+            out, removed = build_request(state, request_messages, block, self.runtime.seal,
+                                         self.runtime.hand_over if self.runtime.settings.canvas
+                                         else None)
             state.record_canvas_removed(removed)
             return out
         except Exception as exc:

@@ -5,12 +5,16 @@ move: a canvas that follows the newest user message, or changes whenever the Gat
 it, rewrites an earlier message on every turn and breaks the provider's prompt cache from
 there on. So the canvas is pinned: it stays on the user message it was first shown with, as it
 was shown, until a compaction (a rewrite anyway) or its message leaving the context; then the
-current canvas is pinned to the newest user message. Older identical recall blocks of a memory
+current canvas is pinned to the newest user message. A canvas is first shown only where that
+costs nothing: on a turn's first request (its user message is new, nothing cached follows it)
+or right after a compaction. Mid-turn, the newest user message already went out without it, and
+adding it there would re-bill everything after it. Older identical recall blocks of a memory
 provider go too, keeping the first copy (the cached one).
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from .compaction_ahead import content_key
@@ -20,34 +24,51 @@ from .context import messages as M
 Message = Dict[str, Any]
 
 
+def anchor_key(message: Message) -> str:
+    """A short, storable name for the user message a canvas is pinned to."""
+    text = content_key(message).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(text).hexdigest()[:32]
+
+
 def _anchor(messages: List[Message], key: str, seal: Any) -> int:
     if not key:
         return -1
     return next((i for i in range(len(messages) - 1, -1, -1)
-                 if M.is_real_user(messages[i], seal) and content_key(messages[i]) == key), -1)
+                 if M.is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
 
 
-def build(state: Any, request: List[Message], block: str,
-          seal: Any) -> Tuple[Optional[List[Message]], int]:
-    """(the request to send, or None for "as it is"; stale blocks removed)."""
+def _pin_anew(state: Any, clean: List[Message], block: str, seal: Any, hand_over: Any) -> int:
+    """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
+    at = M.newest_real_user(clean, seal=seal)
+    if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
+        return -1
+    anchor = anchor_key(clean[at])
+    with state.lock:
+        state.pinned_anchor, state.canvas_repin = anchor, False
+        shown = state.pinned_canvas != block
+        if shown:
+            state.pinned_canvas = block
+            state.injected_canvas_hash = canvas.digest(block)
+    if shown:
+        state.record_canvas_shown()
+    if hand_over is not None:
+        hand_over(state.key, "pin", [anchor, block])
+    return at
+
+
+def build(state: Any, request: List[Message], block: str, seal: Any,
+          hand_over: Any = None) -> Tuple[Optional[List[Message]], int]:
+    """(the request to send, or None for "as it is"; stale blocks removed). ``hand_over``
+    keeps a new pin for the next process (``Runtime.hand_over``); None when the canvas is off,
+    and so is a pin an earlier process left."""
     deduped, _copies = recall_blocks.keep_newest(request, oldest=True)
     clean, removed = canvas.strip_all(deduped, seal)
     same = None if removed == 0 and deduped is request else clean
-    if not block:
+    if not block and not state.pinned_canvas:
         return same, removed
     at = -1 if state.canvas_repin else _anchor(clean, state.pinned_anchor, seal)
     if at < 0 or not state.pinned_canvas:
-        at = M.newest_real_user(clean, seal=seal)
+        at = _pin_anew(state, clean, block, seal, hand_over)
         if at < 0:
             return same, removed
-        with state.lock:
-            state.pinned_anchor, state.canvas_repin = content_key(clean[at]), False
-            if state.pinned_canvas != block:
-                state.pinned_canvas = block
-                state.injected_canvas_hash = canvas.digest(block)
-                shown = True
-            else:
-                shown = False
-        if shown:
-            state.record_canvas_shown()
     return canvas.inject_at(clean, at, state.pinned_canvas, seal), removed

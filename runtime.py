@@ -62,7 +62,7 @@ class Runtime:
             settings.max_sessions,
             alias_lookup=self.store.get_alias if self.store else None,
             alias_store=self.store.set_alias if self.store else None,
-            on_error=self.note_error)
+            on_error=self.note_error, on_create=self.inherit)
         self.client: Optional[GatewayClient] = None
         self.worker: Optional[IngestWorker] = None
         self.reclaimer = Reclaimer(self.store.reclaim if self.store else
@@ -190,6 +190,25 @@ class Runtime:
         state.record_compaction(record)
         self.writer.submit(Store.op_event(state.key, "compaction", record.to_json(), self.now()))
         log.info("tencentdb-offload: %s: %s", state.key, record.describe())
+
+    # -- what an earlier process learned about a conversation -----------------------------
+    def inherit(self, state: SessionState) -> None:
+        """A new SessionState starts from what the last process on this conversation left: its
+        calibration (so a fresh agent's first estimate is already calibrated) and, on 0.22,
+        where its requests carried the canvas (so they keep the same bytes)."""
+        if self.store is None:
+            return
+        try:
+            found = self.store.get_handover(state.key)
+        except Exception as exc:        # unreadable: only a cache saving and a first estimate
+            self.note_error("what an earlier process left for %r is unreadable (%s)"
+                            % (state.key[:80], exc))
+            return
+        state.inherit(found.get("calibration"), found.get("pin") if self.settings.canvas else None)
+
+    def hand_over(self, key: str, name: str, value: Any) -> None:
+        if self.store is not None:
+            self.writer.submit(Store.op_handover(key, name, value, self.now()))
 
     def _gateway_answered(self) -> None:
         """Something answered at the Gateway URL: say so once if nobody configured it."""

@@ -21,6 +21,8 @@ from .humanize import kilo
 from .context.tokens import Calibrator
 from .memory_gateway.session_ids import gateway_session_id
 
+MAX_INHERITED_CANVAS = 100_000      # chars: a pin read back from the store beyond this is ignored
+
 
 _STATS_LOCK = threading.Lock()     # counters are bumped from hook threads and engines at once
 
@@ -118,7 +120,7 @@ class SessionState:
     injected_canvas_hash: str = ""   # last canvas handed to the model in this session
     canvas_wanted: bool = False      # the worker should refresh the canvas
     pinned_canvas: str = ""          # 0.22: the canvas the requests carry, as first shown
-    pinned_anchor: str = ""          # 0.22: the user message it is pinned to (content key)
+    pinned_anchor: str = ""          # 0.22: the user message it is pinned to (anchor_key)
     canvas_repin: bool = False       # 0.22: a compaction happened; pin the current canvas anew
     request_estimate: int = 0        # estimate of the last request sent (for calibration)
     overhead_estimate: int = 0       # system prompt + tool schemas of the last request
@@ -129,6 +131,16 @@ class SessionState:
     stats: SessionStats = field(default_factory=SessionStats)
     totals: SessionStats = field(default_factory=SessionStats, repr=False)  # the registry's
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def inherit(self, calibration: Any, pin: Any) -> None:
+        """Start from an earlier process's calibration points and canvas pin (each checked:
+        the store is a file anyone can edit)."""
+        self.calibrator.seed(calibration)
+        if (isinstance(pin, list) and len(pin) == 2 and all(isinstance(p, str) for p in pin)
+                and all(pin) and len(pin[1]) <= MAX_INHERITED_CANVAS):
+            with self.lock:
+                if not self.pinned_canvas:
+                    self.pinned_anchor, self.pinned_canvas = pin
 
     # -- the one place counters change: this conversation's and the process totals ------
     def _both(self, apply: Callable[[SessionStats], None]) -> None:
@@ -184,7 +196,8 @@ class SessionRegistry:
     def __init__(self, max_sessions: int = 20,
                  alias_lookup: Optional[Callable[[str], Optional[str]]] = None,
                  alias_store: Optional[Callable[[str, str], None]] = None,
-                 on_error: Optional[Callable[[str], None]] = None) -> None:
+                 on_error: Optional[Callable[[str], None]] = None,
+                 on_create: Optional[Callable[["SessionState"], None]] = None) -> None:
         self.max_sessions = max(1, max_sessions)
         self._sessions: "OrderedDict[str, SessionState]" = OrderedDict()
         self._aliases: "OrderedDict[str, str]" = OrderedDict()
@@ -192,6 +205,7 @@ class SessionRegistry:
         self._alias_lookup = alias_lookup
         self._alias_store = alias_store
         self._on_error = on_error or (lambda _message: None)
+        self._on_create = on_create
         self.evictions = 0
         self.totals = SessionStats()   # survives eviction
 
@@ -240,7 +254,8 @@ class SessionRegistry:
     def get(self, key: str) -> SessionState:
         with self._lock:
             state = self._sessions.get(key)
-            if state is None:
+            created = state is None
+            if created:
                 state = SessionState(key=key, gateway_id=gateway_session_id(key),
                                      totals=self.totals)
                 self._sessions[key] = state
@@ -249,7 +264,9 @@ class SessionRegistry:
                     self.evictions += 1
             else:
                 self._sessions.move_to_end(key)
-            return state
+        if created and self._on_create is not None:
+            self._on_create(state)       # reads the store: outside the lock every session needs
+        return state
 
     def for_session_id(self, session_id: str) -> SessionState:
         return self.get(self.conversation_of(session_id))

@@ -53,6 +53,12 @@ CREATE TABLE IF NOT EXISTS events(
   session TEXT,
   kind TEXT NOT NULL,
   data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS handover(
+  conversation TEXT NOT NULL,
+  name TEXT NOT NULL,
+  value TEXT NOT NULL,
+  at REAL NOT NULL,
+  PRIMARY KEY(conversation, name));
 CREATE TABLE IF NOT EXISTS counters(
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL);
@@ -300,6 +306,26 @@ class Store(Outbox):
                                    (session_id,)).fetchone()
         return row[0] if row else None
 
+    # -- what one process leaves for the next on the same conversation (canvas pin,
+    #    calibration): a restarted gateway or the next --resume turn starts where it stopped
+    @staticmethod
+    def op_handover(conversation: str, name: str, value: Any, now: float) -> Callable:
+        text = clean_text(json.dumps(value, ensure_ascii=False, default=str))
+        row = (clean_text(conversation), name, text, now)
+        return lambda c: c.execute(
+            "INSERT OR REPLACE INTO handover(conversation,name,value,at) VALUES (?,?,?,?)", row)
+
+    def get_handover(self, conversation: str) -> Dict[str, Any]:
+        rows = self._conn().execute("SELECT name, value FROM handover WHERE conversation=?",
+                                    (clean_text(conversation),)).fetchall()
+        out: Dict[str, Any] = {}
+        for name, value in rows:
+            try:
+                out[name] = json.loads(value)
+            except ValueError:           # a damaged row is a lost cache saving, no more
+                continue
+        return out
+
     # -- events (compactions, errors) for status across processes -----------------------
     @staticmethod
     def op_event(session: str, kind: str, data: Dict[str, Any], now: float) -> Callable:
@@ -337,7 +363,7 @@ class Store(Outbox):
 
     def reclaim(self, retention_days: int, now: Optional[float] = None,
                 keep_since: Optional[float] = None) -> Dict[str, int]:
-        """Delete archive, outbox, alias and event rows older than ``retention_days``; rows
+        """Delete archive, outbox, alias, event and handover rows older than ``retention_days``; rows
         created at or after ``keep_since`` (the calling process's start) always stay."""
         if retention_days <= 0:
             return {}
@@ -348,7 +374,7 @@ class Store(Outbox):
 
         def op(conn: sqlite3.Connection) -> None:
             for table, col in (("archive", "created"), ("outbox", "created"),
-                               ("aliases", "created"), ("events", "ts")):
+                               ("aliases", "created"), ("events", "ts"), ("handover", "at")):
                 cur = conn.execute("DELETE FROM %s WHERE %s < ?" % (table, col), (cutoff,))
                 counts[table] = cur.rowcount
         self.transaction([op])

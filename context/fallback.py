@@ -1,12 +1,15 @@
-"""Local compaction: pair-aware tail truncation that always lands within the budget.
+"""Local compaction: pair-aware tail truncation that lands within the budget.
 
 Keeps the system messages, the first ``keep_first`` messages (never splitting a group),
 the current turn's user message and its newest step, then the newest groups that fit.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
 old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
-gets progressively harder. Where messages leave, a sealed digest (``digest``) tells the model
-what they held and how to read them back. Steps: plan the groups, price them against a
-``Budget``, tighten, fill, assemble. No network, no state.
+gets progressively harder. Results the model asked for and has not seen yet are trimmed
+last, and not at all while the whole stays under ``ceiling``: trimming what the model is about
+to read defeats the read (the result then lands between the budget and the ceiling). Where
+messages leave, a sealed digest (``digest``) tells the model what they held and how to read
+them back. Steps: plan the groups, price them against a ``Budget``, tighten, fill, assemble.
+No network, no state.
 """
 
 from __future__ import annotations
@@ -145,6 +148,7 @@ class Plan:
     cost: Dict[int, int] = field(default_factory=dict)
     args_cut: Dict[int, List[Tuple[str, str, str]]] = field(default_factory=dict)
     removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
+    unseen: int = -1            # the newest step when its results await the model's answer
 
     def messages(self, i: int) -> List[Message]:
         s, e = self.spans[i]
@@ -173,6 +177,10 @@ def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
             plan.digests.append(i)
             plan.bodies.append(text)
     plan.removed = removed
+    last, tail = len(kept) - 1, body[-1] if body else None
+    if last > plan.current >= 0 and tail is not None and (M.is_tool_result(tail)
+                                                          or M.results_of(tail)):
+        plan.unseen = last
     _choose_head(plan, keep_first)
     return plan
 
@@ -219,20 +227,32 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
     plan.cost[i] = sum(count(m) for m in out)
 
 
-def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None]) -> None:
+def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None],
+             ceiling: int = 0) -> None:
     """When the must-keep part is over budget: trim it harder step by step, then let the
-    head go (the current user message and the newest group always stay)."""
+    head go (the current user message and the newest group always stay). Results the model
+    has not seen yet (it asked for them: a file, a recall) are trimmed last, and not at all
+    while the whole stays under ``ceiling``."""
+    spare = {plan.unseen} if plan.unseen in plan.must and ceiling > budget.limit else set()
+    _trim_harder(plan, budget, plan.must - spare, trim_chars, trim)
     if budget.room(plan.must_cost()) < 0:
-        for i in plan.must:
+        plan.must.difference_update(plan.head)
+        plan.head = []
+    if spare and budget.room(plan.must_cost()) < 0 \
+            and budget.fixed + plan.must_cost() > ceiling:
+        _trim_harder(plan, budget, spare, trim_chars, trim)
+
+
+def _trim_harder(plan: Plan, budget: Budget, groups: Set[int], trim_chars: int,
+                 trim: Callable[..., None]) -> None:
+    if budget.room(plan.must_cost()) < 0:
+        for i in groups:
             trim(i, trim_chars)
     for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
         if budget.room(plan.must_cost()) >= 0:
             return
-        for i in plan.must:
+        for i in groups:
             trim(i, limit, users=True)
-    if budget.room(plan.must_cost()) < 0:
-        plan.must.difference_update(plan.head)
-        plan.head = []
 
 
 def _fill(plan: Plan, budget: Budget) -> Set[int]:
@@ -295,7 +315,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                   trim_chars: int = 2000, archived_total: int = 0, recallable: bool = True,
                   count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
                   summaries: Optional[Dict[str, str]] = None,
-                  digest_cap: Optional[int] = None) -> CompactResult:
+                  digest_cap: Optional[int] = None, ceiling: int = 0) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
@@ -316,7 +336,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
-    _tighten(plan, costs, trim_chars, trim)
+    _tighten(plan, costs, trim_chars, trim, ceiling)
     chosen = _fill(plan, costs)
     cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests
            for m in plan.messages(i)]

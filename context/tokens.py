@@ -178,6 +178,25 @@ class Calibrator:
         slope, overhead = self._fit
         return max(0, int((real_budget - overhead) / slope))
 
+    def export(self) -> List[List[float]]:
+        """The observations, for the next process on this conversation (``seed``)."""
+        with self._lock:
+            return [[x, y] for x, y in self._points]
+
+    def seed(self, points: Any) -> None:
+        """Start from ``export()``ed points, unless this one has observed something itself;
+        anything not a list of positive number pairs is ignored."""
+        if not isinstance(points, list):
+            return
+        good = [(float(p[0]), float(p[1])) for p in points[-self._window:]
+                if isinstance(p, list) and len(p) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and 0 < v < 1e9 for v in p)]
+        with self._lock:
+            if good and not self._points:
+                self._points = good
+                self._fit = self._solve()
+
     def snapshot(self) -> Dict[str, Any]:
         return {"slope": round(self.slope, 3), "overhead": self.overhead,
                 "points": self.points}

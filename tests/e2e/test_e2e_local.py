@@ -19,6 +19,7 @@ import harness  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
+HOST = tuple(int(x) for x in HERMES_VERSION.split(".")[:2]) if HERMES_VERSION[:1].isdigit() else (0, 0)
 CONTEXT = 64000
 THRESHOLD = 0.75
 RATIO = 0.5
@@ -29,21 +30,30 @@ if not harness.hermes_bin().exists():  # pragma: no cover - wrong interpreter
                 "Hermes venv's python", allow_module_level=True)
 
 
-def local_home(tmp_path: Path, llm: FakeLLM) -> Path:
+def local_home(tmp_path: Path, llm: FakeLLM, extra_config: dict = {}) -> Path:
     """A HERMES_HOME with this plugin, no Gateway, a 64K window and the thresholds above."""
     problem = harness.plugin_problem()
     if problem:
         pytest.fail(problem)
     return harness.make_home(tmp_path, llm.url, context_length=CONTEXT, env={
         "TENCENTDB_OFFLOAD_GATEWAY_URL": "off", "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
-        "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
+        "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)}, extra_config=extra_config)
 
 
+# 0.22 can run user plugins, context engines included, in a plugin-host process per profile
+# (``plugins.isolation: host``): the engine's methods then run there, over the host's wire.
+ISOLATION = [pytest.param("in_process", id="in-process"),
+             pytest.param("host", id="isolation-host", marks=pytest.mark.skipif(
+                 HOST < (0, 22), reason="plugins.isolation is new in 0.22"))]
+
+
+@pytest.mark.parametrize("isolation", ISOLATION)
 @pytest.mark.parametrize("hermes", [HERMES_VERSION], ids=lambda v: f"hermes-{v}")
-def test_local_mode_compacts_and_recalls(tmp_path, hermes):
+def test_local_mode_compacts_and_recalls(tmp_path, hermes, isolation):
     supply = harness.FileSupply(tmp_path / "files", tag="local")
+    extra = {"plugins": {"isolation": isolation}} if isolation == "host" else {}
     with FakeLLM() as llm:
-        home = local_home(tmp_path, llm)
+        home = local_home(tmp_path, llm, extra)
         conv = harness.Conversation(llm, home)
 
         harness.read_files_turn(conv, supply.take(3))
@@ -80,6 +90,8 @@ def test_local_mode_compacts_and_recalls(tmp_path, hermes):
         assert notices <= 1, f"turn {n}: {notices} messages carry {harness.NOTICE_MARKER} (expected one notice)"
     harness.assert_recalled(conv, recall, needle)
     assert (home / "tencentdb-offload").is_dir(), "plugin data dir $HERMES_HOME/tencentdb-offload missing"
+    if isolation == "host":
+        assert harness.log_lines(home, "Plugin host started"), "Hermes ran the plugin in-process"
 
 
 @pytest.mark.parametrize("hermes", [HERMES_VERSION], ids=lambda v: f"hermes-{v}")

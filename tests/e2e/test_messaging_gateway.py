@@ -370,8 +370,7 @@ def _run_engine(engine: str, tmp: Path):
             if engine == "plugin":
                 env.update({"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
                             "TENCENTDB_OFFLOAD_INSTANCE_ID": INSTANCE,
-                            "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
-                            "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
+                            "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD)})   # default landing
                 home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env=env, extra_config=extra)
             else:
                 home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env=env, extra_config=extra,
@@ -446,14 +445,10 @@ def test_sbs_workload_is_a_fair_baseline(sbs):
     assert all(row.extra["unattributed requests"] == "0" for row in sbs.values()), sbs["plugin"].extra
 
 
-@measure.unmet_on(["0.22"], "every turn answered — 47/48 in one of three runs (a turn refused: 'could not "
-                  "bring this session under the model's context window'), all in the other two", flaky=True)
 def test_sbs_plugin_answers_every_turn(sbs):
     measure.assert_answers_every_turn(sbs["plugin"])
 
 
-@measure.unmet_on(["0.22"], "0 requests over the window — 5 (largest 1.28 of the window) in one of three "
-                  "runs, 0 (largest 0.99, 0.81) in the others; 26-74 'pool saturated' lines each", flaky=True)
 def test_sbs_plugin_never_over_the_window(sbs):
     measure.assert_never_over_the_window(sbs["plugin"])
 
@@ -462,11 +457,11 @@ def test_sbs_plugin_never_over_the_trigger_after_a_compaction(sbs):
     measure.assert_never_over_the_trigger_after_a_compaction(sbs["plugin"])
 
 
-@measure.unmet_on(["0.22"], "rewrites per conversation <= the built-in's + 0.5 — 12.9 vs 3.0")
 def test_sbs_plugin_rewrites_no_more_than_the_builtin(sbs):
     measure.assert_rewrites_within(sbs["plugin"], sbs["builtin"])
 
 
-@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 2.42M vs 1.39M units (1.74x), 44 % vs 72 % cached")
+@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 1.29M vs 1.42M units (0.91x), 70 % vs 72 % cached; "
+                  "writing each turn's fresh reads once is most of both")
 def test_sbs_plugin_costs_at_most_080_of_the_builtin(sbs):
     measure.assert_cost_within(sbs["plugin"], sbs["builtin"])

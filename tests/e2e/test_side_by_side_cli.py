@@ -30,7 +30,7 @@ import measure  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM, text_of_content  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
-CONTEXT, THRESHOLD, RATIO = 64000, 0.75, 0.5
+CONTEXT, THRESHOLD = 64000, 0.75     # the plugin's landing: its default COMPACT_RATIO
 READS, READ_TURNS = 3, 7
 RECALLS_PER_TURN, RECALL_TURNS = 2, 2
 
@@ -67,8 +67,7 @@ def _run_engine(engine: str, tmp: Path) -> measure.Row:
     with FakeLLM() as llm:
         if engine == "plugin":
             home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env={
-                "TENCENTDB_OFFLOAD_GATEWAY_URL": "off", "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
-                "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
+                "TENCENTDB_OFFLOAD_GATEWAY_URL": "off", "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD)})
         else:
             home = harness.make_home(tmp, llm.url, context_length=CONTEXT, engine="compressor",
                                      enabled_plugins=())

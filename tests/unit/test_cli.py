@@ -365,11 +365,12 @@ def test_replay_reads_compacted_rows_and_the_configured_window(home):
 
 
 def test_demo_marks_requests_over_the_trigger_and_says_what_was_archived(home):
-    proc = run_cli("demo", "--turns", "12", "--context-length", "64000", home=home, env=LOCAL)
+    # a shallow landing (0.5): a later turn crosses the trigger before its compaction
+    args = ("demo", "--turns", "12", "--context-length", "64000", "--ratio", "0.5")
+    proc = run_cli(*args, home=home, env=LOCAL)
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
-    rep = report_of(run_cli("demo", "--turns", "12", "--context-length", "64000", "--json",
-                            home=home, env=LOCAL))
+    rep = report_of(run_cli(*args, "--json", home=home, env=LOCAL))
     over = [t for t in rep["turns"] if t["over_trigger"]]
     assert over and all(t["peak_tokens"] >= rep["threshold_tokens"] and t["action"] == "-" for t in over)
     assert "over*" in out and "* over the trigger, no compaction yet" in out

@@ -15,6 +15,7 @@ from tencentdb_offload.context import messages as M
 from helpers import conversation, make_engine
 
 BLOCK = canvas.format_block("001-fix.mmd", "flowchart TD\n  A[fix the bug] --> B[run tests]")
+TURN_START = {"role": "user", "content": "next: the parser, please"}   # a turn's first request
 
 
 def count_blocks(messages, seal=None):
@@ -23,7 +24,7 @@ def count_blocks(messages, seal=None):
 
 def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
     rt, eng = make_engine(tmp_path)
-    conv = [{"role": "system", "content": "sys"}] + conversation(3, 100)
+    conv = [{"role": "system", "content": "sys"}] + conversation(3, 100) + [TURN_START]
     assert eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000) is None
     eng._state().set_canvas(BLOCK)
     stale = canvas.format_block("000-old.mmd", "flowchart TD\n  X[old]")
@@ -106,7 +107,7 @@ def test_status_line_names_the_plugin_path_and_tokens(tmp_path):
     first = eng.get_automatic_compaction_status_message(
         phase="compress", default_message="Compacting context…", approx_tokens=70_000)
     assert first == ("tencentdb-offload: compacting ~70K tokens (Hermes' estimate) locally to the "
-                     "32K-token target; what leaves stays readable (recall: tdai_read_cos, "
+                     "19K-token target; what leaves stays readable (recall: tdai_read_cos, "
                      "tdai_offload_search)")
     eng.compress(conversation(40, 6000), current_tokens=70_000)
     line = eng.get_automatic_compaction_status_message(phase="compress", default_message="x")
@@ -203,8 +204,8 @@ def test_a_compaction_the_user_asks_for_makes_the_context_smaller(tmp_path):
     about half; automatic compaction at the same size changes nothing."""
     rt, eng = make_engine(tmp_path)
     conv = conversation(40, 1000)
-    assert eng.compress(conv, current_tokens=20_000) is conv
-    out = eng.compress(conv, current_tokens=20_000, force=True)
+    assert eng.compress(conv, current_tokens=15_000) is conv
+    out = eng.compress(conv, current_tokens=15_000, force=True)
     assert out is not conv and M.validation_errors(out) == []
     rec = eng.get_status()["session_stats"]["last_compaction"]
     assert rec["target"] <= rec["tokens_before"] // 2 + 1
@@ -232,7 +233,7 @@ def test_the_canvas_stays_where_it_was_shown_until_a_compaction(tmp_path):
     """0.22 rebuilds every request: a canvas that followed the newest user message, or changed
     with every redraw, would rewrite an earlier message each turn (a prompt-cache break)."""
     rt, eng = make_engine(tmp_path)
-    conv = [{"role": "system", "content": "sys"}] + conversation(3, 100)
+    conv = [{"role": "system", "content": "sys"}] + conversation(3, 100) + [TURN_START]
     eng._state().set_canvas(BLOCK)
     first = eng.select_context(conv)
     eng._state().set_canvas(canvas.format_block("002-next.mmd", "flowchart TD\n  C[next]"))
@@ -243,3 +244,81 @@ def test_the_canvas_stays_where_it_was_shown_until_a_compaction(tmp_path):
     eng._state().canvas_repin = True                  # what a compaction sets
     third = eng.select_context(later)
     assert count_blocks(third, rt.seal) == 1 and "002-next" in M.text_of(third[-1])
+
+
+def test_a_canvas_drawn_mid_turn_waits_for_the_next_turn(tmp_path):
+    """The Gateway draws the canvas after the turn's tool calls: the turn's user message was
+    already sent without it, and adding it there would re-bill everything after it."""
+    rt, eng = make_engine(tmp_path)
+    turn = [{"role": "system", "content": "sys"}, dict(TURN_START)]
+    assert eng.select_context(turn) is None
+    eng._state().set_canvas(BLOCK)
+    step = turn + conversation(1, 100)[1:]            # the model's call and its result
+    assert eng.select_context(step) is None, "mid-turn: sent as it is, no rewrite"
+    nxt = step + [{"role": "user", "content": "and the tests"}]
+    shown = eng.select_context(nxt)
+    assert shown[:len(step)] == step and count_blocks(shown, rt.seal) == 1
+    assert canvas.sealed(BLOCK, rt.seal) in M.text_of(shown[-1])
+
+
+def test_the_next_process_sends_the_canvas_where_the_last_one_pinned_it(tmp_path):
+    """A restarted messaging gateway or the next ``--resume`` process rebuilds the request from
+    the stored history: it must carry the canvas on the same message, as shown, or the whole
+    request after it is re-billed."""
+    conv = [{"role": "system", "content": "sys"}] + conversation(3, 100) + [dict(TURN_START)]
+    rt, eng = make_engine(tmp_path)
+    eng._state().set_canvas(BLOCK)
+    first = eng.select_context(conv)
+    assert count_blocks(first, rt.seal) == 1
+    rt.close()
+    later = conv + conversation(1, 100)[1:] + [{"role": "user", "content": "and the docs"}]
+    rt2, eng2 = make_engine(tmp_path)               # same store, nothing in memory
+    assert eng2._state().canvas_text == "", "the new process has no canvas from the Gateway yet"
+    again = eng2.select_context(later)
+    assert again[:len(first)] == first, "the request so far is sent byte for byte again"
+    assert count_blocks(again, rt2.seal) == 1
+    rt2.close()
+    rt3, eng3 = make_engine(tmp_path, canvas="false")
+    assert eng3.select_context(later) is None, "the canvas turned off: no pinned canvas either"
+    rt3.close()
+
+
+def test_the_next_process_starts_with_this_conversations_calibration(tmp_path):
+    """One process per ``--resume`` turn, one agent per messaging request: the first estimate
+    of each must already be calibrated by what the previous one learned."""
+    conv = [{"role": "system", "content": "system prompt " * 200}] + conversation(5, 2000)
+    rt, eng = make_engine(tmp_path)
+    eng.select_context(conv)
+    eng.update_from_response({"prompt_tokens": eng._state().request_estimate * 2})
+    learned = eng._state().calibrator.snapshot()
+    assert learned["points"] == 1 and learned["slope"] == 2.0
+    rt.close()
+    rt2, eng2 = make_engine(tmp_path)
+    assert eng2._state().calibrator.snapshot() == learned
+    rt2.close()
+    rt3, eng3 = make_engine(tmp_path, session="other")
+    assert eng3._state().calibrator.points == 0, "another conversation learns its own"
+    rt3.close()
+
+
+def test_a_damaged_handover_is_ignored_not_trusted(tmp_path):
+    """The store is a file anyone can edit: rows that are not what we wrote start cold."""
+    import sqlite3
+    rt, eng = make_engine(tmp_path)
+    eng._state()
+    path = rt.store.path
+    rt.close()
+    db = sqlite3.connect(str(path))
+    rows = [("s1", "calibration", '[[1, "x"], [true, 3], [-5, 10], "zz"]'),
+            ("s1", "pin", json.dumps(["abc", "x" * 200_000])),
+            ("s2", "calibration", "{not json"), ("s2", "pin", '["only one"]')]
+    db.executemany("INSERT OR REPLACE INTO handover(conversation,name,value,at) VALUES (?,?,?,0)", rows)
+    db.commit()
+    db.close()
+    rt2, eng2 = make_engine(tmp_path)
+    for key in ("s1", "s2"):
+        st = rt2.registry.get(key)
+        assert st.calibrator.points == 0 and st.pinned_canvas == ""
+    conv = [{"role": "system", "content": "sys"}] + conversation(2, 50) + [dict(TURN_START)]
+    assert eng2.select_context(conv) is None
+    rt2.close()

@@ -82,3 +82,37 @@ def test_property_thousands_of_conversations(seed):
         last_user = next((m for m in reversed(conv) if M.is_real_user(m)), None)
         if last_user is not None and "HEARTBEAT" not in M.text_of(last_user):
             assert any(M.text_of(last_user)[:40] in M.text_of(m) for m in res.messages)
+
+
+def _unseen_step(size: int):
+    """Ten old turns, then a turn whose three reads just came back (no answer yet)."""
+    turn = tool_turn(10, size, calls=3)[:-1]            # user, the calls, three results
+    return conversation(10, 4000) + turn, [m for m in turn if M.role(m) == "tool"]
+
+
+def test_results_the_model_has_not_seen_stay_whole_under_the_ceiling():
+    conv, fresh = _unseen_step(8000)
+    res = local_compact(conv, 4000, trim_chars=2000, ceiling=12_000)
+    kept = [m for m in res.messages if M.role(m) == "tool"][-3:]
+    assert [m["content"] for m in kept] == [m["content"] for m in fresh], "the reads were cut"
+    assert 4000 < res.tokens_after <= 12_000 and not res.within_budget
+    assert M.validation_errors(res.messages) == []
+    plain = local_compact(conv, 4000, trim_chars=2000)           # no ceiling: as before
+    assert plain.tokens_after <= 4000
+    assert all("trimmed by tencentdb-offload" in m["content"]
+               for m in [m for m in plain.messages if M.role(m) == "tool"][-3:])
+
+
+def test_unseen_results_over_the_ceiling_are_still_trimmed():
+    conv, _fresh = _unseen_step(30_000)
+    res = local_compact(conv, 4000, trim_chars=2000, ceiling=12_000)
+    assert res.tokens_after <= 4000
+    assert M.validation_errors(res.messages) == []
+
+
+def test_results_the_model_already_answered_get_no_allowance():
+    conv, _fresh = _unseen_step(8000)
+    answered = conv + [{"role": "assistant", "content": "read them"},
+                       {"role": "user", "content": "now the next file"}]
+    res = local_compact(answered, 4000, trim_chars=2000, ceiling=12_000)
+    assert res.tokens_after <= 4000

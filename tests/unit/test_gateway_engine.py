@@ -78,7 +78,7 @@ def test_compaction_through_gateway_is_honest_and_valid(tmp_path, gw):
     calls = gw.compact_calls("hermes-s1")
     assert len(calls) == 1
     body, data = calls[0]
-    target = int(64_000 * 0.5)
+    target = int(64_000 * rt.settings.compact_ratio)
     assert body["context_window"] == math.ceil(target / 0.75)
     assert 0 < body["ratio"] <= 2 and isinstance(body["total_tokens"], int)
     assert len(body["message_tokens"]) == len(body["messages"])
@@ -237,7 +237,7 @@ def test_every_third_call_failing_loses_and_duplicates_nothing(tmp_path, gw):
 
 
 def test_unchanged_messages_keep_api_content(tmp_path, gw):
-    rt, eng, hooks = setup(tmp_path, gw)
+    rt, eng, hooks = setup(tmp_path, gw, compact_ratio="0.5")     # room for the kept turn
     conv = conversation(25, 4000, calls=2)
     block = canvas.format_block("000-old.mmd", "old canvas")     # as an older version wrote it
     at = len(conv) - 5          # before the last turn's user message

@@ -98,7 +98,8 @@ LIES = [append_to_turn, rewrite_after_200, assistant_after_turn, invented_call,
 def compress_with(tmp_path, tamper):
     with FakeGateway(api_key="k") as gw:
         gw.tamper = tamper
-        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k")
+        # sized for a 32K target: the long current turn fits whole beside 15K of overhead
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k", compact_ratio="0.5")
         before = conv()
         eng.update_from_response({"prompt_tokens": 60_000})
         out = eng.compress(copy.deepcopy(before), current_tokens=60_000)

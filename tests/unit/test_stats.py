@@ -43,7 +43,8 @@ def test_gateway_route_and_error_are_counted(tmp_path):
 def test_canvas_shown_and_removed_through_select_context_and_pre_llm_call(tmp_path):
     rt, eng = make_engine(tmp_path)
     eng._state().set_canvas(BLOCK)
-    conv = [{"role": "system", "content": "s"}] + conversation(2, 50)
+    conv = [{"role": "system", "content": "s"}] + conversation(2, 50) + [
+        {"role": "user", "content": "next turn"}]
     eng.select_context(conv)
     stale = dict(conv[1], content=conv[1]["content"] + "\n\n" + BLOCK)
     eng.select_context([conv[0], stale] + conv[2:])

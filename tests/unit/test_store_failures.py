@@ -141,12 +141,13 @@ def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(
         return next(M.text_of(m) for m in out if M.NOTICE_MARK in M.text_of(m))
 
     conv = conversation(120, 1500)           # trimming alone cannot reach the target
-    rt_ok, eng_ok = make_engine(tmp_path / "ok")
+    # a 32K target: what a healthy archive lets leave and what a locked one keeps differ
+    rt_ok, eng_ok = make_engine(tmp_path / "ok", compact_ratio="0.5")
     healthy = eng_ok.compress(conv, current_tokens=70_000)
     assert "Nothing is lost" in notice(healthy)
     rt_ok.close()
 
-    rt, eng = make_engine(tmp_path / "locked")
+    rt, eng = make_engine(tmp_path / "locked", compact_ratio="0.5")
     blocker = sqlite3.connect(str(rt.store.path), isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
