@@ -231,28 +231,25 @@ def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., No
              ceiling: int = 0) -> None:
     """When the must-keep part is over budget: trim it harder step by step, then let the
     head go (the current user message and the newest group always stay). Results the model
-    has not seen yet (it asked for them: a file, a recall) are trimmed last, and not at all
-    while the whole stays under ``ceiling``."""
+    has not seen yet (it asked for them: a file, a recall) stay whole, and nothing else is
+    cut harder, while the whole stays under ``ceiling``."""
+    if budget.room(plan.must_cost()) >= 0:
+        return
     spare = {plan.unseen} if plan.unseen in plan.must and ceiling > budget.limit else set()
-    _trim_harder(plan, budget, plan.must - spare, trim_chars, trim)
-    if budget.room(plan.must_cost()) < 0:
-        plan.must.difference_update(plan.head)
-        plan.head = []
-    if spare and budget.room(plan.must_cost()) < 0 \
-            and budget.fixed + plan.must_cost() > ceiling:
-        _trim_harder(plan, budget, spare, trim_chars, trim)
-
-
-def _trim_harder(plan: Plan, budget: Budget, groups: Set[int], trim_chars: int,
-                 trim: Callable[..., None]) -> None:
-    if budget.room(plan.must_cost()) < 0:
-        for i in groups:
-            trim(i, trim_chars)
+    for i in plan.must - spare:
+        trim(i, trim_chars)
+    if spare and budget.fixed + plan.must_cost() <= ceiling:
+        return
+    for i in spare:
+        trim(i, trim_chars)
     for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
         if budget.room(plan.must_cost()) >= 0:
             return
-        for i in groups:
+        for i in plan.must:
             trim(i, limit, users=True)
+    if budget.room(plan.must_cost()) < 0:
+        plan.must.difference_update(plan.head)
+        plan.head = []
 
 
 def _fill(plan: Plan, budget: Budget) -> Set[int]:

@@ -116,3 +116,12 @@ def test_results_the_model_already_answered_get_no_allowance():
                        {"role": "user", "content": "now the next file"}]
     res = local_compact(answered, 4000, trim_chars=2000, ceiling=12_000)
     assert res.tokens_after <= 4000
+
+
+def test_the_prompt_that_asked_for_the_unseen_results_is_not_cut_for_them():
+    conv, _fresh = _unseen_step(8000)
+    prompt = "DO read " + " ".join("/srv/data/file_%d.txt" % i for i in range(12))
+    at = max(i for i, m in enumerate(conv) if M.role(m) == "user")
+    conv[at] = {"role": "user", "content": prompt}
+    res = local_compact(conv, 4000, trim_chars=2000, ceiling=12_000)
+    assert any(m.get("content") == prompt for m in res.messages), "the current prompt was cut"
