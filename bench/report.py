@@ -64,6 +64,8 @@ def _bar_value(r: Dict[str, Any]) -> Optional[tuple]:
         return r["median"] / 2000, (r["p99"] or r["median"]) / 2000
     if r["unit"] == "µs" and "10 µs" in t:
         return r["median"] / 10, (r["p99"] or r["median"]) / 10
+    if "floor + 1 ms" in t and r.get("floor") is not None:
+        return r["median"] / (r["floor"] + 1000), (r["p99"] or r["median"]) / (r["floor"] + 1000)
     if "< 50 ms" in t:
         return r["median"] / 50, (r["p99"] or r["median"]) / 50
     if "3× floor" in t and r.get("floor"):

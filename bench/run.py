@@ -110,8 +110,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~30 s)")
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     ap.add_argument("--only", action="append", default=[],
-                    help="run only these cases (hooks, should_compress, compress, ingest, "
-                    "memory, outbox, recall, hostile, tokens); repeatable")
+                    help="run only these cases (hooks, host_hooks, should_compress, compress, "
+                    "ingest, memory, outbox, recall, hostile, tokens, messaging_load); "
+                    "repeatable; messaging_load (~15 min) runs only when named")
     args = ap.parse_args(argv)
     only = set(args.only)
 
@@ -137,6 +138,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         if want("hooks"):
             say("hooks: post_tool_call / pre_llm_call with the Gateway up, refused, hanging")
             rows += cases.bench_hooks(gw, q)
+        if want("host_hooks"):
+            import host_hooks
+            say("host_hooks: the hooks through Hermes %s's plugin manager beside a no-op plugin "
+                "(child processes)" % " and ".join(host_hooks.HOSTS))
+            rows += host_hooks.rows(gw.url, q, results["skipped"])
         if want("compress"):
             say("building conversations")
             convs = {n: C.conversation(n) for n in cases._sizes(q)}
