@@ -80,6 +80,9 @@ def _bar_value(r: Dict[str, Any]) -> Optional[tuple]:
     if r["id"] == "memory/rss" and r.get("floor"):
         limit = max(8.0, 0.05 * r["floor"])        # MB of growth allowed after warm-up
         return max(1e-3, (r["median"] - r["floor"]) / limit), max(1e-3, (r["p99"] - r["floor"]) / limit)
+    if r.get("allowed") and r.get("floor") is not None:      # growth after warm-up ÷ allowance
+        v = max(1e-3, (r["median"] - r["floor"]) / r["allowed"])
+        return v, v
     if r["id"] == "memory/archive" and r.get("ratio"):
         return r["ratio"] / 1.5, r["ratio"] / 1.5
     return None

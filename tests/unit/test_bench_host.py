@@ -43,3 +43,49 @@ def test_hook_row_names_host_floor_and_verdict_and_renders():
     assert "| post_tool_call via Hermes 0.22.2 plugin manager | result 100 KB, Gateway up | 40.0 µs |" \
            " 2.50 ms | 200 µs (no-op plugin p99) | 12.50× | p99 ≤ floor + 1 ms | **no** |" in md
     assert report._bar_value(r) == (40.0 / 1200.0, 2500.0 / 1200.0)
+
+
+# -- bench/messaging_load.py -------------------------------------------------------------------
+
+import messaging_load  # noqa: E402
+
+
+def test_percentile_is_nearest_rank():
+    values = [float(v) for v in range(1, 21)]           # 1..20 s
+    assert (messaging_load.percentile(values, 50), messaging_load.percentile(values, 95)) == (10.0, 19.0)
+
+
+def test_flat_bounds_rss_share_and_fd_count():
+    warm = {"rss_kb": 200_000, "fds": 40, "threads": 30}
+    assert messaging_load.flat(warm, {"rss_kb": 220_000, "fds": 45}) == {"rss": True, "fds": True}
+    assert messaging_load.flat(warm, {"rss_kb": 220_001, "fds": 46}) == {"rss": False, "fds": False}
+    assert messaging_load.flat(warm, {"rss_kb": 150_000, "fds": 10}) == {"rss": True, "fds": True}
+
+
+def _run(p50, p95, warm_rss, end_rss, warm_fds, end_fds, cost):
+    warm = {"done": 20, "rss_kb": warm_rss, "fds": warm_fds, "threads": 30}
+    end = {"done": 100, "rss_kb": end_rss, "fds": end_fds, "threads": 31}
+    return {"turns": 300, "answered": 300, "p50": p50, "p95": p95, "max": p95 + 1, "warm_after": 20,
+            "warm": warm, "end": end, "series": [dict(warm, done=50)], "cost": cost,
+            "cached_share": 0.5, "rewrites": 1.0, "over_window": 0}
+
+
+def test_messaging_rows_latency_beside_builtin_and_flatness_per_engine():
+    runs = {"plugin": _run(2.0, 5.0, 204_800, 235_520, 50, 56, 1.0e6),
+            "builtin": _run(1.5, 4.0, 204_800, 215_040, 30, 30, 2.0e6)}
+    rows = {r["id"]: r for r in messaging_load.engine_rows("0.22.2", "100 conversations × 3 turns, 6 at once", runs)}
+    p95 = rows["messaging_load/0.22.2/latency/p95"]
+    assert (p95["median"], p95["floor"], p95["floor_what"], p95["met"]) == (5.0, 4.0, "built-in p95", None)
+    assert rows["messaging_load/0.22.2/latency/p50"]["median"] == 2.0
+    rss = rows["messaging_load/0.22.2/rss/plugin"]
+    assert (rss["median"], rss["floor"], rss["met"]) == (230.0, 200.0, False)     # +15 %
+    assert rows["messaging_load/0.22.2/rss/builtin"]["met"] is True                # +5 %
+    assert rows["messaging_load/0.22.2/fds/plugin"]["met"] is False                # +6
+    assert rows["messaging_load/0.22.2/fds/builtin"]["met"] is True
+    assert rows["messaging_load/0.22.2/cost"]["met"] is True                       # 0.5× the built-in
+    assert report._bar_value(rss) == (1.5, 1.5)                                    # 30 MB of 20 allowed
+    results = {"machine": {"cpu": "x", "cores": 2, "memory": "1", "python": "3"}, "started": "now",
+               "mode": "full", "seconds": 1.0, "rows": list(rows.values())}
+    assert "| messaging gateway RSS | Hermes 0.22.2, 100 conversations × 3 turns, 6 at once: plugin, " \
+           "end vs after conversation 20 | 230 MB | – | 200 MB (after warm-up) | 1.15× | ≤ +10 % | **no** |" \
+           in report.markdown(results)
