@@ -14,7 +14,8 @@ Per engine: turn latency p50 / p95 (one turn = one POST /v1/chat/completions, as
 client waits for it), turns answered, and the gateway process's RSS, open fds and threads
 (harness ``process_counts``) after the first WARMUP_SHARE of the conversations finished and at
 the end (idle, 1 s after the last reply). Flat = RSS growth ≤ RSS_GROWTH and fds ≤ +FD_SLACK.
-The side-by-side figures of tests/e2e/measure.py (requests over the window, rewrites, cost
+The host's own process grows with every new session whatever the engine, so a further row
+judges what the plugin adds: its RSS growth at most the built-in's + EXCESS_MB. The side-by-side figures of tests/e2e/measure.py (requests over the window, rewrites, cost
 under a prefix cache) come from the same wire recording.
 """
 
@@ -41,6 +42,7 @@ QUICK = (24, 2, 6, 2)
 WINDOW, THRESHOLD, RATIO = 64_000, 0.75, 0.5
 WARMUP_SHARE = 0.2                  # conversation 20 of 100
 RSS_GROWTH, FD_SLACK = 0.10, 5
+EXCESS_MB = 8.0                     # the plugin's RSS growth beyond the built-in's in the same run
 TAG = "mlq%03dq"
 TAG_RE = re.compile(r"mlq(\d{3})q")
 GW_KEY = "bench-messaging-key"
@@ -100,22 +102,35 @@ def engine_rows(host: str, shape: str, runs: Dict[str, Dict[str, Any]]) -> List[
                            w["threads"], e["threads"], ", ".join("%d: %d" % (s["done"], s["fds"])
                                                                 for s in r["series"])),
                        group="messaging_load", host=host, engine=engine, allowed=FD_SLACK))
+    grown = {e: (runs[e]["end"]["rss_kb"] - runs[e]["warm"]["rss_kb"]) / 1024 for e in ENGINES}
+    out.append(row(base + "rss/plugin-beyond-builtin", "messaging gateway RSS growth after warm-up",
+                   "Hermes %s, %s: plugin" % (host, shape), "MB", grown["plugin"], None, 2,
+                   grown["builtin"], "built-in's growth", "≤ built-in's + %.0f MB" % EXCESS_MB,
+                   grown["plugin"] <= grown["builtin"] + EXCESS_MB, ratio=None,
+                   note="%.2f vs %.2f MB per conversation after warm-up" % (
+                       grown["plugin"] / max(1, p["end"]["done"] - p["warm"]["done"]),
+                       grown["builtin"] / max(1, b["end"]["done"] - b["warm"]["done"])),
+                   group="messaging_load", host=host, allowed=EXCESS_MB))
     if p.get("cost") and b.get("cost"):
         out.append(row(base + "cost", "messaging gateway provider cost (cache read 0.1, write 1.25)",
                        "Hermes %s, %s: plugin" % (host, shape), "M units", p["cost"] / 1e6, None,
-                       p["turns"], b["cost"] / 1e6, "built-in", "≤ 0.8× built-in (issue 15)",
-                       p["cost"] <= 0.8 * b["cost"],
-                       note="cached %.0f %% vs %.0f %%; rewrites per conversation %.1f vs %.1f; "
-                       "requests over the window %d vs %d" % (
+                       p["turns"], b["cost"] / 1e6, "built-in", "beside the built-in's (same run)",
+                       None, note="cached %.0f %% vs %.0f %%; rewrites per conversation %.1f vs "
+                       "%.1f; requests over the window %d vs %d; offered load per conversation, "
+                       "min %.1f windows (a load test, not the cost yardstick: that is the e2e "
+                       "side-by-side, >= 2 windows)" % (
                            100 * p["cached_share"], 100 * b["cached_share"], p["rewrites"],
-                           b["rewrites"], p["over_window"], b["over_window"]),
+                           b["rewrites"], p["over_window"], b["over_window"], p["offered_windows"]),
                        group="messaging_load", host=host))
     return out
 
 
 # -- parent ----------------------------------------------------------------------------------
 
-def rows(quick: bool, skipped: List[str], hosts: Tuple[str, ...] = ("0.22.2",)) -> List[Dict[str, Any]]:
+HOSTS = ("0.22.2", "0.19.0")
+
+
+def rows(quick: bool, skipped: List[str], hosts: Tuple[str, ...] = HOSTS) -> List[Dict[str, Any]]:
     sys.path.insert(0, str(HERE))
     import host_hooks
     out: List[Dict[str, Any]] = []
@@ -234,7 +249,8 @@ def drive(engine: str, tmp: Path, convs: int, turns: int, at_once: int, reads: i
             "warm_after": warm_after, "warm": warm,
             "end": end, "series": series,
             "cost": wire.cost, "cached_share": wire.cached_share,
-            "rewrites": wire.rewrites_per_conversation, "over_window": wire.over_window}
+            "rewrites": wire.rewrites_per_conversation, "over_window": wire.over_window,
+            "offered_windows": wire.min_offered / WINDOW}
 
 
 def child(quick: bool) -> int:
@@ -267,14 +283,14 @@ def child(quick: bool) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hermes", action="append", help="host version(s) (default 0.22.2)")
+    ap.add_argument("--hermes", action="append", help="host version(s) (default %s)" % ", ".join(HOSTS))
     ap.add_argument("--quick", action="store_true", help="%d conversations × %d turns" % QUICK[:2])
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child(args.quick)
     skipped: List[str] = []
-    for r in rows(args.quick, skipped, tuple(args.hermes or ("0.22.2",))):
+    for r in rows(args.quick, skipped, tuple(args.hermes or HOSTS)):
         print("%-40s %-70s %8.2f %s (%s %.2f) met %s" % (r["id"], r["case"], r["median"], r["unit"],
                                                       r["floor_what"], r["floor"], r["met"]))
     for s in skipped:

@@ -67,7 +67,7 @@ def _run(p50, p95, warm_rss, end_rss, warm_fds, end_fds, cost):
     end = {"done": 100, "rss_kb": end_rss, "fds": end_fds, "threads": 31}
     return {"turns": 300, "answered": 300, "p50": p50, "p95": p95, "max": p95 + 1, "warm_after": 20,
             "warm": warm, "end": end, "series": [dict(warm, done=50)], "cost": cost,
-            "cached_share": 0.5, "rewrites": 1.0, "over_window": 0}
+            "cached_share": 0.5, "rewrites": 1.0, "over_window": 0, "offered_windows": 1.2}
 
 
 def test_messaging_rows_latency_beside_builtin_and_flatness_per_engine():
@@ -82,7 +82,12 @@ def test_messaging_rows_latency_beside_builtin_and_flatness_per_engine():
     assert rows["messaging_load/0.22.2/rss/builtin"]["met"] is True                # +5 %
     assert rows["messaging_load/0.22.2/fds/plugin"]["met"] is False                # +6
     assert rows["messaging_load/0.22.2/fds/builtin"]["met"] is True
-    assert rows["messaging_load/0.22.2/cost"]["met"] is True                       # 0.5× the built-in
+    assert rows["messaging_load/0.22.2/cost"]["ratio"] == 0.5
+    beyond = rows["messaging_load/0.22.2/rss/plugin-beyond-builtin"]                # 30 vs 10 MB grown
+    assert (beyond["median"], beyond["floor"], beyond["met"]) == (30.0, 10.0, False)
+    runs["plugin"]["end"]["rss_kb"] = 204_800 + 18 * 1024                          # 18 ≤ 10 + 8
+    again = messaging_load.engine_rows("0.22.2", "x", runs)
+    assert next(r for r in again if r["id"].endswith("plugin-beyond-builtin"))["met"] is True
     assert report._bar_value(rss) == (1.5, 1.5)                                    # 30 MB of 20 allowed
     results = {"machine": {"cpu": "x", "cores": 2, "memory": "1", "python": "3"}, "started": "now",
                "mode": "full", "seconds": 1.0, "rows": list(rows.values())}
