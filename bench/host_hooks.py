@@ -138,7 +138,7 @@ def run_child(py: Path, arm: str, home: Path, reps: int) -> Dict[str, Any]:
 def rows(gateway_url: str, quick: bool, skipped: List[str],
          hosts: Tuple[str, ...] = HOSTS) -> List[Dict[str, Any]]:
     out: List[Dict[str, Any]] = []
-    rounds, reps = (1, 100) if quick else (3, 100)
+    rounds, reps = (2, 50) if quick else (6, 50)     # short rounds: both arms see the same load
     for host in hosts:
         py, why = venv_python(host)
         if py is None:

@@ -3,7 +3,7 @@
 at a time, with this plugin and then with the built-in compressor, in one run.
 
 ``python3 bench/messaging_load.py [--hermes 0.22.2] [--quick]`` or ``bench/run.py --only
-messaging_load`` (not in the default run: ~10–20 min on 2 cores). The drive runs in a child
+messaging_load`` (not in the default run: ~5 min per host on 2 cores). The drive runs in a child
 process of the host's venv (``--child``) with the e2e harness (tests/e2e/harness.py: a real
 ``hermes gateway run`` with the API server platform, §12c of the contract), the fake model
 (tests/fakes/fake_llm.py) and, for the plugin, the fake Gateway with the real one's slow
@@ -153,7 +153,8 @@ def run_child(py: Path, quick: bool) -> Dict[str, Any]:
                           stdin=subprocess.DEVNULL)       # progress goes to stderr, as it happens
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
     if line is None:
-        return {"error": "the drive failed (rc %d): %s" % (proc.returncode, proc.stdout[-800:])}
+        return {"error": "the drive failed (rc %d; its log is above): %s" % (
+            proc.returncode, proc.stdout[-800:])}
     return json.loads(line[len("RESULT "):])
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The one benchmark command: ``python3 bench/run.py`` (about 1.5–2 minutes on 2 cores).
+"""The one benchmark command: ``python3 bench/run.py`` (about 3 minutes on 2 cores).
 
 ``--quick`` runs smaller sizes and fewer repetitions (about 30 s). Writes
 ``bench/results/latest.json``, ``latest.md`` (the table) and ``latest.svg`` (the chart) —
@@ -114,7 +114,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~30 s)")
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     ap.add_argument("--slow", action="store_true",
-                    help="also the slow cases (messaging_load, ~5-10 min) in a full run")
+                    help="also the slow case (messaging_load, ~5 min per host) in a full run")
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (hooks, host_hooks, should_compress, compress, "
                     "ingest, memory, outbox, recall, hostile, tokens, messaging_load); "
