@@ -96,9 +96,11 @@ def venv_python(host: str) -> Tuple[Optional[Path], str]:
     py = root / ("hermes-" + host) / "bin" / "python"
     if py.exists() and (py.parent / "hermes").exists():
         return py, ""
-    sys.path.insert(0, str(ROOT / "tests"))
     try:
-        import run as test_run          # tests/run.py
+        import importlib.util           # tests/run.py, under a name bench/run.py cannot shadow
+        spec = importlib.util.spec_from_file_location("tdo_tests_run", ROOT / "tests" / "run.py")
+        test_run = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(test_run)
         return test_run.ensure_venv("hermes-" + host, test_run.hermes_requirements(host)), ""
     except SystemExit as exc:           # pip failed (no registry access?)
         return None, "no Hermes %s venv and it could not be built: %s" % (host, exc)
