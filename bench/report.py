@@ -64,6 +64,8 @@ def _bar_value(r: Dict[str, Any]) -> Optional[tuple]:
         return r["median"] / 2000, (r["p99"] or r["median"]) / 2000
     if r["unit"] == "µs" and "10 µs" in t:
         return r["median"] / 10, (r["p99"] or r["median"]) / 10
+    if "floor + 1 ms" in t and r.get("floor") is not None:
+        return r["median"] / (r["floor"] + 1000), (r["p99"] or r["median"]) / (r["floor"] + 1000)
     if "< 50 ms" in t:
         return r["median"] / 50, (r["p99"] or r["median"]) / 50
     if "3× floor" in t and r.get("floor"):
@@ -78,6 +80,9 @@ def _bar_value(r: Dict[str, Any]) -> Optional[tuple]:
     if r["id"] == "memory/rss" and r.get("floor"):
         limit = max(8.0, 0.05 * r["floor"])        # MB of growth allowed after warm-up
         return max(1e-3, (r["median"] - r["floor"]) / limit), max(1e-3, (r["p99"] - r["floor"]) / limit)
+    if r.get("allowed") and r.get("floor") is not None:      # growth after warm-up ÷ allowance
+        v = max(1e-3, (r["median"] - r["floor"]) / r["allowed"])
+        return v, v
     if r["id"] == "memory/archive" and r.get("ratio"):
         return r["ratio"] / 1.5, r["ratio"] / 1.5
     return None

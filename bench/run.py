@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""The one benchmark command: ``python3 bench/run.py`` (about 1.5–2 minutes on 2 cores).
+"""The one benchmark command: ``python3 bench/run.py`` (about 3 minutes on 2 cores).
 
 ``--quick`` runs smaller sizes and fewer repetitions (about 30 s). Writes
 ``bench/results/latest.json``, ``latest.md`` (the table) and ``latest.svg`` (the chart) —
 ``quick.*`` with ``--quick`` and ``partial.*`` with ``--only``, so the README's figures stay
-those of the last full run.
+those of the last full run. ``--slow`` adds the slow case (``messaging_load``: one Hermes
+messaging gateway, 100 conversations × 3 turns, plugin and built-in; bench/messaging_load.py)
+to a full run; ``--only messaging_load`` runs it alone. ``host_hooks`` and ``messaging_load``
+run in the Hermes venvs that ``tests/run.py`` builds (built here when missing; a host whose
+venv cannot be built is skipped with the reason).
 The fake Gateway runs in a child process (bench/gateway_proc.py); the token check runs in
 a venv made once under ``~/.cache/tencentdb-offload/bench-venv`` (``$TDO_BENCH_VENV``) with
 ``bpe-openai`` (o200k_base vocabulary shipped in the package). The plugin itself never
@@ -109,9 +113,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~30 s)")
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
+    ap.add_argument("--slow", action="store_true",
+                    help="also the slow case (messaging_load, ~5 min per host) in a full run")
     ap.add_argument("--only", action="append", default=[],
-                    help="run only these cases (hooks, should_compress, compress, ingest, "
-                    "memory, outbox, recall, hostile, tokens); repeatable")
+                    help="run only these cases (hooks, host_hooks, should_compress, compress, "
+                    "ingest, memory, outbox, recall, hostile, tokens, messaging_load); "
+                    "repeatable; messaging_load (~15 min) runs only when named")
     args = ap.parse_args(argv)
     only = set(args.only)
 
@@ -137,6 +144,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         if want("hooks"):
             say("hooks: post_tool_call / pre_llm_call with the Gateway up, refused, hanging")
             rows += cases.bench_hooks(gw, q)
+        if want("host_hooks"):
+            import host_hooks
+            say("host_hooks: the hooks through Hermes %s's plugin manager beside a no-op plugin "
+                "(child processes)" % " and ".join(host_hooks.HOSTS))
+            rows += host_hooks.rows(gw.url, q, results["skipped"])
         if want("compress"):
             say("building conversations")
             convs = {n: C.conversation(n) for n in cases._sizes(q)}
@@ -176,6 +188,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if want("tokens"):
         say("token estimate vs o200k")
         rows += token_rows(results["skipped"])
+    if "messaging_load" in only or (args.slow and not only):   # slow: only when asked for
+        import messaging_load
+        say("messaging_load: one Hermes messaging gateway, plugin then built-in (child process)")
+        rows += messaging_load.rows(q, results["skipped"])
     results["seconds"] = time.time() - started
     results["load_end"] = load()
     import report
