@@ -7,6 +7,10 @@ identifies it and how it ended, and what the assistant concluded, each with the 
 (an assistant message that only calls ``tdai_offload_search`` and its result): no host shows
 it as words of the user or the assistant, no provider folds it into the system prompt.
 
+A section also carries the compaction's ``notes`` (``notes.py``): a memory provider's
+pre-compaction text, and after a Gateway compaction the focus-matched items it archived; a
+compaction that cut no turns puts them in a section of their own (``note_pair``).
+
 Cache-stable: sections already sent are found again by their seal and kept byte-identical;
 a new compaction appends one section. Only when the digest would pass its budget is it rebuilt
 once, every earlier turn collapsed to its first line (never dropped). Pure.

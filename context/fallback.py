@@ -1,7 +1,8 @@
 """Local compaction: pair-aware tail truncation that always lands within the budget.
 
 Keeps the system messages, the first ``keep_first`` messages (never splitting a group),
-the current turn's user message and its newest step, then the newest groups that fit.
+the current turn's user message and its newest step, then the newest groups that fit; with
+a focus (``/compress <focus>``, ``focus``) the matching groups come before the others.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
 old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
 gets progressively harder. Where messages leave, a sealed digest (``digest``) tells the model

@@ -96,7 +96,11 @@ def insert_at_change(before: Sequence[Message], after: List[Message],
     message (a host would merge the call into it)."""
     at = next((i for i, (a, b) in enumerate(zip(after, before)) if M.fresh(a) != M.fresh(b)),
               min(len(after), len(before)))
-    at = max((s for s, _e in M.group_spans(after) if s <= at), default=0)
+    spans = M.group_spans(after)
+    at = max((s for s, _e in spans if s <= at), default=0)
     while at > 0 and M.role(after[at - 1]) == "assistant" and not M.calls_of(after[at - 1]):
         at -= 1
+    systems = next((i for i, m in enumerate(after) if M.role(m) != "system"), len(after))
+    if at <= systems:           # never first: a provider wants the conversation to open with
+        at = next((e for s, e in spans if s >= systems), len(after))     # the user's turn
     return after[:at] + pair + after[at:]

@@ -214,3 +214,20 @@ def test_gateway_route_names_the_focus_matches_it_archived(tmp_path, gw):
     rt.flush_writes()
     got = json.loads(eng.handle_tool_call("tdai_read_cos", {"tool_call_id": "call_2_1"}))
     assert got["ok"] and got["content"].startswith("result call_2_1")
+
+
+def test_the_note_goes_where_the_list_first_changed_never_first_never_after_a_plain_answer():
+    from tencentdb_offload.context.notes import insert_at_change
+    pair = [{"role": "assistant", "content": "", "tool_calls": [{"id": "n", "type": "function",
+             "function": {"name": "tdai_offload_search", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "n", "content": "note"}]
+    before = conversation(3, 10)                # 4 messages a turn: user, call, result, answer
+    after = before[:6] + [dict(before[6], content="short")] + before[7:]     # turn 1's result
+    assert insert_at_change(before, after, pair) == after[:5] + pair + after[5:]   # its group
+    after = before[:4] + [dict(before[4], content="turn 1 changed")] + before[5:]
+    assert insert_at_change(before, after, pair) == after[:3] + pair + after[3:]   # not after
+    system = [{"role": "system", "content": "s"}]                            # turn 0's answer
+    after = system + before[4:]                 # the first turn left: the note follows the user
+    assert insert_at_change(system + before, after, pair) == after[:2] + pair + after[2:]
+    for got in (insert_at_change(before, after, pair), insert_at_change(before, [], pair)):
+        assert M.validation_errors(got) == []
