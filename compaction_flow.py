@@ -21,7 +21,7 @@ from .context import canvas, departures, focus, recall_blocks
 from .context import digest as D
 from .context import messages as M
 from .context.fallback import local_compact
-from .context.notes import MEMORY_CHARS, Notes, carried, clean_peer, insert_at_change
+from .context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 
 Message = Dict[str, Any]
@@ -104,7 +104,7 @@ class CompactionRun:
         if self.unchanged(result):
             return self.messages, None
         if not placed:
-            result = self.with_notes(clean, result, notes)
+            result = self.with_notes(result, notes)
         if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead
             result = canvas.inject(result, block, self.rt.seal)
             self.state.injected_canvas_hash = canvas.digest(block)
@@ -155,15 +155,14 @@ class CompactionRun:
             clean, attempt.messages, self.focus, self.rt.seal)
         return Notes(self.memory, " ".join(self.focus), gone)
 
-    def with_notes(self, clean: List[Message], result: List[Message],
-                   notes: Notes) -> List[Message]:
-        """``result`` with one note pair where it first changed, unless it already holds
-        the provider's text (and no focus line is due)."""
+    def with_notes(self, result: List[Message], notes: Notes) -> List[Message]:
+        """``result`` with one note pair at its end, unless it already holds the provider's
+        text (and no focus line is due)."""
         if notes.memory and carried(notes.memory, result):
             notes = notes.without_memory()
         if not notes:
             return result
-        return insert_at_change(clean, result, D.note_pair(result, notes, seal=self.rt.seal))
+        return place(result, D.note_pair(result, notes, seal=self.rt.seal))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
                notes: Notes = Notes()) -> Tuple[List[Message], Route, bool]:

@@ -5,9 +5,10 @@ Hermes 0.19 and 0.22 pass what a memory provider's ``on_pre_compress`` returns t
 ``compress`` as ``memory_context``. It is a peer's text: control characters and bidi
 overrides go, our own marks (the notice prefix, a seal line, the canvas and recall fences)
 are defused so it never reads as ours, and it is capped. It rides in the one digest section
-the compaction writes, or, when the compaction writes none, in one sealed note pair placed
-where the list first changed (the compaction breaks the prompt cache there anyway); it is
-never added per request, and not at all while the same text is still in the context. Pure.
+the compaction writes, or, when the compaction writes none, in one sealed note pair at the
+end of the compacted list (past every change the compaction made, so the prompt cache loses
+nothing more); it is never added per request, and not at all while the same text is still in
+the context. Pure.
 """
 
 from __future__ import annotations
@@ -89,18 +90,18 @@ def carried(text: str, messages: Sequence[Any]) -> bool:
                               if isinstance(m, dict))
 
 
-def insert_at_change(before: Sequence[Message], after: List[Message],
-                     pair: List[Message]) -> List[Message]:
-    """``after`` with ``pair`` at the start of the group where it first differs from
-    ``before`` (the prompt cache breaks there anyway), never right after a plain assistant
-    message (a host would merge the call into it)."""
-    at = next((i for i, (a, b) in enumerate(zip(after, before)) if M.fresh(a) != M.fresh(b)),
-              min(len(after), len(before)))
-    spans = M.group_spans(after)
-    at = max((s for s, _e in spans if s <= at), default=0)
+def place(after: List[Message], pair: List[Message]) -> List[Message]:
+    """``after`` with ``pair`` at its end, before the current turn's request when the list
+    ends with it, never right after a plain assistant message (a host would merge the call
+    into it), never first. The end is past any change a compaction made, so this costs the
+    prompt cache nothing more, and it leaves the positions of the older messages as they
+    were (the Gateway's levels scan the list by position)."""
+    at = len(after)
+    if at and M.role(after[-1]) == "user" and not M.is_tool_result(after[-1]):
+        at -= 1
     while at > 0 and M.role(after[at - 1]) == "assistant" and not M.calls_of(after[at - 1]):
         at -= 1
     systems = next((i for i, m in enumerate(after) if M.role(m) != "system"), len(after))
     if at <= systems:           # never first: a provider wants the conversation to open with
-        at = next((e for s, e in spans if s >= systems), len(after))     # the user's turn
+        at = next((e for s, e in M.group_spans(after) if s >= systems), len(after))  # a user
     return after[:at] + pair + after[at:]

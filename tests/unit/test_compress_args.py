@@ -91,7 +91,7 @@ def test_without_memory_context_nothing_changes(tmp_path):
     assert outs[0] == outs[1] == outs[2]
 
 
-def test_gateway_route_one_note_pair_where_the_list_first_changed(tmp_path, gw):
+def test_gateway_route_one_note_pair_at_the_end(tmp_path, gw):
     rt, eng, conv = gateway_engine(tmp_path, gw, 30)
     tokens = messages_tokens(conv)          # no overhead: the Gateway's summaries suffice
     out = eng.compress(conv, current_tokens=tokens, memory_context=MEMORY)
@@ -101,7 +101,8 @@ def test_gateway_route_one_note_pair_where_the_list_first_changed(tmp_path, gw):
     (at,) = holding(out, "PRECOMPRESS-9Z")
     assert D.body_of(out[at - 1:at + 1], rt.seal) is not None
     first_change = next(i for i, (a, b) in enumerate(zip(out, conv)) if a != b)
-    assert first_change == at - 1, "the note sits where the compaction already broke the cache"
+    assert at - 1 > first_change, "the note sits past what the compaction changed anyway"
+    assert len(out) - at - 1 <= 1, "the note ends the list (before a plain answer at most)"
     # nothing more per request: a compaction that finds nothing to do adds nothing
     assert eng.compress(out, current_tokens=20_000, memory_context=MEMORY) == out
 
@@ -216,18 +217,18 @@ def test_gateway_route_names_the_focus_matches_it_archived(tmp_path, gw):
     assert got["ok"] and got["content"].startswith("result call_2_1")
 
 
-def test_the_note_goes_where_the_list_first_changed_never_first_never_after_a_plain_answer():
-    from tencentdb_offload.context.notes import insert_at_change
+def test_the_note_ends_the_list_before_the_current_request_never_after_a_plain_answer():
+    from tencentdb_offload.context.notes import place
     pair = [{"role": "assistant", "content": "", "tool_calls": [{"id": "n", "type": "function",
              "function": {"name": "tdai_offload_search", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "n", "content": "note"}]
-    before = conversation(3, 10)                # 4 messages a turn: user, call, result, answer
-    after = before[:6] + [dict(before[6], content="short")] + before[7:]     # turn 1's result
-    assert insert_at_change(before, after, pair) == after[:5] + pair + after[5:]   # its group
-    after = before[:4] + [dict(before[4], content="turn 1 changed")] + before[5:]
-    assert insert_at_change(before, after, pair) == after[:3] + pair + after[3:]   # not after
-    system = [{"role": "system", "content": "s"}]                            # turn 0's answer
-    after = system + before[4:]                 # the first turn left: the note follows the user
-    assert insert_at_change(system + before, after, pair) == after[:2] + pair + after[2:]
-    for got in (insert_at_change(before, after, pair), insert_at_change(before, [], pair)):
+    conv = conversation(3, 10)                  # 4 messages a turn: user, call, result, answer
+    mid_turn = conv[:11]                        # ends with turn 2's tool result
+    assert place(mid_turn, pair) == mid_turn + pair
+    turn_start = conv[:9]                       # ends with turn 2's request
+    assert place(turn_start, pair) == conv[:7] + pair + conv[7:9]   # not after the answer
+    assert place(conv, pair) == conv[:11] + pair + conv[11:]
+    system = [{"role": "system", "content": "s"}]
+    assert place(system + conv[:1], pair) == system + conv[:1] + pair     # never first
+    for got in (place(mid_turn, pair), place(turn_start, pair), place([], pair)):
         assert M.validation_errors(got) == []
