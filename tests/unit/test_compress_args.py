@@ -232,3 +232,17 @@ def test_the_note_ends_the_list_before_the_current_request_never_after_a_plain_a
     assert place(system + conv[:1], pair) == system + conv[:1] + pair     # never first
     for got in (place(mid_turn, pair), place(turn_start, pair), place([], pair)):
         assert M.validation_errors(got) == []
+
+
+def test_the_provider_text_outlives_a_digest_collapse_and_stays_once():
+    from test_digest import SEAL, digests, story, story_turn
+    from tencentdb_offload.context.fallback import local_compact
+    from tencentdb_offload.context.notes import Notes
+    msgs, collapses = story(12), 0
+    for k in range(12):
+        res = local_compact(msgs, 4000, seal=SEAL, digest_cap=1200, notes=Notes(MEMORY))
+        collapses += res.digest_collapsed
+        msgs = res.messages + story_turn(100 + k)
+        assert len(holding(res.messages, "PRECOMPRESS-9Z")) == 1, k
+        assert sum(D.tokens_of(b) for _p, b in digests(res.messages)) <= 1200
+    assert collapses >= 1, "the test needs a collapse"
