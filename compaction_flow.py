@@ -17,9 +17,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .compaction_ahead import GatewayAttempt
 from .compaction_record import Compaction, Level, Route
 from .compat import HOST_SELECTS_CONTEXT
-from .context import canvas, departures, recall_blocks
+from .context import canvas, departures, focus, recall_blocks
+from .context import digest as D
 from .context import messages as M
 from .context.fallback import local_compact
+from .context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 
 Message = Dict[str, Any]
@@ -74,8 +76,12 @@ class CompactionRun:
     """One attempt; ``cancelled`` is the host's check for *this* attempt (0.22 installs it on
     the engine before calling compress, and a later attempt replaces it: capture it first)."""
 
-    def __init__(self, engine: Any, messages: List[Message], cancelled: Callable[[], bool]):
+    def __init__(self, engine: Any, messages: List[Message], cancelled: Callable[[], bool],
+                 memory_context: Any = "", focus_topic: Any = None):
         self.engine, self.rt = engine, engine.runtime
+        self.memory_context = memory_context            # a memory provider's, for the model
+        self.memory = ""
+        self.focus = focus.terms(focus_topic)           # /compress <focus>
         self.state = engine._state()
         self.messages = messages
         self.cancelled = cancelled
@@ -96,12 +102,18 @@ class CompactionRun:
         block = self.state.canvas_text if s.canvas else ""
         shown = estimate_text(block) + PER_MESSAGE if block else 0
         room = max(256, budget.for_messages - shown)
-        result, route = self.finish(clean, attempt, room, max(0, budget.ceiling - shown))
+        # the provider's text stays well inside the digest's share of this budget
+        self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
+        notes = self.notes(clean, attempt)
+        result, route, placed = self.finish(clean, attempt, room, notes,
+                                            max(0, budget.ceiling - shown))
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
         if self.unchanged(result):
             return self.messages, None
+        if not placed:
+            result = self.with_notes(result, notes)
         if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead
             result = canvas.inject(result, block, self.rt.seal)
             self.state.injected_canvas_hash = canvas.digest(block)
@@ -146,8 +158,23 @@ class CompactionRun:
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
 
-    def finish(self, clean: List[Message], attempt: GatewayAttempt,
-               room: int, ceiling: int = 0) -> Tuple[List[Message], Route]:
+    def notes(self, clean: List[Message], attempt: GatewayAttempt) -> Notes:
+        """The provider's text, and the focus-matched items the Gateway's result archived."""
+        gone = () if attempt.messages is None else focus.archived(
+            clean, attempt.messages, self.focus, self.rt.seal)
+        return Notes(self.memory, " ".join(self.focus), gone)
+
+    def with_notes(self, result: List[Message], notes: Notes) -> List[Message]:
+        """``result`` with one note pair at its end, unless it already holds the provider's
+        text (and no focus line is due)."""
+        if notes.memory and carried(notes.memory, result):
+            notes = notes.without_memory()
+        if not notes:
+            return result
+        return place(result, D.note_pair(result, notes, seal=self.rt.seal))
+
+    def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
+               notes: Notes = Notes(), ceiling: int = 0) -> Tuple[List[Message], Route, bool]:
         s, rt = self.rt.settings, self.rt
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
@@ -156,15 +183,16 @@ class CompactionRun:
         common = dict(keep_first=s.keep_first,
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
                       recallable=recallable, count=self.count, seal=rt.seal,
-                      summaries=summaries, ceiling=ceiling)
+                      summaries=summaries, notes=notes, focus=self.focus, ceiling=ceiling)
+        note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
         if attempt.messages is None:
             done, route = local_compact(clean, room, **common), Route.LOCAL
-        elif sum(map(self.count, attempt.messages)) <= room:
-            return attempt.messages, Route.GATEWAY
+        elif sum(map(self.count, attempt.messages)) + note_cost <= room:
+            return attempt.messages, Route.GATEWAY, False
         else:
             done, route = local_compact(attempt.messages, room, **common), Route.GATEWAY_THEN_LOCAL
         self.args_gone = list(done.departed)            # trimmed call arguments, archived
-        return done.messages, route
+        return done.messages, route, done.notes_placed
 
     def unchanged(self, result: List[Message]) -> bool:
         # Fresh dicts returned: Hermes 0.17 persists a rotated session by object identity.

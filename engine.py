@@ -188,7 +188,7 @@ class TencentDBOffloadEngine(ContextEngine):
         if not self.runtime.settings.enabled:
             return messages
         try:
-            run = CompactionRun(self, messages, cancelled)
+            run = CompactionRun(self, messages, cancelled, memory_context, focus_topic)
             result, record = run.run(current_tokens, bool(force))
             if record is not None:
                 self._landed(record)

@@ -7,6 +7,10 @@ identifies it and how it ended, and what the assistant concluded, each with the 
 (an assistant message that only calls ``tdai_offload_search`` and its result): no host shows
 it as words of the user or the assistant, no provider folds it into the system prompt.
 
+A section also carries the compaction's ``notes`` (``notes.py``): a memory provider's
+pre-compaction text, and after a Gateway compaction the focus-matched items it archived; a
+compaction that cut no turns puts them in a section of their own (``note_pair``).
+
 Cache-stable: sections already sent are found again by their seal and kept byte-identical;
 a new compaction appends one section. Only when the digest would pass its budget is it rebuilt
 once, every earlier turn collapsed to its first line (never dropped). Pure.
@@ -21,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import item_key
 from . import messages as M
+from .notes import Notes, memory_of
 from .provenance import Seal
 from .tokens import PER_MESSAGE, estimate_text
 
@@ -44,6 +49,8 @@ HEADER_HELD = ("[tencentdb-offload] Digest of earlier turns. They were moved out
                "be written right now: the full texts are held and retried, and the recall "
                "tools return them only once it recovers.")
 CONTINUED = "Digest of earlier turns, continued:"
+NOTE_HEADER = ("[tencentdb-offload] This conversation was compacted; what left it is archived: "
+               "tdai_offload_search(query) finds any archived text, tdai_read_cos reads it in full.")
 RULES = "Rules the user set for this session (verbatim):"
 _RULE_RE = re.compile(r"^\W*(from now on|from here on|going forward|for the rest of (this|the) "
                       r"(session|conversation|chat)|always\b|never\b|do not ever|don't ever|"
@@ -206,12 +213,13 @@ def render_turn(n: int, turn: Turn) -> str:
 
 
 def render(turns: Sequence[Turn], rules: Sequence[Tuple[str, str]], first: int, *,
-           header: str, collapsed_before: Sequence[str] = ()) -> str:
+           header: str, collapsed_before: Sequence[str] = (), notes: Notes = Notes()) -> str:
     parts = [header]
     if rules:
         parts.append(RULES)
         parts.extend("! %s (%s)" % (M.trim_text(t, RULE_CHARS, "full text: " + k), k)
                      for t, k in rules)
+    parts.extend(notes.lines())
     if collapsed_before or turns:
         parts.append("Turns:")
     parts.extend(collapsed_before)
@@ -266,23 +274,37 @@ def tokens_of(body: str) -> int:
 
 def build(earlier: Sequence[str], cut: Sequence[Message], *, seal: Seal, cap: int,
           recallable: bool = True, summaries: Optional[Dict[str, str]] = None,
-          number: int = 1) -> Tuple[List[Message], bool]:
+          number: int = 1, notes: Notes = Notes()) -> Tuple[List[Message], bool]:
     """The digest messages to follow the ``earlier`` digest bodies (kept as they are) for the
-    messages ``cut`` now, and whether they replace the earlier ones (a collapse at the cap)."""
+    messages ``cut`` now, and whether they replace the earlier ones (a collapse at the cap).
+    ``notes`` ride in the new section; with nothing cut there is no section."""
     turns, rules = turns_of(cut, summaries)
     first = last_number(earlier) + 1
     header = CONTINUED if earlier else (HEADER if recallable else HEADER_HELD)
     if not turns and not rules:
         return [], False
-    body = render(turns, rules, first, header=header)
+    body = render(turns, rules, first, header=header, notes=notes)
     used = sum(tokens_of(b) for b in earlier)
     if used + tokens_of(body) <= cap:
         return pair(seal, body, number), False
-    return pair(seal, _collapsed(earlier, turns, rules, first, cap, recallable), number), True
+    if not notes.memory:        # the provider's newest text outlives the collapse
+        notes = Notes(next((memory_of(b) for b in reversed(earlier) if memory_of(b)), ""),
+                      notes.focus, notes.focus_left)
+    body = _collapsed(earlier, turns, rules, first, cap, recallable, notes.lines())
+    return pair(seal, body, number), True
+
+
+def note_pair(messages: Sequence[Message], notes: Notes, *, seal: Seal) -> List[Message]:
+    """A section holding only ``notes``, for a compaction that cut no turns (the Gateway's,
+    or a local one that only trimmed): "continued" when ``messages`` hold a digest."""
+    spans = M.group_spans(messages)
+    earlier = any(body_of(messages[s:e], seal) is not None for s, e in spans)
+    body = "\n".join([CONTINUED if earlier else NOTE_HEADER] + notes.lines())
+    return pair(seal, body, free_number(messages))
 
 
 def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str, str]],
-               first: int, cap: int, recallable: bool) -> str:
+               first: int, cap: int, recallable: bool, note_lines: Sequence[str] = ()) -> str:
     """One digest within ``cap``: earlier turns one line each, then the newest turns in full
     while the whole stays within half the cap (so the next compactions append again); as a
     last resort old lines are shortened."""
@@ -306,7 +328,7 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
         if width is not None:
             old = [_shorten(ln, width) for ln in old_lines]
             blocks = [_shorten(b, width) for b in blocks]
-        body = "\n".join([header] + rule_part + ["Turns:"] + old + blocks)
+        body = "\n".join([header] + rule_part + list(note_lines) + ["Turns:"] + old + blocks)
         if tokens_of(body) <= bound:
             break
     return body

@@ -1,7 +1,8 @@
 """Local compaction: pair-aware tail truncation that lands within the budget.
 
 Keeps the system messages, the first ``keep_first`` messages (never splitting a group),
-the current turn's user message and its newest step, then the newest groups that fit.
+the current turn's user message and its newest step, then the newest groups that fit; with
+a focus (``/compress <focus>``, ``focus``) the matching groups come before the others.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
 old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
 gets progressively harder. Results the model asked for and has not seen yet are trimmed
@@ -20,11 +21,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import blocks as B
 from . import digest as D
+from . import focus as F
 from . import messages as M
 from .heartbeat import is_heartbeat_call
 from .callargs import args_key, trim_call_args
 from . import item_key
 from .departures import Departed, plain_text
+from .notes import Notes, carried
 from .provenance import Seal
 from .tokens import TokenMemo
 
@@ -43,6 +46,7 @@ class CompactResult:
     within_budget: bool = True
     departed: List[Departed] = field(default_factory=list)   # full arguments of trimmed calls
     digest_collapsed: bool = False                           # earlier digests rebuilt (rare)
+    notes_placed: bool = False                               # the notes are in the new digest
 
     @property
     def changed(self) -> bool:
@@ -252,10 +256,32 @@ def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., No
         plan.head = []
 
 
-def _fill(plan: Plan, budget: Budget) -> Set[int]:
-    """The must-keep groups plus the newest groups that fit, contiguous from the end."""
-    room = budget.room(plan.must_cost())
-    chosen = set(plan.must)
+def _prefer(plan: Plan, room: int, pattern: Any, trim: Callable[..., None],
+            trim_chars: int) -> Set[int]:
+    """The groups matching the focus, newest first, within ``focus.SHARE`` of ``room``: whole
+    when they fit, else trimmed as any old group is."""
+    chosen: Set[int] = set()
+    if pattern is None:
+        return chosen
+    spend = int(max(0, room) * F.SHARE)
+    last_head = plan.head[-1] if plan.head else -1
+    for i in range(len(plan.spans) - 1, last_head, -1):
+        if i in plan.must or i in plan.digests or not F.matches(plan.messages(i), pattern):
+            continue
+        for limit in (None, trim_chars):
+            trim(i, limit)
+            if plan.cost[i] <= spend:
+                chosen.add(i)
+                spend -= plan.cost[i]
+                break
+    return chosen
+
+
+def _fill(plan: Plan, budget: Budget, preferred: Set[int] = frozenset()) -> Set[int]:
+    """The must-keep groups (and ``preferred``) plus the newest groups that fit, contiguous
+    from the end."""
+    room = budget.room(plan.must_cost()) - sum(plan.cost[i] for i in preferred)
+    chosen = set(plan.must) | set(preferred)
     for i in range(len(plan.spans) - 1, -1, -1):
         if i in chosen or i in plan.digests:
             continue
@@ -303,6 +329,10 @@ def _put(out: List[Message], digest: List[Message]) -> None:
     out[at:at] = digest
 
 
+def _digest_messages(plan: Plan) -> List[Message]:
+    return [m for i in plan.digests for m in plan.messages(i)]
+
+
 def _departed_args(plan: Plan, chosen: Set[int]) -> List[Departed]:
     return [Departed("tool_args", full, args_key(tid), name, "assistant")
             for i in sorted(chosen) for tid, name, full in plan.args_cut.get(i, ())]
@@ -312,13 +342,16 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                   trim_chars: int = 2000, archived_total: int = 0, recallable: bool = True,
                   count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
                   summaries: Optional[Dict[str, str]] = None,
-                  digest_cap: Optional[int] = None, ceiling: int = 0) -> CompactResult:
+                  digest_cap: Optional[int] = None, notes: Notes = Notes(),
+                  focus: Sequence[str] = (), ceiling: int = 0) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
     ``seal`` signs what the plugin writes and finds the digest already sent (the runtime's;
     without one only this process's digests are recognised); ``summaries`` are the Gateway's
-    L1 summaries by tool_call_id, shown in the digest for results that left.
+    L1 summaries by tool_call_id, shown in the digest for results that left; ``notes`` ride in
+    the new digest section (the provider's text only while the kept messages lack it);
+    groups matching the ``focus`` terms are kept before older ones (``focus``).
     ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
     seal = seal or _PROCESS_SEAL
@@ -334,7 +367,8 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
     _tighten(plan, costs, trim_chars, trim, ceiling)
-    chosen = _fill(plan, costs)
+    chosen = _fill(plan, costs, _prefer(plan, costs.room(plan.must_cost()), F.pattern(focus),
+                                        trim, trim_chars))
     cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests
            for m in plan.messages(i)]
     trimmed = [o for i in sorted(chosen) for o, n in zip(plan.messages(i), plan.versions[i])
@@ -343,11 +377,13 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
         same = M.repair(messages)      # nothing to do: the list as it was, only made valid
         after = sum(count(m) for m in same)
         return CompactResult(same, [], [], before, after, after <= budget)
+    if notes.memory and carried(notes.memory, systems + [m for i in sorted(chosen) for m in
+                                                         plan.versions[i]] + _digest_messages(plan)):
+        notes = notes.without_memory()
     digest, replaces = D.build(plan.bodies, cut, seal=seal, cap=cap, recallable=recallable,
-                               summaries=summaries, number=D.free_number(plan.body))
+                               summaries=summaries, number=D.free_number(plan.body), notes=notes)
     result = M.repair(systems + _assemble(plan, chosen, digest, replaces))
-    removed = plan.removed + cut + ([m for i in plan.digests for m in plan.messages(i)]
-                                    if replaces else [])
+    removed = plan.removed + cut + (_digest_messages(plan) if replaces else [])
     after = sum(count(m) for m in result)
     return CompactResult(result, removed, trimmed, before, after, after <= budget,
-                         _departed_args(plan, chosen), replaces)
+                         _departed_args(plan, chosen), replaces, bool(digest) and bool(notes))

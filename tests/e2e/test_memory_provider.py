@@ -209,7 +209,6 @@ def test_no_canvas_in_recent_messages(runs):
 
 @pytest.mark.skipif(HOST < (0, 19), reason="Hermes 0.17 drops on_pre_compress's text: compress never "
                     "gets memory_context")
-@pytest.mark.xfail(strict=True, reason="issue 20.4: memory_context wiring in the engine pending")
 def test_memory_context_reaches_the_model(runs):
     run = runs["with"]
     assert [e for e in run["log"] if e["event"] == "pre_compress"], "Hermes never asked the provider"
