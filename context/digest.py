@@ -69,10 +69,21 @@ def message_key(role: str, text: str) -> str:
     return item_key.message_key(role, text)
 
 
+_LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")   # what splitlines() splits on
+
+
 def one_line(text: str, limit: int) -> str:
-    """The first non-empty line of ``text``, control characters removed, at most ``limit``."""
-    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
-    line = "".join(ch for ch in line if ch >= " " and ch != "\x7f" and not "\u202a" <= ch <= "\u202e")
+    """The first non-empty line of ``text``, control characters removed, at most ``limit``.
+    Reads no further than it needs: a digest lists hundreds of results of megabytes each."""
+    text = (text or "").lstrip()
+    end = _LINE_END.search(text)
+    kept: List[str] = []
+    for ch in (text[:end.start()] if end else text).strip():
+        if ch >= " " and ch != "\x7f" and not "\u202a" <= ch <= "\u202e":
+            kept.append(ch)
+            if len(kept) > limit:
+                break
+    line = "".join(kept)
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
