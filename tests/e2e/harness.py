@@ -396,16 +396,23 @@ class Compaction:
     tokens_before: int = 0
     tokens_after: int = 0
     has_trim: bool = False  # a tool result in this request carries the engine's trim pointer
+    lost_results: int = 0   # tool results of the previous request this one no longer carries
 
     @property
     def fewer_messages(self) -> bool:
         return self.after < self.before
 
+    @property
+    def removed(self) -> bool:
+        """Messages left the context (fewer of them, or tool results gone)."""
+        return self.fewer_messages or self.lost_results > 0
+
 
 def compactions(bodies: Sequence[Dict[str, Any]], marker: str = NOTICE_MARKER,
                 min_token_drop: int = MIN_TOKEN_DROP) -> List[Compaction]:
     """Points where a request carries fewer messages (or ``min_token_drop`` fewer prompt
-    tokens) than the one before it.
+    tokens) than the one before it, or lost one of its tool results: a compaction between a
+    tool step and the model's answer may remove as much as the step added.
 
     Within one conversation the context only grows, except at a compaction. Pass only the
     main (tool-carrying) requests of ONE conversation, in order.
@@ -417,10 +424,18 @@ def compactions(bodies: Sequence[Dict[str, Any]], marker: str = NOTICE_MARKER,
         before = len(bodies[i - 1].get("messages") or [])
         after = len(bodies[i].get("messages") or [])
         tb, ta = prompt_tokens(bodies[i - 1]), prompt_tokens(bodies[i])
-        if after < before or tb - ta >= min_token_drop:
+        gone = _result_ids(bodies[i - 1]) - _result_ids(bodies[i])
+        if after < before or tb - ta >= min_token_drop or gone:
             text = request_text(bodies[i])
-            out.append(Compaction(i, before, after, marker in text, tb, ta, TRIM_MARKER in text))
+            out.append(Compaction(i, before, after, marker in text, tb, ta, TRIM_MARKER in text,
+                                  len(gone)))
     return out
+
+
+def _result_ids(body: Dict[str, Any]) -> set:
+    """The tool results a request carries (a prune rewrites one in place, keeping its id)."""
+    return {m.get("tool_call_id") for m in body.get("messages") or []
+            if isinstance(m, dict) and m.get("role") == "tool"}
 
 
 def make_text_files(directory: Path, count: int, *, lines: int = 500, line_chars: int = 44,

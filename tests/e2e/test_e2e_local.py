@@ -76,13 +76,13 @@ def test_local_mode_compacts_and_recalls(tmp_path, hermes, isolation):
     drops = [c for cs in by_turn.values() for c in cs]
     # The local compaction trims long tool results (head + tail + a recall pointer) before it
     # archives whole messages, so a compaction shows either the notice or the trim pointer.
-    ours = [c for c in drops if (c.fewer_messages and c.has_notice) or c.has_trim]
+    ours = [c for c in drops if (c.removed and c.has_notice) or c.has_trim]
     assert len(ours) >= 2, (
         f"expected >= 2 compactions by this engine (fewer messages with the "
         f"{harness.NOTICE_MARKER} notice, or tool results trimmed with a recall pointer), "
         f"saw {len(ours)}; context drops seen: "
-        f"{len(drops)} ({sum(1 for c in drops if not c.fewer_messages)} only rewrote content, "
-        f"{sum(1 for c in drops if c.fewer_messages and not c.has_notice)} removed messages without "
+        f"{len(drops)} ({sum(1 for c in drops if not c.removed)} only rewrote content, "
+        f"{sum(1 for c in drops if c.removed and not c.has_notice)} removed messages without "
         f"a notice)\n{conv.summary()}")
     harness.assert_no_loop(conv)
     for n, e in conv.main_with_turns():
