@@ -31,9 +31,6 @@ log = logging.getLogger("tencentdb_offload.compaction")
 POOL_GATEWAY_WAIT_S = 0.5
 ARCHIVE_BEFORE_RETURN_S = 2.0  # what leaves mid-turn is on disk before the next request
 FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens
-# results the model has not seen yet stay whole if the request then stays this far under the
-# trigger (the next request must not trigger again at once)
-UNSEEN_CEILING = 0.95
 
 
 @dataclass(frozen=True)
@@ -42,7 +39,6 @@ class Budget:
     overhead: int       # estimated tokens outside the list (system prompt, tool schemas)
     for_messages: int   # estimated tokens the list itself may hold
     before: int         # provider tokens of the request before
-    ceiling: int = 0    # estimated tokens the list may hold to keep unseen results whole
 
 
 def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message], int, List[str]]:
@@ -54,8 +50,7 @@ def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message
 
 
 def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target: int,
-                fallback_overhead: int, count: TokenMemo, force: bool,
-                trigger: int = 0) -> Budget:
+                fallback_overhead: int, count: TokenMemo, force: bool) -> Budget:
     overhead = state.overhead_estimate or fallback_overhead
     listed = sum(map(count, messages))
     if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
@@ -66,10 +61,8 @@ def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target
     before = state.calibrator.to_real(overhead + listed)
     if isinstance(current_tokens, int) and current_tokens > 0 and not force:
         before = max(before, current_tokens)
-    for_messages = max(256, state.calibrator.to_estimate(target) - overhead)
-    ceiling = state.calibrator.to_estimate(int(trigger * UNSEEN_CEILING)) - overhead
-    return Budget(target, overhead, for_messages, before,
-                  0 if force else max(for_messages, ceiling))
+    return Budget(target, overhead, max(256, state.calibrator.to_estimate(target) - overhead),
+                  before)
 
 
 class CompactionRun:
@@ -105,8 +98,7 @@ class CompactionRun:
         # the provider's text stays well inside the digest's share of this budget
         self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
         notes = self.notes(clean, attempt)
-        result, route, placed = self.finish(clean, attempt, room, notes,
-                                            max(0, budget.ceiling - shown))
+        result, route, placed = self.finish(clean, attempt, room, notes)
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
@@ -134,7 +126,7 @@ class CompactionRun:
         """Our target; a user who asks explicitly (``/compress``, ``force``) while the context
         is already under it gets half of what is there: they asked for a smaller context."""
         args = (self.state, self.messages, current_tokens)
-        tail = (self.rt.last_overhead_estimate, self.count, force, self.engine.threshold_tokens)
+        tail = (self.rt.last_overhead_estimate, self.count, force)
         budget = plan_budget(*args, self.engine._target(), *tail)
         if force and budget.before <= budget.target:
             budget = plan_budget(*args, max(FORCED_FLOOR, budget.before // 2), *tail)
@@ -174,7 +166,7 @@ class CompactionRun:
         return place(result, D.note_pair(result, notes, seal=self.rt.seal))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
-               notes: Notes = Notes(), ceiling: int = 0) -> Tuple[List[Message], Route, bool]:
+               notes: Notes = Notes()) -> Tuple[List[Message], Route, bool]:
         s, rt = self.rt.settings, self.rt
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
@@ -183,7 +175,7 @@ class CompactionRun:
         common = dict(keep_first=s.keep_first,
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
                       recallable=recallable, count=self.count, seal=rt.seal,
-                      summaries=summaries, notes=notes, focus=self.focus, ceiling=ceiling)
+                      summaries=summaries, notes=notes, focus=self.focus)
         note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
         if attempt.messages is None:
             done, route = local_compact(clean, room, **common), Route.LOCAL

@@ -1,16 +1,13 @@
-"""Local compaction: pair-aware tail truncation that lands within the budget.
+"""Local compaction: pair-aware tail truncation that always lands within the budget.
 
 Keeps the system messages, the first ``keep_first`` messages (never splitting a group),
 the current turn's user message and its newest step, then the newest groups that fit; with
 a focus (``/compress <focus>``, ``focus``) the matching groups come before the others.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
 old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
-gets progressively harder. Results the model asked for and has not seen yet are trimmed
-last, and not at all while the whole stays under ``ceiling``: trimming what the model is about
-to read defeats the read (the result then lands between the budget and the ceiling). Where
-messages leave, a sealed digest (``digest``) tells the model what they held and how to read
-them back. Steps: plan the groups, price them against a ``Budget``, tighten, fill, assemble.
-No network, no state.
+gets progressively harder. Where messages leave, a sealed digest (``digest``) tells the model
+what they held and how to read them back. Steps: plan the groups, price them against a
+``Budget``, tighten, fill, assemble. No network, no state.
 """
 
 from __future__ import annotations
@@ -152,7 +149,6 @@ class Plan:
     cost: Dict[int, int] = field(default_factory=dict)
     args_cut: Dict[int, List[Tuple[str, str, str]]] = field(default_factory=dict)
     removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
-    unseen: int = -1            # the newest step when its results await the model's answer
 
     def messages(self, i: int) -> List[Message]:
         s, e = self.spans[i]
@@ -181,10 +177,6 @@ def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
             plan.digests.append(i)
             plan.bodies.append(text)
     plan.removed = removed
-    last, tail = len(kept) - 1, body[-1] if body else None
-    if last > plan.current >= 0 and tail is not None and (M.is_tool_result(tail)
-                                                          or M.results_of(tail)):
-        plan.unseen = last
     _choose_head(plan, keep_first)
     return plan
 
@@ -231,21 +223,12 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
     plan.cost[i] = sum(count(m) for m in out)
 
 
-def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None],
-             ceiling: int = 0) -> None:
+def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None]) -> None:
     """When the must-keep part is over budget: trim it harder step by step, then let the
-    head go (the current user message and the newest group always stay). Results the model
-    has not seen yet (it asked for them: a file, a recall) stay whole, and nothing else is
-    cut harder, while the whole stays under ``ceiling``."""
-    if budget.room(plan.must_cost()) >= 0:
-        return
-    spare = {plan.unseen} if plan.unseen in plan.must and ceiling > budget.limit else set()
-    for i in plan.must - spare:
-        trim(i, trim_chars)
-    if spare and budget.fixed + plan.must_cost() <= ceiling:
-        return
-    for i in spare:
-        trim(i, trim_chars)
+    head go (the current user message and the newest group always stay)."""
+    if budget.room(plan.must_cost()) < 0:
+        for i in plan.must:
+            trim(i, trim_chars)
     for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
         if budget.room(plan.must_cost()) >= 0:
             return
@@ -343,7 +326,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                   count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
                   summaries: Optional[Dict[str, str]] = None,
                   digest_cap: Optional[int] = None, notes: Notes = Notes(),
-                  focus: Sequence[str] = (), ceiling: int = 0) -> CompactResult:
+                  focus: Sequence[str] = ()) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
@@ -366,7 +349,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
-    _tighten(plan, costs, trim_chars, trim, ceiling)
+    _tighten(plan, costs, trim_chars, trim)
     chosen = _fill(plan, costs, _prefer(plan, costs.room(plan.must_cost()), F.pattern(focus),
                                         trim, trim_chars))
     cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests

@@ -60,7 +60,7 @@ def _tuning(p: argparse.ArgumentParser) -> None:
                         "TENCENTDB_OFFLOAD_THRESHOLD, 0.75)")
     p.add_argument("--ratio", type=_fraction, metavar="F",
                    help="target after a compaction, fraction of the window (default: the "
-                        "configured TENCENTDB_OFFLOAD_COMPACT_RATIO, 0.3)")
+                        "configured TENCENTDB_OFFLOAD_COMPACT_RATIO, 0.5)")
     p.add_argument("--gateway", metavar="URL",
                    help="send the session to this Gateway (default: none; the configured "
                         "TENCENTDB_OFFLOAD_GATEWAY_URL is never used, so no synthetic or replayed "

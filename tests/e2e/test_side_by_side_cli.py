@@ -138,13 +138,13 @@ def test_cli_plugin_never_over_the_trigger_after_a_compaction(cli):
     measure.assert_never_over_the_trigger_after_a_compaction(cli["plugin"])
 
 
-@measure.unmet_on(["0.22"], "rewrites <= the built-in's + 0.5 — 7 vs 3 at THRESHOLD 0.75 (3 vs 3 at 0.85): a "
-                  "compaction keeps the reads the model has not seen whole, so the next turn's reads trigger again")
+@measure.unmet_on(["0.22"], "rewrites <= the built-in's + 0.5 — 4 vs 3 (one compaction more in 9 turns: the "
+                  "plugin triggers at 0.75 of the window, the built-in at 0.85 on a 64K window)")
 def test_cli_plugin_rewrites_no_more_than_the_builtin(cli):
     measure.assert_rewrites_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.25M vs 0.19M units (1.32x), 69 % vs 76 % cached; "
+@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.19M vs 0.19M units (1.0x), 76 % vs 76 % cached; "
                   "the built-in cannot recall 4 of 4 markers, the plugin 0 of 4")
 def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
     measure.assert_cost_within(cli["plugin"], cli["builtin"])

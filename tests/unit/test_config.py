@@ -5,7 +5,7 @@ def test_defaults():
     s, warnings = load_settings({})
     assert warnings == []
     assert s.gateway_url == "http://127.0.0.1:8420" and s.api_key == "local"
-    assert (s.compact_ratio, s.threshold, s.timeout_ms, s.ingest_timeout_ms) == (0.3, 0.75, 90000, 5000)
+    assert (s.compact_ratio, s.threshold, s.timeout_ms, s.ingest_timeout_ms) == (0.5, 0.75, 90000, 5000)
     assert s.instance_id == "default" and s.enabled
 
 
@@ -50,10 +50,10 @@ def test_an_absolute_cap_wins_over_the_ratio_when_it_is_lower():
     from tencentdb_offload.config import Settings
     s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "200000"})
     assert warnings == [] and s.max_context_tokens == 200_000
-    assert (s.trigger_tokens(1_000_000), s.target_tokens(1_000_000)) == (200_000, 80_000)
-    assert (s.trigger_tokens(128_000), s.target_tokens(128_000)) == (96_000, 38_400)   # ratio lower
+    assert (s.trigger_tokens(1_000_000), s.target_tokens(1_000_000)) == (200_000, 133_333)
+    assert (s.trigger_tokens(128_000), s.target_tokens(128_000)) == (96_000, 64_000)   # ratio lower
     plain = Settings()
-    assert (plain.trigger_tokens(1_000_000), plain.target_tokens(1_000_000)) == (750_000, 300_000)
+    assert (plain.trigger_tokens(1_000_000), plain.target_tokens(1_000_000)) == (750_000, 500_000)
     for bad in ("100", "-1", "lots", "1e9"):
         s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": bad})
         assert s.max_context_tokens == 0 and len(warnings) == 1, bad

@@ -107,7 +107,7 @@ def test_status_line_names_the_plugin_path_and_tokens(tmp_path):
     first = eng.get_automatic_compaction_status_message(
         phase="compress", default_message="Compacting context…", approx_tokens=70_000)
     assert first == ("tencentdb-offload: compacting ~70K tokens (Hermes' estimate) locally to the "
-                     "19K-token target; what leaves stays readable (recall: tdai_read_cos, "
+                     "32K-token target; what leaves stays readable (recall: tdai_read_cos, "
                      "tdai_offload_search)")
     eng.compress(conversation(40, 6000), current_tokens=70_000)
     line = eng.get_automatic_compaction_status_message(phase="compress", default_message="x")
