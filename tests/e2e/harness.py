@@ -128,6 +128,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
@@ -945,7 +946,20 @@ class GatewayProcess:
             return "(no gateway output)"
 
     def chat(self, session_id: str, prompt: str, timeout: float = 240) -> ApiReply:
-        """One turn: POST /v1/chat/completions (non-streaming) continuing ``session_id``."""
+        """One turn: POST /v1/chat/completions (non-streaming) continuing ``session_id``.
+
+        Hermes 0.22's API server imports ``run_agent`` lazily inside each request; the first
+        requests of a fresh process, arriving at once on a loaded machine, can race on that
+        import and get a 500 before any agent exists ("cannot import name 'AIAgent' from
+        'run_agent'"). Nothing ran, so such a turn is sent again once, with a warning."""
+        reply = self._chat_once(session_id, prompt, timeout)
+        if reply.status == 500 and HOST_IMPORT_RACE in reply.text:
+            warnings.warn(f"host import race on the first requests of hermes gateway: {reply.text[:160]}")
+            time.sleep(0.5)
+            reply = self._chat_once(session_id, prompt, timeout)
+        return reply
+
+    def _chat_once(self, session_id: str, prompt: str, timeout: float) -> ApiReply:
         import http.client
 
         body = json.dumps({"model": "hermes-agent", "messages": [{"role": "user", "content": prompt}]})
@@ -969,6 +983,9 @@ class GatewayProcess:
             except (ValueError, KeyError, IndexError, TypeError):
                 pass
         return ApiReply(resp.status, text, time.monotonic() - t0, sid)
+
+
+HOST_IMPORT_RACE = "cannot import name 'AIAgent' from 'run_agent'"
 
 
 def state_db_contains(home: Path, needle: str) -> int:
