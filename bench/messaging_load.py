@@ -181,17 +181,11 @@ def drive(engine: str, tmp: Path, convs: int, turns: int, at_once: int, reads: i
     try:
         with FakeLLM() as llm, FakeGateway(api_key=GW_KEY) as gw:
             gw.slow_compact()
-            port = harness.free_port()
-            env = harness.api_server_env(port)
-            extra = {"gateway": {"api_server": {"max_concurrent_runs": 4 * at_once}}}
-            if engine == "plugin":
-                env.update({"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
-                            "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
-                            "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
-                home = harness.make_home(tmp, llm.url, context_length=WINDOW, env=env, extra_config=extra)
-            else:
-                home = harness.make_home(tmp, llm.url, context_length=WINDOW, env=env, extra_config=extra,
-                                         engine="compressor", enabled_plugins=())
+            home, port = harness.engine_home(
+                tmp, engine, llm.url, window=WINDOW, concurrent_runs=4 * at_once,
+                settings={"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
+                          "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
+                          "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
             gwp = harness.GatewayProcess(home, port)
             gwp.start()
             step = max(1, convs // 10)

@@ -131,7 +131,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # for ``tests.fakes``; appended so plugin modules never shadow
@@ -814,6 +814,20 @@ def api_server_env(port: int, key: str = API_SERVER_KEY) -> Dict[str, str]:
     """``.env`` entries that enable the API server on 127.0.0.1:``port``."""
     return {"API_SERVER_ENABLED": "true", "API_SERVER_KEY": key,
             "API_SERVER_HOST": "127.0.0.1", "API_SERVER_PORT": str(port)}
+
+
+def engine_home(tmp: Path, engine: str, llm_url: str, *, window: int, concurrent_runs: int,
+                settings: Mapping[str, str] = {}) -> Tuple[Path, int]:
+    """(HERMES_HOME, API-server port) of a messaging gateway run by ``engine``: "plugin" (this
+    plugin, ``settings`` as TENCENTDB_OFFLOAD_* variables) or "builtin" (Hermes' compressor)."""
+    port = free_port()
+    env = api_server_env(port)
+    extra = {"gateway": {"api_server": {"max_concurrent_runs": concurrent_runs}}}
+    if engine == "plugin":
+        env.update(settings)
+        return make_home(tmp, llm_url, context_length=window, env=env, extra_config=extra), port
+    return make_home(tmp, llm_url, context_length=window, env=env, extra_config=extra,
+                     engine="compressor", enabled_plugins=()), port
 
 
 @dataclass

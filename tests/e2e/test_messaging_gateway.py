@@ -364,17 +364,11 @@ def _run_engine(engine: str, tmp: Path):
     try:
         with FakeLLM() as llm, FakeGateway(api_key=GW_KEY) as gw:
             gw.slow_compact()
-            port = harness.free_port()
-            env = harness.api_server_env(port)
-            extra = {"gateway": {"api_server": {"max_concurrent_runs": 4 * SBS_CONVERSATIONS}}}
-            if engine == "plugin":
-                env.update({"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
-                            "TENCENTDB_OFFLOAD_INSTANCE_ID": INSTANCE,
-                            "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD)})   # default landing
-                home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env=env, extra_config=extra)
-            else:
-                home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env=env, extra_config=extra,
-                                         engine="compressor", enabled_plugins=())
+            home, port = harness.engine_home(
+                tmp, engine, llm.url, window=CONTEXT, concurrent_runs=4 * SBS_CONVERSATIONS,
+                settings={"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
+                          "TENCENTDB_OFFLOAD_INSTANCE_ID": INSTANCE,
+                          "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD)})   # default landing
             gwp = harness.GatewayProcess(home, port)
             gwp.start()
             half = SBS_TURNS // 2
