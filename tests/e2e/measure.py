@@ -156,6 +156,12 @@ class Row:
         return self.total("cached") / max(1, self.total("prompt"))
 
     @property
+    def floor(self) -> float:
+        """The least any engine that shows the model every message whole can pay: each offered
+        token written once (a token's first appearance is never a cached prefix)."""
+        return CACHE_WRITE * self.total("offered")
+
+    @property
     def min_offered(self) -> int:
         return min((c.offered for c in self.convs), default=0)
 
@@ -174,6 +180,8 @@ class Row:
             "provider cost (cache read 0.1, write 1.25)": f"{self.cost / 1e6:.2f}M units, "
                                                           f"{self.cached_share:.0%} cached",
             "offered load per conversation, min (windows)": f"{self.min_offered / self.window:.1f}",
+            "lossless cost floor (each offered token written once)": f"{self.floor / 1e6:.2f}M units; "
+                                                                     f"cost {self.cost / max(1.0, self.floor):.2f}x it",
         }
         cells.update({k: str(v) for k, v in self.extra.items()})
         return cells

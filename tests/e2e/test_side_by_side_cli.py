@@ -139,12 +139,14 @@ def test_cli_plugin_never_over_the_trigger_after_a_compaction(cli):
 
 
 @measure.unmet_on(["0.22"], "rewrites <= the built-in's + 0.5 — 4 vs 3 (one compaction more in 9 turns: the "
-                  "plugin triggers at 0.75 of the window, the built-in at 0.85 on a 64K window)")
+                  "plugin triggers at 0.75 of the window, the built-in at 0.85 on a 64K window; at 0.85 "
+                  "the plugin rewrote 3 times but cost 0.22M, and the messaging suite went over the window)")
 def test_cli_plugin_rewrites_no_more_than_the_builtin(cli):
     measure.assert_rewrites_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.19M vs 0.19M units (1.0x), 76 % vs 76 % cached; "
+@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.19M vs 0.19M units (1.0x); the plugin pays 0.96x "
+                  "its lossless floor (each offered token written once), the built-in 1.06x its own; "
                   "the built-in cannot recall 4 of 4 markers, the plugin 0 of 4")
 def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
     measure.assert_cost_within(cli["plugin"], cli["builtin"])

@@ -121,6 +121,21 @@ def test_offered_load_counts_each_read_once_at_its_largest(tmp_path):
     assert c.offered == prompt_tokens(r1) + 3 + 1 + 1000 + 1001
 
 
+def test_the_lossless_floor_is_what_showing_every_message_once_costs():
+    """An append-only conversation that shows every message whole pays at least the floor
+    (each offered token written once); one that cuts a fresh read before sending it can pay
+    less: the floor tells the two apart."""
+    whole = [ex(body(user("t1"))), ex(body(user("t1"), call("c1"), result("c1", "R" * 40000))),
+             ex(body(user("t1"), call("c1"), result("c1", "R" * 40000), user("t2")))]
+    row = measure.analyse("plugin", {"a": whole}, window=64000, trigger=48000, turns=2, answered=2)
+    assert row.floor == 1.25 * row.total("offered") and row.cost >= row.floor
+    cut = [ex(body(user("t1"))), ex(body(user("t1"), call("c1"), result("c1", "R" * 400)))]
+    big = measure.analyse("x", {"a": cut}, window=64000, trigger=48000, turns=1, answered=1,
+                          reads={"a": {"c1": str(Path(__file__))}})
+    assert big.cost < big.floor, (big.cost, big.floor)
+    assert "lossless cost floor (each offered token written once)" in row.lines()
+
+
 def test_row_totals_and_the_side_by_side_table():
     convs = {"a": [ex(body(user("x"))), ex(body(user("y")))], "b": [ex(body(user("z")))]}
     row = measure.analyse("plugin", convs, window=64000, trigger=48000, turns=3, answered=2,
