@@ -51,9 +51,10 @@ D = importlib.import_module(PLUGIN + ".context.digest")
 
 # 0.17 compacts at the start of a turn, in a fresh process, before any request of it: the engine
 # does not know the system prompt and tool schemas yet and lands that much over its target
+# (trimming alone then seems enough: no turn leaves, no digest is written)
 UNMET_017 = pytest.mark.xfail(HERMES_VERSION.startswith("0.17"), strict=True, reason=(
     "issue 17: on 0.17 a turn-start compaction ignores the system prompt and tool schemas "
-    "(~14K tokens, unknown in a fresh process) and lands over the target"))
+    "(~14K tokens, unknown in a fresh process): it lands over the target and cuts no turn"))
 
 if not harness.hermes_bin().exists():  # pragma: no cover - wrong interpreter
     pytest.skip(f"hermes CLI not found next to {sys.executable}", allow_module_level=True)
@@ -224,6 +225,13 @@ def test_compaction_happened_at_least_four_times(story):
 def test_every_compaction_lands_at_or_under_the_target(story):
     drops = harness.compactions([e.body for e in story["plugin"]["conv"].main_exchanges])
     assert max(c.tokens_after for c in drops) <= TARGET, story["line"]
+
+
+@UNMET_017
+def test_turns_left_the_context_and_the_digest_tells_them(story):
+    """Without this the visibility bars below would hold because nothing ever left."""
+    v = visibility(story["plugin"])
+    assert max(v["digest"]) > 0, story["line"]
 
 
 def test_earlier_requests_and_files_stay_visible_at_every_turn(story):
