@@ -33,11 +33,12 @@ Message = Dict[str, Any]
 KIND = "digest"
 CALL_NAME = "tdai_offload_search"       # a tool the model has: strict providers check names
 CALL_ID = "tdo_digest_%d"
-SHARE = 0.08                # of the compaction budget (measured: see README "The digest")
+SHARE = 0.12                # of the compaction budget: 20 tool-heavy turns as one line each (README "The digest")
 FLOOR, CEILING = 400, 6000  # tokens
 REQUEST_CHARS, ARG_CHARS, PATH_CHARS, DETAIL_CHARS, RULE_CHARS = 100, 80, 240, 200, 800
 PATH_KEYS = ("path", "file_path", "filepath", "file", "url", "uri")
 COLLAPSE_TO = 0.5           # a collapse leaves half the budget free: the next ones append
+SHORT_LINE = 90             # chars of an old turn line shortened at the cap (last resort)
 MAX_CALLS = 12              # per turn line; the rest are counted (their ids stay in detail)
 HEADER = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the context by "
           "a local compaction; no summary model was used (if the host said it was "
@@ -318,7 +319,7 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
                first: int, cap: int, recallable: bool, note_lines: Sequence[str] = ()) -> str:
     """One digest within ``cap``: earlier turns one line each, then the newest turns in full
     while the whole stays within half the cap (so the next compactions append again); as a
-    last resort old lines are shortened."""
+    last resort the oldest lines are shortened."""
     old_rules: List[str] = []
     old_lines: List[str] = []
     for b in earlier:
@@ -328,21 +329,31 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
     new_rules = ["! %s (%s)" % (M.trim_text(t, RULE_CHARS, "full text: " + k), k) for t, k in rules]
     header = HEADER if recallable else HEADER_HELD
     rule_part = [RULES] + old_rules + new_rules if (old_rules or new_rules) else []
+    head = [header] + rule_part + list(note_lines) + ["Turns:"]
     full = [render_turn(first + i, t) for i, t in enumerate(turns)]
     lines_only = [f.splitlines()[0] for f in full]
-    attempts = [(k, None) for k in range(len(turns), -1, -1)] + [(0, 160), (0, 90)]
-    body = ""
-    for n, (keep_full, width) in enumerate(attempts):
-        bound = int(cap * COLLAPSE_TO) if n < len(turns) else cap
-        blocks = lines_only[:len(turns) - keep_full] + full[len(turns) - keep_full:]
-        old = old_lines
-        if width is not None:
-            old = [_shorten(ln, width) for ln in old_lines]
-            blocks = [_shorten(b, width) for b in blocks]
-        body = "\n".join([header] + rule_part + list(note_lines) + ["Turns:"] + old + blocks)
-        if tokens_of(body) <= bound:
-            break
-    return body
+    for keep_full in range(len(turns), 0, -1):
+        cut = len(turns) - keep_full
+        body = "\n".join(head + old_lines + lines_only[:cut] + full[cut:])
+        if tokens_of(body) <= int(cap * COLLAPSE_TO):
+            return body
+    return _oldest_shortened(head, old_lines + lines_only, cap)
+
+
+def _oldest_shortened(head: List[str], lines: List[str], cap: int) -> str:
+    """Every turn one line within ``cap``, as few of the oldest lines shortened as it takes:
+    the newer ones keep their paths and ids (all of them shortened only as a last resort)."""
+    def body(k: int) -> str:
+        return "\n".join(head + [_shorten(ln, SHORT_LINE) for ln in lines[:k]] + lines[k:])
+
+    lo, hi = 0, len(lines)
+    while lo < hi:                  # the fewest shortened lines that fit (cost falls with k)
+        mid = (lo + hi) // 2
+        if tokens_of(body(mid)) <= cap:
+            hi = mid
+        else:
+            lo = mid + 1
+    return body(lo)
 
 
 def _shorten(line: str, width: int) -> str:

@@ -198,3 +198,48 @@ def test_the_digest_never_follows_a_plain_assistant_message():
     out = M.repair(F._assemble(plan, {0, 1, 4, 5, 6}, digest, False))
     assert M.validation_errors(out) == []
     assert [D.body_of(out[s:e], SEAL) for s, e in M.group_spans(out)].count("body") == 1
+
+
+# A tool-heavy CLI session on a 64K window (issue 17's e2e): ~15.7K tokens of room for the
+# messages after Hermes' system prompt and tool schemas, 2-3 reads per turn, long paths.
+DEEP = "/tmp/pytest-of-user/pytest-17/test_the_model_keeps_the_stor0/plugin/files/"
+ROOM_64K = 15_700
+
+
+def reads_turn(i, n):
+    paths = [DEEP + "story_%d.txt" % (10 * i + k) for k in range(n)]
+    calls = [{"id": "call_%d_%d" % (i, k), "type": "function", "function": {
+        "name": "read_file", "arguments": json.dumps({"path": p})}} for k, p in enumerate(paths)]
+    return paths, ([{"role": "user", "content": "DO read " + " ".join(paths)},
+                    {"role": "assistant", "content": "", "tool_calls": calls}]
+                   + [{"role": "tool", "tool_call_id": c["id"],
+                       "content": json.dumps({"content": "x" * 11000})} for c in calls]
+                   + [{"role": "assistant", "content": "done: read %d file(s)" % n}])
+
+
+def test_twenty_tool_heavy_turns_keep_every_request_and_path_within_the_budget():
+    msgs, paths, asked = [], [], []
+    for i in range(21):
+        read, turn = reads_turn(i, 3 if i % 4 == 2 else 2)
+        paths += read
+        asked.append(turn[0]["content"][:80])
+        msgs = local_compact(msgs + turn, ROOM_64K, seal=SEAL).messages if i >= 4 else msgs + turn
+    text = "\n".join(M.text_of(m) + json.dumps(m.get("tool_calls") or []) for m in msgs)
+    assert [p for p in paths if p not in text] == []
+    assert [a for a in asked if a not in text] == []
+    assert sum(D.tokens_of(b) for _p, b in digests(msgs)) <= D.budget_for(ROOM_64K)
+
+
+def test_at_the_cap_only_the_oldest_lines_are_shortened():
+    cut, paths = [], []
+    for i in range(16):
+        read, turn = reads_turn(i, 3)
+        cut += turn
+        paths.append(read)
+    cap = 1200
+    (_call, result), replaces = D.build([], cut, seal=SEAL, cap=cap)
+    body = SEAL.open_text(result["content"])[1]
+    assert replaces and D.tokens_of(body) <= cap
+    assert all("#%d user: DO read " % (i + 1) in body for i in range(16))   # none vanished
+    assert paths[0][2] not in body                                         # the oldest: short
+    assert all(p in body for p in paths[-1] + paths[-2])                   # the newest: whole
