@@ -53,11 +53,17 @@ def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target
                 fallback_overhead: int, count: TokenMemo, force: bool) -> Budget:
     overhead = state.overhead_estimate or fallback_overhead
     listed = sum(map(count, messages))
-    if isinstance(current_tokens, int) and current_tokens > 0 and not state.calibrator.points:
+    host_count = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 else 0
+    if host_count and not state.calibrator.points:
         # no calibration yet: the host's count of (about) this list is the best anchor; what
         # it counts beyond the messages is system prompt + tool schemas
-        overhead = overhead or max(0, current_tokens - listed)
-        state.calibrator.observe(overhead + listed, current_tokens)
+        overhead = overhead or max(0, host_count - listed)
+        state.calibrator.observe(overhead + listed, host_count)
+    elif host_count and not overhead and not state.last_usage:
+        # calibration handed over by an earlier process, nothing sent or answered in this one
+        # yet (0.17 compacts at turn start before its first request): the same anchor,
+        # calibrated (later counts may predate a compaction: they are not used so)
+        overhead = max(0, state.calibrator.to_estimate(host_count) - listed)
     before = state.calibrator.to_real(overhead + listed)
     if isinstance(current_tokens, int) and current_tokens > 0 and not force:
         before = max(before, current_tokens)

@@ -49,13 +49,6 @@ DIGEST_SEAL = "[tdo-seal digest "
 PLUGIN = load_plugin().__name__
 D = importlib.import_module(PLUGIN + ".context.digest")
 
-# 0.17 compacts at the start of a turn, in a fresh process, before any request of it: the engine
-# does not know the system prompt and tool schemas yet and lands that much over its target
-# (trimming alone then seems enough: no turn leaves, no digest is written)
-UNMET_017 = pytest.mark.xfail(HERMES_VERSION.startswith("0.17"), strict=True, reason=(
-    "issue 17: on 0.17 a turn-start compaction ignores the system prompt and tool schemas "
-    "(~14K tokens, unknown in a fresh process): it lands over the target and cuts no turn"))
-
 if not harness.hermes_bin().exists():  # pragma: no cover - wrong interpreter
     pytest.skip(f"hermes CLI not found next to {sys.executable}", allow_module_level=True)
 
@@ -221,13 +214,11 @@ def test_compaction_happened_at_least_four_times(story):
     assert len(drops) >= 4, story["line"]
 
 
-@UNMET_017
 def test_every_compaction_lands_at_or_under_the_target(story):
     drops = harness.compactions([e.body for e in story["plugin"]["conv"].main_exchanges])
     assert max(c.tokens_after for c in drops) <= TARGET, story["line"]
 
 
-@UNMET_017
 def test_turns_left_the_context_and_the_digest_tells_them(story):
     """Without this the visibility bars below would hold because nothing ever left."""
     v = visibility(story["plugin"])

@@ -322,3 +322,24 @@ def test_a_damaged_handover_is_ignored_not_trusted(tmp_path):
     conv = [{"role": "system", "content": "sys"}] + conversation(2, 50) + [dict(TURN_START)]
     assert eng2.select_context(conv) is None
     rt2.close()
+
+
+def test_a_fresh_process_compacting_first_counts_what_the_host_adds(tmp_path):
+    """0.17 compacts at a turn's start, in a new process, before this process sent anything:
+    the calibration came over from the last process, the size of the system prompt and tool
+    schemas did not. The host's count of the request still says it; without it the
+    compaction believed it had landed at the target while the request was 14K tokens over."""
+    from tencentdb_offload.context.tokens import messages_tokens
+    extra = 14_000                      # what the host sends beside the list (tools, prompt)
+    rt, eng = make_engine(tmp_path, gateway_url="off")
+    for turns in (3, 6, 9):             # what the request hook measures, then the provider's count
+        eng._state().request_estimate = messages_tokens(conversation(turns, 2000)) + extra
+        eng.update_from_response({"prompt_tokens": messages_tokens(conversation(turns, 2000)) + extra})
+    assert eng._state().calibrator.points == 3
+    rt.close()
+    rt2, eng2 = make_engine(tmp_path, gateway_url="off")
+    big = conversation(40, 4000)
+    out = eng2.compress(big, current_tokens=messages_tokens(big) + extra)
+    target = rt2.settings.target_tokens(64_000)
+    assert messages_tokens(out) + extra <= target, (messages_tokens(out), extra, target)
+    rt2.close()
