@@ -65,8 +65,8 @@ def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target
         # calibrated (later counts may predate a compaction: they are not used so)
         overhead = max(0, state.calibrator.to_estimate(host_count) - listed)
     before = state.calibrator.to_real(overhead + listed)
-    if isinstance(current_tokens, int) and current_tokens > 0 and not force:
-        before = max(before, current_tokens)
+    if host_count and not force:
+        before = max(before, host_count)
     return Budget(target, overhead, max(256, state.calibrator.to_estimate(target) - overhead),
                   before)
 

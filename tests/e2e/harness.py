@@ -816,6 +816,13 @@ def api_server_env(port: int, key: str = API_SERVER_KEY) -> Dict[str, str]:
             "API_SERVER_HOST": "127.0.0.1", "API_SERVER_PORT": str(port)}
 
 
+def print_past_capture(request: Any, text: str) -> None:
+    """Print ``text`` past pytest's capture: a suite's figures show in every run's output."""
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        print("\n" + text, flush=True)
+
+
 def engine_home(tmp: Path, engine: str, llm_url: str, *, window: int, concurrent_runs: int,
                 settings: Mapping[str, str] = {}) -> Tuple[Path, int]:
     """(HERMES_HOME, API-server port) of a messaging gateway run by ``engine``: "plugin" (this

@@ -210,9 +210,7 @@ def side_by_side(title: str, rows: Iterable[Row]) -> str:
 
 def show(request: Any, title: str, rows: Sequence[Row], more: str = "") -> None:
     """Print the side-by-side table past pytest's capture (it shows in every run's output)."""
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled():
-        print("\n" + side_by_side(title, rows) + more, flush=True)
+    harness.print_past_capture(request, side_by_side(title, rows) + more)
 
 
 # Issue 15's bars for the plugin, one function each (every suite has one test per bar).

@@ -180,12 +180,6 @@ def not_recallable(run: Dict[str, Any]) -> List[str]:
         store.close()
 
 
-def show(request: Any, text: str) -> None:
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled():
-        print("\n" + text, flush=True)
-
-
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, request):
     """Both sessions, run at once, and their figures printed side by side."""
@@ -198,7 +192,7 @@ def story(tmp_path_factory, request):
         jobs = {e: pool.submit(run_session, tmp / e, e) for e in ("plugin", "builtin")}
         runs = {e: job.result() for e, job in jobs.items()}
     runs["line"] = figures("tencentdb-offload", runs["plugin"])
-    show(request, "%s\n%s\nSTORY wall time %.0fs (both sessions at once)\n%s" % (
+    harness.print_past_capture(request, "%s\n%s\nSTORY wall time %.0fs (both sessions at once)\n%s" % (
         runs["line"], figures("built-in", runs["builtin"]), time.monotonic() - t0,
         runs["plugin"]["conv"].summary()))
     return runs

@@ -201,8 +201,9 @@ def test_the_digest_never_follows_a_plain_assistant_message():
 
 
 # A tool-heavy CLI session on a 64K window (issue 17's e2e): ~15.7K tokens of room for the
-# messages after Hermes' system prompt and tool schemas, 2-3 reads per turn, long paths.
-DEEP = "/tmp/pytest-of-user/pytest-17/test_the_model_keeps_the_stor0/plugin/files/"
+# messages after Hermes' system prompt and tool schemas, 2-3 reads per turn, long paths
+# (as long as a pytest temporary directory's).
+DEEP = "projects/reading-story/run-17/test_the_model_keeps_the_stor0/plugin/files/"
 ROOM_64K = 15_700
 
 
