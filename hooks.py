@@ -82,11 +82,17 @@ def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[st
     for msg in reversed(history):
         if len(out) >= RECENT_COUNT:
             break
+        # each message is read once, and only as far as its role needs (pre_llm_call's cost)
         r = M.role(msg)
-        if r not in ("user", "assistant") or M.is_tool_result(msg) or M.calls_of(msg) \
-                or M.is_plugin_message(msg, seal):
+        if r == "user":
+            if M.is_tool_result(msg):
+                continue
+        elif r != "assistant" or M.issues_calls(msg):
             continue
-        text = canvas.strip(_plain(msg.get("content")), seal)[0].strip()
+        whole = _plain(msg.get("content"))
+        if M.is_plugin_text(whole, seal):
+            continue
+        text = canvas.strip(whole, seal)[0].strip()
         if len(text) <= (5 if r == "user" else 10) or is_heartbeat_prompt(text):
             continue
         if r == "user" and head:

@@ -36,6 +36,11 @@ class StoreWriter:
     MAX_WAITING_BYTES = 64 << 20     # held in memory while the store is failing
     RETRY_MIN_S, RETRY_MAX_S = 0.5, 30.0
     EXIT_FLUSH_S = 10.0              # a normal exit waits at most this long for queued writes
+    # A submit comes from a hook whose caller is still running: 0.22 runs every hook on a new
+    # thread and joins it. Waking at once, this thread would take the GIL from that caller for
+    # its whole CPU burst (JSON of a 100 KB result). Sleeping briefly lets the caller finish
+    # first, and batches what the same tool step submits.
+    SETTLE_S = 0.002
 
     def __init__(self, store: Any, on_commit: Optional[Callable[[], None]] = None,
                  on_idle: Optional[Callable[[], None]] = None,
@@ -148,6 +153,8 @@ class StoreWriter:
                 continue
             if first is None:
                 break
+            if first[1]:
+                time.sleep(self.SETTLE_S)
             batch, stop = self._drain(first)
             if self._held and time.monotonic() < self._retry_at:
                 self._hold(batch)                       # keep order: behind what waits

@@ -37,6 +37,22 @@ def test_recent_messages_rules():
     assert len(out[1]["content"]) == 400
 
 
+def test_recent_messages_skip_anthropic_tool_traffic_and_our_sealed_text():
+    from tencentdb_offload.context.provenance import Seal
+    seal = Seal.ephemeral()
+    hist = [{"role": "user", "content": [{"type": "text", "text": "migrate the billing tables"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "reading the schema first"},
+                                              {"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                          "content": "CREATE TABLE invoices (...)"}]},
+            {"role": "assistant", "content": seal.seal_text("notice", "the conversation was compacted")},
+            {"role": "assistant", "content": [{"type": "text", "text": "the schema has two tables"}]},
+            {"role": "user", "content": "now the indexes"}]
+    out = recent_messages(hist, "now the indexes", seal)
+    assert out == [{"role": "user", "content": "migrate the billing tables"},
+                   {"role": "assistant", "content": "the schema has two tables"}]
+
+
 def test_parallel_tool_calls_lose_nothing(tmp_path):
     rt, eng = make_engine(tmp_path)
     hooks = HookHandlers(rt)
