@@ -63,6 +63,7 @@ class StoreWriter:
         self._submitted = 0
         self._done = 0
         self._cond = threading.Condition()
+        self._flushers = 0          # callers waiting in flush (the writer does not settle then)
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="tencentdb-offload-store",
                                         daemon=True)
@@ -91,15 +92,20 @@ class StoreWriter:
             if self._done < target and self._held:
                 self._retry_at = 0.0            # a waiting caller: retry now, not after backoff
                 self._queue.put(_WAKE)
-            while self._done < target:
-                left = deadline - time.monotonic()
-                if self._fail_total != failures:
-                    self.last_flush = "held for retry: %s" % self.last_error
-                    return False
-                if left <= 0 or not self._thread.is_alive():
-                    self.last_flush = "timed out"
-                    return False
-                self._cond.wait(left)
+            self._flushers += 1
+            self._cond.notify_all()             # a caller waits: the writer stops settling
+            try:
+                while self._done < target:
+                    left = deadline - time.monotonic()
+                    if self._fail_total != failures:
+                        self.last_flush = "held for retry: %s" % self.last_error
+                        return False
+                    if left <= 0 or not self._thread.is_alive():
+                        self.last_flush = "timed out"
+                        return False
+                    self._cond.wait(left)
+            finally:
+                self._flushers -= 1
         self.last_flush = "written"
         return True
 
@@ -154,7 +160,7 @@ class StoreWriter:
             if first is None:
                 break
             if first[1]:
-                time.sleep(self.SETTLE_S)
+                self._settle_pause()
             batch, stop = self._drain(first)
             if self._held and time.monotonic() < self._retry_at:
                 self._hold(batch)                       # keep order: behind what waits
@@ -162,6 +168,12 @@ class StoreWriter:
                 self._commit(batch)
             if stop:
                 break
+
+    def _settle_pause(self) -> None:
+        """Wait ``SETTLE_S`` before committing, unless a caller is waiting in ``flush``."""
+        with self._cond:
+            if not self._flushers:
+                self._cond.wait(self.SETTLE_S)
 
     def _drain(self, first: Group) -> Tuple[List[Group], bool]:
         batch = [first] if first[1] else []

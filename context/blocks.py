@@ -115,17 +115,50 @@ def blocks_of(msg: Any) -> Iterator[Block]:
 
 def tool_uses(msg: Any) -> List[Block]:
     """The calls an assistant message issues with an id, OpenAI ``tool_calls`` first."""
+    return list(_uses(msg))
+
+
+def use_ids(msg: Any) -> List[str]:
+    """``[b.id for b in tool_uses(msg)]`` without building the blocks: every pass over a
+    history asks it of each message, several times per compaction."""
     if not isinstance(msg, dict) or msg.get("role") != "assistant":
         return []
-    uses = [b for b in blocks_of(msg) if b.kind is Kind.TOOL_USE and b.id]
-    return sorted(uses, key=lambda b: not b.in_calls)
+    calls = msg.get("tool_calls")
+    ids = [_ident(c.get("id") or None) for c in calls if isinstance(c, dict)] \
+        if isinstance(calls, list) else []
+    content = msg.get("content")
+    if isinstance(content, list):
+        ids += [_ident(i.get("id")) for i in content
+                if isinstance(i, dict) and i.get("type") == "tool_use"]
+    return [i for i in ids if i]
+
+
+def result_ids(msg: Any) -> List[str]:
+    """``[b.id for b in tool_results(msg)]`` without building the blocks (see ``use_ids``)."""
+    r = msg.get("role") if isinstance(msg, dict) else None
+    if r == "tool":
+        return [_ident(msg.get("tool_call_id") or None)]
+    content = msg.get("content") if r == "user" else None
+    if not isinstance(content, list):
+        return []
+    return [_ident(i.get("tool_use_id")) for i in content
+            if isinstance(i, dict) and i.get("type") == "tool_result"]
 
 
 def issues_calls(msg: Any) -> bool:
-    """Whether ``tool_uses(msg)`` is not empty, reading only as far as the first call."""
+    """Whether ``tool_uses(msg)`` is not empty."""
+    return bool(use_ids(msg))
+
+
+def _uses(msg: Any) -> Iterator[Block]:
+    # only a content *list* can hold tool_use blocks: text content is not read at all (every
+    # pass over a history asks this of each message)
     if not isinstance(msg, dict) or msg.get("role") != "assistant":
-        return False
-    return any(b.kind is Kind.TOOL_USE and b.id for b in blocks_of(msg))
+        return
+    yield from (b for b in call_blocks(msg.get("tool_calls")) if b.kind is Kind.TOOL_USE and b.id)
+    content = msg.get("content")
+    if isinstance(content, list):
+        yield from (b for b in content_blocks(content) if b.kind is Kind.TOOL_USE and b.id)
 
 
 def tool_results(msg: Any) -> List[Block]:
@@ -144,8 +177,8 @@ def only_results(msg: Any) -> bool:
     if r == "tool":
         return True
     content = msg.get("content") if r == "user" else None
-    return (isinstance(content, list) and bool(content) and
-            all(b.kind is Kind.TOOL_RESULT for b in content_blocks(content)))
+    return (isinstance(content, list) and bool(content) and     # (read_block's TOOL_RESULT test)
+            all(isinstance(i, dict) and i.get("type") == "tool_result" for i in content))
 
 
 def as_text(value: Any) -> str:

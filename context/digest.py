@@ -331,13 +331,26 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
     rule_part = [RULES] + old_rules + new_rules if (old_rules or new_rules) else []
     head = [header] + rule_part + list(note_lines) + ["Turns:"]
     full = [render_turn(first + i, t) for i, t in enumerate(turns)]
-    lines_only = [f.splitlines()[0] for f in full]
-    for keep_full in range(len(turns), 0, -1):
-        cut = len(turns) - keep_full
-        body = "\n".join(head + old_lines + lines_only[:cut] + full[cut:])
-        if tokens_of(body) <= int(cap * COLLAPSE_TO):
-            return body
-    return _oldest_shortened(head, old_lines + lines_only, cap)
+    lines_only = [f.split("\n", 1)[0] for f in full]
+
+    def body(cut: int) -> str:              # the oldest ``cut`` new turns one line each
+        return "\n".join(head + old_lines + lines_only[:cut] + full[cut:])
+
+    def fits(cut: int) -> bool:
+        return tokens_of(body(cut)) <= int(cap * COLLAPSE_TO)
+
+    # the most turns in full that fit: a search, not a walk (each body is the whole digest,
+    # and thousands of turns may leave at once); ``hi`` always fits
+    lo, hi = 0, len(turns) - 1              # cut = len(turns) - keep_full, keep_full >= 1
+    if not turns or not fits(hi):
+        return _oldest_shortened(head, old_lines + lines_only, cap)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return body(hi)
 
 
 def _oldest_shortened(head: List[str], lines: List[str], cap: int) -> str:

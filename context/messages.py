@@ -29,7 +29,7 @@ def role(msg: Any) -> str:
 
 def calls_of(msg: Message) -> List[str]:
     """Tool-call ids an assistant message issues (OpenAI tool_calls or Anthropic tool_use)."""
-    return [b.id for b in B.tool_uses(msg)]
+    return B.use_ids(msg)
 
 
 issues_calls = B.issues_calls          # calls_of(msg) is not empty, found faster
@@ -37,7 +37,7 @@ issues_calls = B.issues_calls          # calls_of(msg) is not empty, found faste
 
 def results_of(msg: Message) -> List[str]:
     """Tool-call ids a message answers (``tool`` role or Anthropic ``tool_result`` blocks)."""
-    return [b.id for b in B.tool_results(msg)]
+    return B.result_ids(msg)
 
 
 is_tool_result = B.only_results       # True for messages that only carry tool results

@@ -95,6 +95,36 @@ def test_calls_of_lists_openai_calls_first_and_only_for_assistants():
     assert M.calls_of(dict(msg, role="user")) == []
 
 
+def test_the_fast_ids_are_the_blocks_ids_for_every_shape():
+    """``use_ids`` and ``result_ids`` (what calls_of and results_of ask) skip building blocks;
+    they must agree with them."""
+    entries = [None, "junk", 7, {}, {"id": None}, {"id": ""}, {"id": 0}, {"id": 5},
+               {"id": "c1", "function": {"name": "f"}}, {"id": "c2", "function": "x"}]
+    items = [None, "text", {"type": "tool_use"}, {"type": "tool_use", "id": None},
+             {"type": "tool_use", "id": ""}, {"type": "tool_use", "id": 0},
+             {"type": "tool_use", "id": "u1", "name": "n"}, {"type": "text", "text": "t", "id": "x"},
+             {"type": "tool_result", "tool_use_id": "r"}]
+    shapes = [{"role": "assistant", "tool_calls": entries[i:i + 3], "content": items[j:j + 3]}
+              for i in range(len(entries)) for j in range(len(items))]
+    shapes += [{"role": "assistant", "tool_calls": "not a list", "content": {"a": 1}},
+               {"role": "assistant", "content": "text only"}, {"role": "user", "tool_calls": entries},
+               {"role": "assistant"}, None, "a string"]
+    results = [{"type": "tool_result"}, {"type": "tool_result", "tool_use_id": None},
+               {"type": "tool_result", "tool_use_id": 0}, {"type": "tool_result", "tool_use_id": "r1"},
+               {"type": "text", "text": "t", "tool_use_id": "x"}, "text", None]
+    shapes += [{"role": "user", "content": results[j:j + 3]} for j in range(len(results))]
+    shapes += [{"role": "tool", "tool_call_id": v, "content": "x"} for v in (None, "", 0, 5, "t1")]
+    shapes += [{"role": "user", "content": "text"}, {"role": "assistant", "content": results}]
+    for msg in shapes:
+        assert B.use_ids(msg) == [b.id for b in B.tool_uses(msg)], msg
+        assert B.issues_calls(msg) == bool(B.tool_uses(msg)), msg
+        assert B.result_ids(msg) == [b.id for b in B.tool_results(msg)], msg
+        content = msg.get("content") if isinstance(msg, dict) else None
+        assert B.only_results(msg) == (M.role(msg) == "tool" or (
+            M.role(msg) == "user" and isinstance(content, list) and bool(content) and
+            all(b.kind is Kind.TOOL_RESULT for b in B.content_blocks(content)))), msg
+
+
 def test_tokens_count_every_spelling_and_images_flat():
     text = "some words to count " * 20
     as_str = T.message_tokens({"role": "user", "content": text})
