@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Optional
 from .compaction_record import Compaction
 from .config import gateway_text
 from .humanize import count, plural, printable, size
+from .thresholds import small_window_note
 
 HELP = """/tencentdb-offload [subcommand]
   status   (default) the last compaction first, then mode, thresholds, sessions,
@@ -70,8 +71,9 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
     lines: List[str] = [
         "tencentdb-offload — mode: %s" % st["mode"],
         "  last compaction: %s" % (describe_compaction(last) if last else "none yet"),
-        "  compaction at %.0f%% of the window, down to %.0f%%; keep first %s; trim results over %s"
-        % (s["threshold"] * 100, s["compact_ratio"] * 100, plural(s["keep_first"], "message"),
+        "  compaction at %.0f%% of the window%s, down to %.0f%%; keep first %s; trim results over %s"
+        % (s["threshold"] * 100, small_window_note(s), s["compact_ratio"] * 100,
+           plural(s["keep_first"], "message"),
            plural(s["trim_chars"], "char")),
         "  sessions in memory: %s (at most %s; %s evicted, their archive stays) — this Hermes "
         "process only; the archive holds %s from every process"

@@ -9,6 +9,7 @@ host will call ``select_context`` (0.22 and later), which decides where the canv
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 try:
@@ -53,3 +54,9 @@ except Exception:  # pragma: no cover - exercised by the unit suite without Herm
             self.compression_count = 0
 
 HOST_SELECTS_CONTEXT = INSIDE_HERMES and hasattr(ContextEngine, "select_context")
+
+
+def in_messaging_gateway() -> bool:
+    """This process is Hermes' messaging gateway (``hermes gateway``), which marks itself so
+    when it loads: many agents there share one compression pool that refuses work when busy."""
+    return os.environ.get("_HERMES_GATEWAY") == "1"

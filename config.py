@@ -48,6 +48,7 @@ class Settings:
     canvas: bool = True                 # inject the Gateway's task canvas
     max_context_tokens: int = 0         # 0 = no cap; else compaction starts here whatever the window
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
+    threshold_explicit: bool = False    # THRESHOLD was set (env or config.yaml): used as set
 
     @property
     def gateway_enabled(self) -> bool:
@@ -332,9 +333,10 @@ def load_settings(env: Mapping[str, str] = os.environ,
             var = PREFIX + attr.upper()
             warnings.append("%s=%g is so small that a %d-token window would trigger at 0 tokens; "
                             "using the default %g" % (var, value, SMALLEST_WINDOW, getattr(defaults, attr)))
-            values[attr] = getattr(defaults, attr)
+            values.pop(attr, None)              # the default, as if never set
     values["gateway_configured"] = (PREFIX + "GATEWAY_URL" in env or "gateway_url" in block
                                     or "GATEWAY_URL" in theirs)
+    values["threshold_explicit"] = "threshold" in values     # read from env or config.yaml
     settings = Settings(**values)
     if settings.compact_ratio >= settings.threshold:
         fixed = round(settings.threshold * 2 / 3, 4)

@@ -16,13 +16,13 @@ from typing import Any, Dict, List, Optional, Tuple
 from .archive.recall import SCHEMAS
 from .command import explain_unchanged
 from .compaction_flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
-from .compat import ContextEngine
+from .compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
 from .context import messages as M
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens
 from .request_view import build as build_request
 from .session import announce_line
-from .thresholds import model_threshold
+from .thresholds import model_threshold, small_window_trigger
 
 log = logging.getLogger("tencentdb_offload.engine")
 
@@ -57,7 +57,10 @@ class TencentDBOffloadEngine(ContextEngine):
 
     @property
     def summary_target_ratio(self) -> float:     # 0.22 reads it for idle compaction
-        return self.runtime.settings.compact_ratio / self.runtime.settings.threshold
+        s = self.runtime.settings
+        if self.context_length and self.threshold_tokens:
+            return s.target_tokens(self.context_length) / self.threshold_tokens
+        return s.compact_ratio / s.threshold
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "TencentDBOffloadEngine":
         twin = self.__class__.__new__(self.__class__)
@@ -78,15 +81,22 @@ class TencentDBOffloadEngine(ContextEngine):
         self.model = model or self.model
         if isinstance(context_length, int) and context_length > 0:
             self.context_length = context_length
-        self.threshold_percent = self._threshold_for(self.model, provider)
-        self.threshold_tokens = self.runtime.settings.trigger_tokens(self.context_length,
-                                                                     self.threshold_percent)
+        s = self.runtime.settings
+        named = self._threshold_for(self.model, provider)
+        self.threshold_percent = s.threshold if named is None else named
+        self.threshold_tokens = s.trigger_tokens(self.context_length, self.threshold_percent)
+        if HOST_SELECTS_CONTEXT and named is None and not s.threshold_explicit \
+                and not s.max_context_tokens and not in_messaging_gateway():
+            # 0.22 (preflight and a check before every request): the host's own small-window
+            # trigger; a threshold the user or a model table set is used as set, and the
+            # messaging gateway keeps the headroom (its compression pool refuses work when busy)
+            self.threshold_tokens = small_window_trigger(self.context_length, self.threshold_tokens)
         self._state().threshold_tokens = self.threshold_tokens
 
-    def _threshold_for(self, model: str, provider: str = "") -> float:
-        s = self.runtime.settings
+    def _threshold_for(self, model: str, provider: str = "") -> Optional[float]:
+        """The ``compression.model_thresholds`` value for this model, None when none applies."""
         return model_threshold(getattr(self, "model_thresholds", None), model, provider,
-                               default=s.threshold, floor=s.compact_ratio)
+                               default=None, floor=self.runtime.settings.compact_ratio)
 
     def on_session_start(self, session_id: str = "", **kwargs: Any) -> None:
         reg = self.runtime.registry

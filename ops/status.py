@@ -14,6 +14,7 @@ from ..compaction_record import Compaction
 from ..humanize import count, plural, printable
 from ..config import Settings, gateway_text
 from ..gateway_env import sources_line
+from ..thresholds import small_window_note
 from .env import CliError, compression_findings, resolve_settings
 
 
@@ -84,10 +85,10 @@ def render_status_text(st: Dict[str, Any]) -> str:
     lines = ["tencentdb-offload status — store %s" % st["store_dir"]]
     recent = (st.get("compactions") or {}).get("recent") or []
     lines.append("  last compaction: %s" % (describe_compaction(recent[0]) if recent else "none yet"))
-    lines.append("  configured: %s; compaction at %.0f%% of the window, down to %.0f%%%s"
+    lines.append("  configured: %s; compaction at %.0f%% of the window%s, down to %.0f%%%s"
                  % (gateway_text(s["gateway_url"], s["gateway_configured"]) +
                     (" (instance %s)" % s["instance_id"] if s["gateway_url"] else ""),
-                    s["threshold"] * 100, s["compact_ratio"] * 100,
+                    s["threshold"] * 100, small_window_note(s), s["compact_ratio"] * 100,
                     ", at most %s tokens" % count(s["max_context_tokens"]) if s["max_context_tokens"] else ""))
     if st.get("gateway_sources"):
         lines.append("  Gateway settings: %s" % st["gateway_sources"])

@@ -84,3 +84,10 @@ def test_the_gateway_url_knows_whether_it_was_configured():
     assert announce_unconfigured_gateway(other, Log()) is False          # once per process
     assert announce_unconfigured_gateway(chosen, Log()) is False
     assert len(seen) <= 1 and all("not configured" in line for line in seen)
+
+
+def test_a_threshold_counts_as_set_only_when_it_was_read():
+    assert not load_settings({})[0].threshold_explicit
+    assert load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "0.75"})[0].threshold_explicit
+    assert not load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "lots"})[0].threshold_explicit
+    assert not load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "0.00001"})[0].threshold_explicit

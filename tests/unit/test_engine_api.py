@@ -343,3 +343,33 @@ def test_a_fresh_process_compacting_first_counts_what_the_host_adds(tmp_path):
     target = rt2.settings.target_tokens(64_000)
     assert messages_tokens(out) + extra <= target, (messages_tokens(out), extra, target)
     rt2.close()
+
+
+def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monkeypatch):
+    """0.22 (the host that checks before every request): on a window Hermes' 64K floor binds,
+    the built-in's trigger; a threshold the user or a model table set is used as set."""
+    import tencentdb_offload.engine as E
+    from tencentdb_offload.config import load_settings
+    from tencentdb_offload.thresholds import small_window_trigger
+    assert [small_window_trigger(w, int(w * 0.75)) for w in (32_000, 64_000, 80_000, 100_000, 200_000)] \
+        == [24_000, 54_400, 64_000, 75_000, 150_000]
+    rt, eng = make_engine(tmp_path)
+    eng.update_model(model="m", context_length=64_000)
+    assert eng.threshold_tokens == 48_000, "0.17/0.19 (and outside Hermes): the setting as it is"
+    monkeypatch.setattr(E, "HOST_SELECTS_CONTEXT", True)
+    eng.update_model(model="m", context_length=64_000)
+    assert eng.threshold_tokens == 54_400
+    assert abs(eng.summary_target_ratio - 32_000 / 54_400) < 1e-9, "idle compaction lands at the target"
+    eng.update_model(model="m", context_length=100_000)
+    assert eng.threshold_tokens == 75_000, "a window the floor does not bind"
+    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    eng.update_model(model="m", context_length=64_000)
+    assert eng.threshold_tokens == 48_000, "the messaging gateway keeps the headroom"
+    monkeypatch.delenv("_HERMES_GATEWAY")
+    eng.model_thresholds = {"m": 0.7}
+    eng.update_model(model="m", context_length=64_000)
+    assert eng.threshold_tokens == 44_800, "a model table's threshold as set"
+    eng.model_thresholds = {}
+    rt.settings = load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "0.75"})[0]
+    eng.update_model(model="m", context_length=64_000)
+    assert rt.settings.threshold_explicit and eng.threshold_tokens == 48_000, "the user's as set"
