@@ -96,7 +96,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def _threshold_for(self, model: str, provider: str = "") -> Optional[float]:
         """The ``compression.model_thresholds`` value for this model, None when none applies."""
         return model_threshold(getattr(self, "model_thresholds", None), model, provider,
-                               default=None, floor=self.runtime.settings.compact_ratio)
+                               floor=self.runtime.settings.compact_ratio)
 
     def on_session_start(self, session_id: str = "", **kwargs: Any) -> None:
         reg = self.runtime.registry

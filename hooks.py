@@ -87,7 +87,7 @@ def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[st
         if r == "user":
             if M.is_tool_result(msg):
                 continue
-        elif r != "assistant" or M.issues_calls(msg):
+        elif r != "assistant" or M.calls_of(msg):
             continue
         whole = _plain(msg.get("content"))
         if M.is_plugin_text(whole, seal):

@@ -9,7 +9,7 @@ or below our landing ratio is ignored: every compaction would trigger the next.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 HOST_MINIMUM_CONTEXT = 64_000   # Hermes' MINIMUM_CONTEXT_LENGTH: no window is smaller
 SMALL_WINDOW_RATIO = 0.85       # where the built-in triggers when that floor binds
@@ -32,25 +32,23 @@ def small_window_trigger(context_length: int, trigger: int) -> int:
     return max(trigger, min(HOST_MINIMUM_CONTEXT, int(context_length * SMALL_WINDOW_RATIO)))
 
 
-def small_window_note(settings: Any) -> str:
-    """What status lines add to the configured threshold (a settings dict or object)."""
-    explicit = settings.get("threshold_explicit") if isinstance(settings, dict) else \
-        getattr(settings, "threshold_explicit", False)
-    return "" if explicit else (" (on 0.22, outside the messaging gateway, never before the "
+def small_window_note(settings: Dict[str, Any]) -> str:
+    """What status lines add to the configured threshold (the settings as status shows them)."""
+    return "" if settings.get("threshold_explicit") else (" (on 0.22, outside the messaging gateway, never before the "
                                 "built-in on a 64K-85K window: 85% at 64K)")
 
 
-def model_threshold(table: Any, model: str, provider: str, *, default: Any,
-                    floor: float) -> Any:
+def model_threshold(table: Any, model: str, provider: str, *, floor: float) -> Optional[float]:
+    """The table's value for ``model`` (the host's matching rule), None when none applies."""
     if not isinstance(table, dict) or not table or not model:
-        return default
+        return None
     provider = (provider or "").strip().lower()
     ranked = [(r, raw) for key, raw in table.items()
               for r in [_rank(str(key), model, provider)] if r is not None]
     if not ranked:
-        return default
+        return None
     try:
         value = float(max(ranked, key=lambda pair: pair[0])[1])
     except (TypeError, ValueError):
-        return default
-    return value if floor < value < 1.0 else default
+        return None
+    return value if floor < value < 1.0 else None

@@ -38,8 +38,8 @@ class StoreWriter:
     EXIT_FLUSH_S = 10.0              # a normal exit waits at most this long for queued writes
     # A submit comes from a hook whose caller is still running: 0.22 runs every hook on a new
     # thread and joins it. Waking at once, this thread would take the GIL from that caller for
-    # its whole CPU burst (JSON of a 100 KB result). Sleeping briefly lets the caller finish
-    # first, and batches what the same tool step submits.
+    # its whole CPU burst (JSON of a 100 KB result). Waiting briefly lets the caller finish
+    # first, and batches what the same tool step submits (never while someone flushes).
     SETTLE_S = 0.002
 
     def __init__(self, store: Any, on_commit: Optional[Callable[[], None]] = None,

@@ -114,8 +114,15 @@ def blocks_of(msg: Any) -> Iterator[Block]:
 # --- the facts everyone asks -----------------------------------------------------------
 
 def tool_uses(msg: Any) -> List[Block]:
-    """The calls an assistant message issues with an id, OpenAI ``tool_calls`` first."""
-    return list(_uses(msg))
+    """The calls an assistant message issues with an id, OpenAI ``tool_calls`` first (only a
+    content *list* can hold ``tool_use`` blocks: text content is not read)."""
+    if not isinstance(msg, dict) or msg.get("role") != "assistant":
+        return []
+    uses = [b for b in call_blocks(msg.get("tool_calls")) if b.kind is Kind.TOOL_USE and b.id]
+    content = msg.get("content")
+    if isinstance(content, list):
+        uses += [b for b in content_blocks(content) if b.kind is Kind.TOOL_USE and b.id]
+    return uses
 
 
 def use_ids(msg: Any) -> List[str]:
@@ -143,22 +150,6 @@ def result_ids(msg: Any) -> List[str]:
         return []
     return [_ident(i.get("tool_use_id")) for i in content
             if isinstance(i, dict) and i.get("type") == "tool_result"]
-
-
-def issues_calls(msg: Any) -> bool:
-    """Whether ``tool_uses(msg)`` is not empty."""
-    return bool(use_ids(msg))
-
-
-def _uses(msg: Any) -> Iterator[Block]:
-    # only a content *list* can hold tool_use blocks: text content is not read at all (every
-    # pass over a history asks this of each message)
-    if not isinstance(msg, dict) or msg.get("role") != "assistant":
-        return
-    yield from (b for b in call_blocks(msg.get("tool_calls")) if b.kind is Kind.TOOL_USE and b.id)
-    content = msg.get("content")
-    if isinstance(content, list):
-        yield from (b for b in content_blocks(content) if b.kind is Kind.TOOL_USE and b.id)
 
 
 def tool_results(msg: Any) -> List[Block]:

@@ -32,9 +32,6 @@ def calls_of(msg: Message) -> List[str]:
     return B.use_ids(msg)
 
 
-issues_calls = B.issues_calls          # calls_of(msg) is not empty, found faster
-
-
 def results_of(msg: Message) -> List[str]:
     """Tool-call ids a message answers (``tool`` role or Anthropic ``tool_result`` blocks)."""
     return B.result_ids(msg)

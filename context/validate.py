@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, Set
 
-from .blocks import Block, Kind, content_blocks, only_results, tool_results, tool_uses
+from .blocks import Block, Kind, content_blocks, only_results, tool_results, use_ids
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 SYSTEM_ROLES = ("system", "developer")
@@ -101,7 +101,7 @@ def _sequence_errors(messages: Sequence[dict]) -> List[str]:
         if only_results(m):
             prev = "tool"
             continue
-        calls = [b.id for b in tool_uses(m)]
+        calls = use_ids(m)
         if len(set(calls)) != len(calls):
             errors.append("%d: a call id repeated in one message" % idx)
         if r == prev == "assistant":    # hosts merge these before a call, calls unioned
