@@ -218,12 +218,6 @@ def test_memory_context_reaches_the_model(runs):
         "compress(memory_context=...) vanished: no request after the compaction carries it"
 
 
-@pytest.mark.xfail(HOST[:2] == (0, 19), strict=False,
-                   reason="issue 20: on 0.19 1.175x (248,926 vs 211,765, deterministic). Cause: the "
-                          "provider's ~1.3K tokens move the local finish across a cliff — without it "
-                          "the newest reads do not fit the room and are cut to trim_chars (landing at "
-                          "0.28 of the window), with it they fit whole (0.47). Keeping as much as fits "
-                          "measured 1.025 here but doubled rewrites on 0.22 (CLI 3 -> 6-7)")
 def test_cost_with_the_provider(runs):
     costs = {k: cache_cost([e.body for _, e in _main(runs[k])]) for k in ("with", "without")}
     tokens = {k: sum(prompt_tokens(e.body) for _, e in _main(runs[k])) for k in ("with", "without")}
