@@ -19,7 +19,7 @@ from .compaction_flow import CompactionRun, attempt_cancelled, plain_local, with
 from .compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
 from .context import messages as M
 from .context.fallback import has_compressible
-from .context.tokens import TokenMemo, messages_tokens, overhead_tokens
+from .context.tokens import TokenMemo, messages_tokens, request_tokens
 from .request_view import build as build_request
 from .session import announce_line
 from .thresholds import model_threshold, small_window_trigger
@@ -281,9 +281,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return None
         try:
             state = self._state()
-            state.overhead_estimate = overhead_tokens(request_messages)
-            state.request_estimate = state.overhead_estimate + messages_tokens(
-                m for m in request_messages if M.role(m) != "system")
+            state.overhead_estimate, state.request_estimate = request_tokens(request_messages)
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
             out, removed = build_request(state, request_messages, block, self.runtime.seal,

@@ -21,7 +21,7 @@ from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
 from .archive.outbox import clean_text
 from .archive.store import ArchiveItem, Store
 from .humanize import printable
-from .context.tokens import messages_tokens, overhead_tokens
+from .context.tokens import request_tokens
 from .memory_gateway.timestamps import gateway_timestamp
 from .archive.recall import READ, SEARCH
 
@@ -227,10 +227,7 @@ class HookHandlers:
         if not isinstance(msgs, list):
             return None
         state = rt.registry.for_session_id(session_id)
-        overhead = overhead_tokens(msgs, request.get("tools"))
-        state.request_estimate = overhead + messages_tokens(m for m in msgs
-                                                            if M.role(m) != "system")
-        state.overhead_estimate = overhead
+        state.overhead_estimate, state.request_estimate = request_tokens(msgs, request.get("tools"))
         rt.last_overhead_estimate = state.overhead_estimate
         # Hermes resends every past turn's <memory-context>: the first copy stays (the cached
         # prefix), identical later ones go

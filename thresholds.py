@@ -34,8 +34,10 @@ def small_window_trigger(context_length: int, trigger: int) -> int:
 
 def small_window_note(settings: Dict[str, Any]) -> str:
     """What status lines add to the configured threshold (the settings as status shows them)."""
-    return "" if settings.get("threshold_explicit") else (" (on 0.22, outside the messaging gateway, never before the "
-                                "built-in on a 64K-85K window: 85% at 64K)")
+    if settings.get("threshold_explicit"):
+        return ""
+    return (" (on 0.22, outside the messaging gateway, never before the built-in on a 64K-85K "
+            "window: 85% at 64K)")
 
 
 def model_threshold(table: Any, model: str, provider: str, *, floor: float) -> Optional[float]:

@@ -130,6 +130,14 @@ def overhead_tokens(messages: Sequence[Dict[str, Any]], tools: Any = None) -> in
             + estimate_text(tools_text, exact=True))
 
 
+def request_tokens(messages: Sequence[Dict[str, Any]], tools: Any = None) -> Tuple[int, int]:
+    """(what every request repeats, the whole request): estimated tokens of a request of
+    ``messages`` and ``tools``, the repeated part counted exactly (``overhead_tokens``)."""
+    overhead = overhead_tokens(messages, tools)
+    return overhead, overhead + messages_tokens(m for m in messages if isinstance(m, dict)
+                                                and m.get("role") != "system")
+
+
 class Calibrator:
     """Least-squares fit of provider prompt tokens against our estimate.
 
