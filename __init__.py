@@ -1,7 +1,7 @@
 """tencentdb-offload: a Hermes context engine that offloads compaction to the TencentDB Agent
 Memory Gateway and keeps working, losing nothing, without it.
 
-``register(ctx)`` gets the process runtime (built once, see ``wiring``) and registers an engine
+``register(ctx)`` gets the process runtime (built once, see ``host/wiring``) and registers an engine
 on it; hooks, the slash command and (on hosts without ``select_context``) the canvas guard are
 registered once per process. Nothing in it raises on bad settings: a plugin that fails to load
 makes Hermes fall back to its built-in compressor without telling the user.
@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .command import HELP, make_command
-from .compat import HOST_SELECTS_CONTEXT
+from .host.command import HELP, make_command
+from .host.compat import HOST_SELECTS_CONTEXT
 from .engine import NAME, TencentDBOffloadEngine
 from .hooks import HookHandlers
-from .wiring import build_runtime, first_time, open_session, shared_runtime
+from .host.wiring import build_runtime, first_time, open_session, shared_runtime
 
 __version__ = "0.3.0"
 log = logging.getLogger("tencentdb_offload")

@@ -1,7 +1,7 @@
 """``python3 <plugin dir> <command>``: the tencentdb-offload command line.
 
 Python puts the directory it runs first on ``sys.path``, which would make the plugin's
-modules (``config``, ``session``, ``engine`` …) importable as top-level names for every
+modules (``session``, ``engine``, ``settings`` …) importable as top-level names for every
 library in the process. So the plugin directory leaves ``sys.path`` before anything else is
 imported, and the directory is loaded as a package (the way Hermes loads a user plugin), so
 relative imports work from a clone, from ``$HERMES_HOME/plugins/tencentdb-offload`` and

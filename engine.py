@@ -14,15 +14,15 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
-from .command import explain_unchanged
-from .compaction_flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
-from .compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
+from .host.command import explain_unchanged
+from .compaction.flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
+from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
 from .context import messages as M
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens, request_tokens
-from .request_view import build as build_request
+from .compaction.request_view import build as build_request
 from .session import announce_line
-from .thresholds import model_threshold, small_window_trigger
+from .host.thresholds import model_threshold, small_window_trigger
 
 log = logging.getLogger("tencentdb_offload.engine")
 

@@ -14,13 +14,13 @@ import logging
 import uuid
 from typing import Any, Dict, List, Optional
 
-from .compat import HOST_SELECTS_CONTEXT
+from .host.compat import HOST_SELECTS_CONTEXT
 from .context import canvas, recall_blocks
 from .context import messages as M
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
-from .archive.outbox import clean_text
+from .common.text import clean_text
 from .archive.store import ArchiveItem, Store
-from .humanize import printable
+from .common.humanize import printable
 from .context.tokens import request_tokens
 from .memory_gateway.timestamps import gateway_timestamp
 from .archive.recall import READ, SEARCH

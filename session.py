@@ -14,10 +14,10 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
-from .compaction_record import Compaction
-from .archive.outbox import clean_text
+from .compaction.record import Compaction
+from .common.text import clean_text
 from .context import canvas
-from .humanize import kilo
+from .common.humanize import kilo
 from .context.tokens import Calibrator
 from .memory_gateway.session_ids import gateway_session_id
 

@@ -15,6 +15,7 @@ import json
 import sqlite3
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
+from ..common.text import clean_text
 from .lookup import prefix
 
 OUTBOX_SCHEMA = """
@@ -69,15 +70,6 @@ class OutboxRow(NamedTuple):
     payload: Dict[str, Any]
     attempts: int
     cut: int                # characters of the result left out (loaded as a prefix), else 0
-
-
-def clean_text(text: str) -> str:
-    """Text SQLite can store: lone surrogates (from bad decoders) become U+FFFD, not an error."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def sized(op: Callable[[sqlite3.Connection], Any], size: int) -> Callable[[sqlite3.Connection], Any]:

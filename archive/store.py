@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .outbox import OUTBOX_SCHEMA, Outbox, clean_text, migrate_outbox, sized
+from ..common.text import clean_text
+from .outbox import OUTBOX_SCHEMA, Outbox, migrate_outbox, sized
 
 from . import lookup, repair
 from ..context import item_key
-from ..per_thread import PerThread
+from ..common.per_thread import PerThread
 
 log = logging.getLogger("tencentdb_offload.store")
 

@@ -17,7 +17,7 @@ from . import messages as M
 from .departures import find
 from .digest import key_arg, message_key, one_line
 from .provenance import Seal
-from ..humanize import printable
+from ..common.humanize import printable
 
 Message = Dict[str, Any]
 MAX_TERMS = 5

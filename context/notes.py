@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Sequence, Tuple
 
 from . import messages as M
-from ..humanize import printable
+from ..common.humanize import printable
 
 Message = Dict[str, Any]
 MEMORY_CHARS = 2000         # of the provider's text (Hermes itself caps it at 6,000)

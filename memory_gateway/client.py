@@ -17,7 +17,7 @@ import json
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..per_thread import PerThread
+from ..common.per_thread import PerThread
 from .breaker import CircuitBreaker
 from .shared_health import SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,

@@ -7,7 +7,7 @@ delivered only after the Gateway said ``code: 0``, retries with backoff, and ref
 session's task canvas after new data was accepted. While the circuit breaker is open it
 only runs the cheap half-open probe when it is due.
 
-It knows nothing of sessions: an ``IngestPolicy`` (the runtime's, ``ingest_policy.py``) says
+It knows nothing of sessions: an ``IngestPolicy`` (the runtime's, ``runtime/ingest_policy.py``) says
 what goes with a session's rows (``Outgoing``: its Gateway id, the turn's prompt and recent
 messages), hears which sessions' rows were accepted, names the canvases to refresh and gets
 what the Gateway returned for each (``Canvas``).

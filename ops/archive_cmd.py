@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..archive import browse
-from ..humanize import count, plural, printable
+from ..common.humanize import count, plural, printable
 from .env import CliError, resolve_settings
 
 PAGE = 4_000                # chars ``show`` prints by default

@@ -13,12 +13,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .. import build_runtime
 from ..context import messages as M
-from ..humanize import count
+from ..common.humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
-from ..config import PREFIX
-from ..hermes_config import ConfigFile
+from ..settings.config import PREFIX
+from ..host.hermes_config import ConfigFile
 from ..archive.readonly import connect
 from .env import MIN_WINDOW, CliError, resolve_settings
 from .replay import load_source

@@ -21,10 +21,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..config import GATEWAY_OFF, PREFIX
+from ..settings.config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
-from ..hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
-from ..humanize import count, plural, printable
+from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
+from ..common.humanize import count, plural, printable
 from ..archive import readonly
 from .doctor_memory import memory_checks
 from .env import compression_findings, effective_env

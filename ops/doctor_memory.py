@@ -1,7 +1,7 @@
 """doctor's checks for running beside TencentDB's memory provider ``memory_tencentdb``: rows that
 say where the two plugins would disagree about the one Gateway they share.
 
-Both talk to one Gateway, configured in two shapes (see ``gateway_env``). Each row is a dict in
+Both talk to one Gateway, configured in two shapes (see ``settings/gateway_env``). Each row is a dict in
 the shape ``doctor.Checks.add`` builds (name, status, message, fix); no rows when the provider
 is neither installed, enabled, selected nor configured. Secrets are never shown.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 from urllib.parse import urlsplit
 
-from ..gateway_env import (PROVIDER_HOST, PROVIDER_KEYS, PROVIDER_PORT, provider_key, provider_port, provider_url,
+from ..settings.gateway_env import (PROVIDER_HOST, PROVIDER_KEYS, PROVIDER_PORT, provider_key, provider_port, provider_url,
                            sources_line)
-from ..hermes_config import ConfigFile
+from ..host.hermes_config import ConfigFile
 
 PROVIDER = "memory_tencentdb"
 ALIASES = ("memory-tencentdb", "tdai")          # accepted only by a Hermes checkout that bundles it

@@ -15,12 +15,12 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..compaction_record import Compaction
+from ..compaction.record import Compaction
 from ..archive.recall import READ
 from ..context import messages as M
 from ..context.heartbeat import is_heartbeat_call
 from ..hooks import HookHandlers
-from ..wiring import open_session
+from ..host.wiring import open_session
 
 Message = Dict[str, Any]
 Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it

@@ -1,5 +1,5 @@
 """What the operator commands share: the environment Hermes would give the plugin
-(process env + ``$HERMES_HOME/.env``), config.yaml (``hermes_config``), settings,
+(process env + ``$HERMES_HOME/.env``), config.yaml (``host/hermes_config``), settings,
 ``CliError`` (read-only SQLite is ``archive.readonly``)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ..config import Settings, load_settings
-from ..hermes_config import ConfigFile, hermes_home, read_config
+from ..settings.config import Settings, load_settings
+from ..host.hermes_config import ConfigFile, hermes_home, read_config
 
 
 PROG = "python3 <plugin dir>"

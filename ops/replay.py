@@ -10,8 +10,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..hermes_config import hermes_home
-from ..humanize import plural
+from ..host.hermes_config import hermes_home
+from ..common.humanize import plural
 from ..archive.readonly import connect
 from ..context import blocks as B
 from ..context import messages as M

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..humanize import count, kilo, plural
+from ..common.humanize import count, kilo, plural
 
 
 def chart(report: Dict[str, Any], width: int = 60) -> List[str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..config import PREFIX, SPEC, Settings, load_settings, setting_text, shown_value
+from ..settings.config import PREFIX, SPEC, Settings, load_settings, setting_text, shown_value
 from .env import read_dotenv
 
 FRACTIONS = ("THRESHOLD", "COMPACT_RATIO")

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..archive import readonly
-from ..command import describe_compaction, when
-from ..compaction_record import Compaction
-from ..humanize import count, plural, printable
-from ..config import Settings, gateway_text
-from ..gateway_env import sources_line
-from ..thresholds import small_window_note
+from ..host.command import describe_compaction, when
+from ..compaction.record import Compaction
+from ..common.humanize import count, plural, printable
+from ..settings.config import Settings, gateway_text
+from ..settings.gateway_env import sources_line
+from ..host.thresholds import small_window_note
 from .env import CliError, compression_findings, resolve_settings
 
 

@@ -55,7 +55,7 @@ def test_every_first_screen_command_is_run(tmp_path):
 
 
 def test_every_setting_is_in_the_readme_table():
-    from tencentdb_offload.config import PREFIX, SPEC
+    from tencentdb_offload.settings.config import PREFIX, SPEC
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     table = text[text.index("## Settings"):text.index("\n## ", text.index("## Settings") + 5)]
     missing = [PREFIX + k for k in SPEC if "| `%s%s` |" % (PREFIX, k) not in table]

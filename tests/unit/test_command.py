@@ -1,7 +1,7 @@
 import re
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.command import make_command
+from tencentdb_offload.host.command import make_command
 
 from helpers import conversation, make_engine
 

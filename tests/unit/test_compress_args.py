@@ -11,7 +11,7 @@ import json
 import pytest
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.compaction_record import Route
+from tencentdb_offload.compaction.record import Route
 from tencentdb_offload.context import digest as D
 from tencentdb_offload.context import focus as F
 from tencentdb_offload.context import messages as M

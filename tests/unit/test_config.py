@@ -1,4 +1,4 @@
-from tencentdb_offload.config import load_settings, redact
+from tencentdb_offload.settings.config import load_settings, redact
 
 
 def test_defaults():
@@ -47,7 +47,7 @@ def test_off_and_yaml_block():
 
 
 def test_an_absolute_cap_wins_over_the_ratio_when_it_is_lower():
-    from tencentdb_offload.config import Settings
+    from tencentdb_offload.settings.config import Settings
     s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "200000"})
     assert warnings == [] and s.max_context_tokens == 200_000
     assert (s.trigger_tokens(1_000_000), s.target_tokens(1_000_000)) == (200_000, 133_333)
@@ -62,7 +62,7 @@ def test_an_absolute_cap_wins_over_the_ratio_when_it_is_lower():
 
 def test_the_gateway_url_knows_whether_it_was_configured():
     import logging
-    from tencentdb_offload.config import announce_unconfigured_gateway, unconfigured_gateway_notice
+    from tencentdb_offload.settings.config import announce_unconfigured_gateway, unconfigured_gateway_notice
     default, _ = load_settings({})
     assert not default.gateway_configured
     assert default.describe_gateway() == "Gateway at the default URL http://127.0.0.1:8420 (not configured)"

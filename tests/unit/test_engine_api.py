@@ -349,8 +349,8 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     """0.22 (the host that checks before every request): on a window Hermes' 64K floor binds,
     the built-in's trigger; a threshold the user or a model table set is used as set."""
     import tencentdb_offload.engine as E
-    from tencentdb_offload.config import load_settings
-    from tencentdb_offload.thresholds import small_window_trigger
+    from tencentdb_offload.settings.config import load_settings
+    from tencentdb_offload.host.thresholds import small_window_trigger
     assert [small_window_trigger(w, int(w * 0.75)) for w in (32_000, 64_000, 80_000, 100_000, 200_000)] \
         == [24_000, 54_400, 64_000, 75_000, 150_000]
     rt, eng = make_engine(tmp_path)

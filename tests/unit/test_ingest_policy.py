@@ -1,12 +1,12 @@
 """The ingest worker does Gateway I/O only; what it sends and what a canvas changes is the
-runtime's session policy (``ingest_policy``)."""
+runtime's session policy (``runtime/ingest_policy``)."""
 
 import ast
 from pathlib import Path
 
 from fakes.gateway import FakeGateway
 from tencentdb_offload.hooks import HookHandlers
-from tencentdb_offload.ingest_policy import SessionIngestPolicy
+from tencentdb_offload.runtime.ingest_policy import SessionIngestPolicy
 from tencentdb_offload.memory_gateway.ingest import Canvas, Outgoing, current_canvas
 from tencentdb_offload.session import SessionRegistry
 

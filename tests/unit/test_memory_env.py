@@ -1,5 +1,5 @@
 """One Gateway beside memory_tencentdb (issue 20.6): TencentDB's variables as fallbacks for ours
-(``gateway_env``), doctor's memory-provider rows (``ops/doctor_memory``), and the fake provider
+(``settings/gateway_env``), doctor's memory-provider rows (``ops/doctor_memory``), and the fake provider
 and the fake Gateway's /v3 memory routes the e2e tests rely on (over real sockets)."""
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 
-from tencentdb_offload.config import load_settings  # noqa: E402
-from tencentdb_offload.gateway_env import resolve  # noqa: E402
-from tencentdb_offload.hermes_config import ConfigFile  # noqa: E402
+from tencentdb_offload.settings.config import load_settings  # noqa: E402
+from tencentdb_offload.settings.gateway_env import resolve  # noqa: E402
+from tencentdb_offload.host.hermes_config import ConfigFile  # noqa: E402
 from tencentdb_offload.ops.doctor_memory import memory_checks  # noqa: E402
 from tests.fakes.gateway import FakeGateway  # noqa: E402
 from tests.fakes import memory_tencentdb as fake_provider  # noqa: E402
@@ -237,7 +237,7 @@ def test_v3_routes_check_the_key(gw_and_provider):
 # --- the README's combined configuration -------------------------------------------------
 
 def _readme_section():
-    from tencentdb_offload.hermes_config import mini_yaml
+    from tencentdb_offload.host.hermes_config import mini_yaml
     from tests.fakes.memory_tencentdb import readme
     return readme.parse(readme.FIXTURE.read_text(encoding="utf-8"), mini_yaml)
 
@@ -263,7 +263,7 @@ def test_readme_configuration_passes_doctor(tmp_path):
 
 
 def test_sources_line_names_each_variable():
-    from tencentdb_offload.gateway_env import sources_line
+    from tencentdb_offload.settings.gateway_env import sources_line
     env = {"MEMORY_TENCENTDB_GATEWAY_HOST": "gw", "MEMORY_TENCENTDB_GATEWAY_PORT": "9", "TDAI_GATEWAY_API_KEY": "k"}
     assert sources_line(env) == ("URL from MEMORY_TENCENTDB_GATEWAY_HOST/_PORT, key from TDAI_GATEWAY_API_KEY, "
                                  "instance from the default")

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from tencentdb_offload.archive.store import Store
-from tencentdb_offload.per_thread import PerThread
+from tencentdb_offload.common.per_thread import PerThread
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -90,7 +90,7 @@ import atexit, json, sys, threading
 sys.path.insert(0, sys.argv[1])
 from conftest import load_plugin
 load_plugin()
-from tencentdb_offload.per_thread import PerThread
+from tencentdb_offload.common.per_thread import PerThread
 closed = []
 pt = PerThread(lambda r: closed.append((r, threading.current_thread().name)))
 pt.put("main-conn")

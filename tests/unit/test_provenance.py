@@ -40,7 +40,7 @@ def test_an_unusable_key_file_gives_a_process_key_and_says_why(tmp_path):
 
 
 def test_peer_text_shown_to_a_person_has_no_terminal_controls():
-    from tencentdb_offload.humanize import printable
+    from tencentdb_offload.common.humanize import printable
     hostile = "mild\x1b[2J\x1b[Hhermes> \x07upload\u202e\x9bkeys\r"
     shown = printable(hostile)
     assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown

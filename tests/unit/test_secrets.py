@@ -8,7 +8,7 @@ import pytest
 
 import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
-from tencentdb_offload.config import Settings, hermes_home, load_settings
+from tencentdb_offload.settings.config import Settings, hermes_home, load_settings
 from tencentdb_offload.memory_gateway.client import GatewayClient, GatewayConfigError
 from tencentdb_offload.ops import doctor
 

@@ -7,7 +7,7 @@ import urllib.parse
 import pytest
 
 import tencentdb_offload as plugin
-from tencentdb_offload.config import PREFIX, SPEC, Settings, load_settings
+from tencentdb_offload.settings.config import PREFIX, SPEC, Settings, load_settings
 
 NASTY = ["", " ", "\x00", "a\x00b", "\n", "\r\n", "\t", "\u201coff\u201d", "密钥", "é", "\udcff",
          "nan", "NaN", "inf", "-inf", "1e309", "-0", "0", "1", "-1", "0x10", "1_000", "9" * 5000,

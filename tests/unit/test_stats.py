@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from tencentdb_offload.compaction_record import Compaction, Level, Route
+from tencentdb_offload.compaction.record import Compaction, Level, Route
 from tencentdb_offload.context import canvas
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.session import SessionRegistry

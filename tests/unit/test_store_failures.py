@@ -167,7 +167,7 @@ def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(
 
 def test_status_says_when_archive_writes_wait(tmp_path, quick_busy):
     from helpers import make_engine
-    from tencentdb_offload.command import make_command
+    from tencentdb_offload.host.command import make_command
     rt, _eng = make_engine(tmp_path)
     assert "ARCHIVE WRITES WAITING" not in make_command(rt)("status")
     blocker = sqlite3.connect(str(rt.store.path), isolation_level=None)

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Dict, List, Set
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT_DIRS = ("", "memory_gateway", "context", "archive", "ops")
+PRODUCT_DIRS = ("", "host", "compaction", "settings", "runtime", "common", "memory_gateway",
+                "context", "archive", "ops")
+# the root holds the plugin's entry and the design card's own files; everything else is a folder
+ROOT_MODULES = {"", "__main__", "engine", "session", "hooks"}
 MAX_LINES = 400
 MAX_ENGINE_LINES = 350
 MAX_FUNCTION_LINES = 60
@@ -83,6 +86,12 @@ def test_the_import_graph_has_no_cycle():
     graph[""] = {t for t in graph[""] if "." not in t}
     cycle = find_cycle(graph)
     assert not cycle, "import cycle: " + " -> ".join(c or "<root>" for c in cycle)
+
+
+def test_the_root_holds_only_the_entry_points_and_folders():
+    root = {name for name in product_modules() if "." not in name and name not in PRODUCT_DIRS}
+    assert root <= ROOT_MODULES, "root modules that belong in a folder: %s" % (root - ROOT_MODULES)
+    assert set(PRODUCT_DIRS[1:]) <= {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
 
 
 def test_the_cycle_finder_finds_one():

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .gateway_env import resolve as gateway_sources
-from .hermes_config import hermes_home, read_config
-from .memory_gateway.transport import BaseURL, header_safe, unsafe_credentials
+from ..host.hermes_config import hermes_home, read_config
+from ..memory_gateway.transport import BaseURL, header_safe, unsafe_credentials
 
 PREFIX = "TENCENTDB_OFFLOAD_"
 OFF_WORDS = {"", "off", "none", "disabled", "false", "0"}
@@ -348,7 +348,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
 
 
 def read_config_block() -> Optional[Dict[str, Any]]:
-    """The ``tencentdb_offload:`` block of ``$HERMES_HOME/config.yaml`` (see ``hermes_config``).
+    """The ``tencentdb_offload:`` block of ``$HERMES_HOME/config.yaml`` (see ``host/hermes_config``).
 
     Returns None when the file or the block is absent or unreadable.
     """

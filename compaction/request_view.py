@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Dict, List, Optional, Tuple
 
-from .compaction_ahead import content_key
-from .context import canvas, recall_blocks
-from .context import messages as M
+from .ahead import content_key
+from ..context import canvas, recall_blocks
+from ..context import messages as M
 
 Message = Dict[str, Any]
 

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
-from .compaction_record import Level
+from .record import Level
 
 Message = Dict[str, Any]
 REFRESH_TAIL_SHARE = 0.25   # a ready result stays usable while what came since is this small

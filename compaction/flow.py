@@ -14,15 +14,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .compaction_ahead import GatewayAttempt
-from .compaction_record import Compaction, Level, Route
-from .compat import HOST_SELECTS_CONTEXT
-from .context import canvas, departures, focus, recall_blocks
-from .context import digest as D
-from .context import messages as M
-from .context.fallback import local_compact
-from .context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
-from .context.tokens import PER_MESSAGE, TokenMemo, estimate_text
+from .ahead import GatewayAttempt
+from .record import Compaction, Level, Route
+from ..host.compat import HOST_SELECTS_CONTEXT
+from ..context import canvas, departures, focus, recall_blocks
+from ..context import digest as D
+from ..context import messages as M
+from ..context.fallback import local_compact
+from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
+from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 
 Message = Dict[str, Any]
 log = logging.getLogger("tencentdb_offload.compaction")

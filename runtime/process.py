@@ -1,7 +1,7 @@
 """The per-process runtime: settings, store + writer, session registry, Gateway client,
 ingest worker, reclaimer and recall tools, shared by every engine copy and every hook.
 
-Built once per process and ``HERMES_HOME`` (``wiring.shared_runtime``); engines hold a
+Built once per process and ``HERMES_HOME`` (``host/wiring.shared_runtime``); engines hold a
 reference to it (never a copy), so no lock, socket or sqlite connection is ever inside
 deep-copied state.
 """
@@ -14,20 +14,20 @@ import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .config import Settings, announce_unconfigured_gateway
-from .memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
-from .memory_gateway.compaction import GatewayCompactor
-from .memory_gateway.ingest import IngestWorker
+from ..settings.config import Settings, announce_unconfigured_gateway
+from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
+from ..memory_gateway.compaction import GatewayCompactor
+from ..memory_gateway.ingest import IngestWorker
 from .ingest_policy import SessionIngestPolicy
-from .session import Reclaimer, SessionRegistry, SessionState
-from .context.tokens import TokenMemo
-from .archive.store import ArchiveItem, Store, StoreError
-from .archive.writer import StoreWriter
-from .archive.recall import RecallTools
-from .archive.seal_key import load_seal
-from .compaction_ahead import AheadOfNeed, GatewayAttempt
-from .compaction_record import Compaction, Level
-from .context import departures
+from ..session import Reclaimer, SessionRegistry, SessionState
+from ..context.tokens import TokenMemo
+from ..archive.store import ArchiveItem, Store, StoreError
+from ..archive.writer import StoreWriter
+from ..archive.recall import RecallTools
+from ..archive.seal_key import load_seal
+from ..compaction.ahead import AheadOfNeed, GatewayAttempt
+from ..compaction.record import Compaction, Level
+from ..context import departures
 
 log = logging.getLogger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Set, Tuple
 
-from .context import canvas as canvas_block
-from .memory_gateway.ingest import Canvas, Outgoing
-from .memory_gateway.session_ids import gateway_session_id
-from .session import SessionRegistry
+from ..context import canvas as canvas_block
+from ..memory_gateway.ingest import Canvas, Outgoing
+from ..memory_gateway.session_ids import gateway_session_id
+from ..session import SessionRegistry
 
 
 class SessionIngestPolicy:

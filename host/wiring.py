@@ -17,9 +17,9 @@ import threading
 import types
 from typing import Any, Mapping, Optional
 
-from .config import hermes_home, load_settings, read_config_block
-from .engine import TencentDBOffloadEngine
-from .runtime import Runtime
+from ..settings.config import hermes_home, load_settings, read_config_block
+from ..engine import TencentDBOffloadEngine
+from ..runtime.process import Runtime
 
 _PROCESS_KEY = "_tencentdb_offload_process"
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Mapping
 
-from .humanize import count, plural, printable
+from ..common.humanize import count, plural, printable
 
 
 class Route(str, enum.Enum):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from .compaction_record import Compaction
-from .config import gateway_text
-from .humanize import count, plural, printable, size
+from ..compaction.record import Compaction
+from ..settings.config import gateway_text
+from ..common.humanize import count, plural, printable, size
 from .thresholds import small_window_note
 
 HELP = """/tencentdb-offload [subcommand]
