@@ -81,14 +81,20 @@ def ensure_venv(name: str, requirements: list) -> Path:
     return py
 
 
-def run_pytest(py: Path, label: str, paths: list, extra: list, env_extra: dict) -> tuple:
+SLOWEST_SHOWN = 20
+
+
+def run_pytest(py: Path, label: str, paths: list, extra: list, env_extra: dict,
+               timings: list) -> tuple:
     # a private report file: several runs (helpers, a user's second checkout) may share venvs
     report = Path(tempfile.mkdtemp(prefix="tdo-junit-")) / ("junit-%s.xml" % label)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **env_extra)
     cmd = [str(py), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--junitxml", str(report)]
     cmd += extra + [str(ROOT / p) for p in paths if (ROOT / p).exists()]
     print("\n=== %s: %s" % (label, " ".join(paths)), flush=True)
+    began = time.monotonic()
     rc = subprocess.call(cmd, cwd=str(ROOT), env=env)
+    print("=== %s: done in %.0f s" % (label, time.monotonic() - began), flush=True)
     passed = failed = skipped = 0
     if report.exists():
         for suite in ET.parse(report).getroot().iter("testsuite"):
@@ -98,9 +104,21 @@ def run_pytest(py: Path, label: str, paths: list, extra: list, env_extra: dict) 
             passed += tests - bad - skip
             failed += bad
             skipped += skip
+        for case in ET.parse(report).getroot().iter("testcase"):
+            timings.append((float(case.get("time") or 0), label,
+                            "%s::%s" % (case.get("classname", ""), case.get("name", ""))))
     if rc not in (0, 5) and failed == 0:
         failed = 1            # pytest itself failed (collection error, crash)
     return passed, failed, skipped
+
+
+def print_slowest(timings: list) -> None:
+    """Where the time went: the slowest tests of every suite, so a slow one is seen at once."""
+    if not timings:
+        return
+    print("\n[tests] the %d slowest tests:" % min(SLOWEST_SHOWN, len(timings)))
+    for seconds, label, name in sorted(timings, reverse=True)[:SLOWEST_SHOWN]:
+        print("  %7.1f s  %-14s %s" % (seconds, label, name))
 
 
 def main() -> int:
@@ -113,18 +131,20 @@ def main() -> int:
     extra = (["-k", args.k] if args.k else []) + (["-x"] if args.x else [])
     started = time.monotonic()
     totals = [0, 0, 0]
+    timings: list = []       # (seconds, suite, test) of every test, for the slowest list
 
     def add(result: tuple) -> None:
         for i, v in enumerate(result):
             totals[i] += v
 
     unit_py = ensure_venv("unit", [PYTEST])
-    add(run_pytest(unit_py, "unit", ["tests/unit"], extra, {}))
+    add(run_pytest(unit_py, "unit", ["tests/unit"], extra, {}, timings))
     if not args.unit:
         for version in args.hermes or HERMES_VERSIONS:
             py = ensure_venv("hermes-" + version, hermes_requirements(version))
             add(run_pytest(py, "hermes-" + version, ["tests/contract", "tests/e2e"], extra,
-                           {"TDO_HERMES_VERSION": version}))
+                           {"TDO_HERMES_VERSION": version}, timings))
+    print_slowest(timings)
     print("\n[tests] finished in %.0f s" % (time.monotonic() - started))
     print("%d passed, %d failed, %d skipped" % tuple(totals))
     return 1 if totals[1] else 0

@@ -61,9 +61,9 @@ def test_old_notice_is_replaced_not_stacked():
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_property_thousands_of_conversations(seed):
+def test_property_random_conversations(seed):
     rng = random.Random(seed)
-    for _ in range(700):
+    for _ in range(250):
         conv = random_conversation(rng)
         assert M.validation_errors(conv) == [], conv
         budget = rng.choice([300, 2000, 8000, 32000, 200000])
