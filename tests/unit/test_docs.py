@@ -53,3 +53,11 @@ def test_no_link_points_at_a_missing_file():
               for doc in [ROOT / "README.md", ROOT / "CONTRIBUTING.md"] + docs()
               for target in local_links(doc) if not target.exists()]
     assert not broken, broken
+
+
+def test_changelog_dates_every_released_version():
+    """One "Unreleased" section on top; every other section is a version with its release date."""
+    headings = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert headings and headings[0] == "Unreleased", headings[:1]
+    undated = [h for h in headings[1:] if not re.fullmatch(r"\d+\.\d+\.\d+ — \d{4}-\d{2}-\d{2}", h)]
+    assert not undated, "a released version needs its date (YYYY-MM-DD): %s" % undated
