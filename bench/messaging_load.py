@@ -254,7 +254,7 @@ def child(quick: bool) -> int:
     import harness
     problem = harness.api_server_problem() or harness.plugin_problem()
     if harness.hermes_version().startswith("0.17"):
-        problem = "Hermes 0.17's messaging gateway is not a supported host (README: Hermes versions)"
+        problem = "Hermes 0.17's messaging gateway is not a supported host (docs/hosts.md)"
     if problem:
         print("RESULT " + json.dumps({"error": problem}))
         return 0

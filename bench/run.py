@@ -3,8 +3,8 @@
 
 ``--quick`` runs smaller sizes and fewer repetitions (about 30 s). Writes
 ``bench/results/latest.json``, ``latest.md`` (the table) and ``latest.svg`` (the chart) —
-``quick.*`` with ``--quick`` and ``partial.*`` with ``--only``, so the README's figures stay
-those of the last full run. ``--slow`` adds the slow case (``messaging_load``: one Hermes
+``quick.*`` with ``--quick`` and ``partial.*`` with ``--only``, so the figures in docs/benchmarks.md
+stay those of the last full run. ``--slow`` adds the slow case (``messaging_load``: one Hermes
 messaging gateway, 100 conversations × 3 turns, plugin and built-in; bench/messaging_load.py)
 to a full run; ``--only messaging_load`` runs it alone. ``host_hooks`` and ``messaging_load``
 run in the Hermes venvs that ``tests/run.py`` builds (built here when missing; a host whose

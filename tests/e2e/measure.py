@@ -198,7 +198,7 @@ def analyse(engine: str, conversations: Mapping[str, Sequence[Any]], *, window: 
 
 
 def side_by_side(title: str, rows: Iterable[Row]) -> str:
-    """A Markdown table, one column per engine (paste-able into README/bench)."""
+    """A Markdown table, one column per engine (paste-able into docs/benchmarks.md)."""
     rows = list(rows)
     labels: List[str] = []
     for r in rows:

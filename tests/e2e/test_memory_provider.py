@@ -16,7 +16,7 @@ cost baseline. Asserted on the wires:
 - prefix-cache cost with the provider <= 1.05 x without it (:func:`cache_cost`).
 
 Two cheap tests close: where a pip-installed Hermes finds the provider (and where TencentDB's
-installer puts it, which it does not read), and the README's "With memory_tencentdb"
+installer puts it, which it does not read), and docs/memory_tencentdb.md's "With memory_tencentdb"
 configuration run as written (its YAML, its .env variables, its install directory; only the
 Gateway port is the fake's).
 """

@@ -147,7 +147,7 @@ def _require_host() -> None:
     if HERMES_VERSION.startswith("0.17"):
         pytest.skip("Hermes 0.17's messaging gateway is not a supported host: it wedges under "
                     "concurrent tool calls with any engine, and it shares one engine instance "
-                    "between all conversations (README: Hermes versions)")
+                    "between all conversations (docs/hosts.md)")
     problem = harness.api_server_problem()
     if problem:
         pytest.skip(f"hermes {HERMES_VERSION} cannot run the API server platform: {problem}")

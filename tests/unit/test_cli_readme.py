@@ -1,5 +1,6 @@
 """The README's first screen: at most 60 lines, and every command in it is run by a test —
-the two commands here, the install and Gateway blocks by tests/e2e/test_e2e_install.py."""
+the two commands here, the install and Gateway blocks by tests/e2e/test_e2e_install.py; the
+offline install lists every step, and Uninstall says what Hermes 0.22 prints."""
 
 from __future__ import annotations
 
@@ -60,3 +61,28 @@ def test_every_setting_is_in_the_readme_table():
     table = text[text.index("## Settings"):text.index("\n## ", text.index("## Settings") + 5)]
     missing = [PREFIX + k for k in SPEC if "| `%s%s` |" % (PREFIX, k) not in table]
     assert not missing, missing
+
+
+def section(name: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## " + name)
+    end = text.find("\n## ", start + 3)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_the_offline_install_lists_every_step_in_order():
+    """Without network the clone and the enable line replace `hermes plugins install --enable`;
+    every later step of the online block follows, as commands, in the same order."""
+    online, offline = [commands("```bash\n%s```" % b) for b in
+                       re.findall(r"```bash\n(.*?)```", section("Install"), re.S)[:2]]
+    assert online[0].startswith("hermes plugins install ") and "--enable" in online[0], online
+    assert offline[0].startswith("git clone ") and offline[1].startswith(
+        "hermes config set plugins.enabled"), offline
+    assert offline[2:] == online[1:], "the offline path must go on with %s, has %s" % (online[1:], offline[2:])
+
+
+def test_uninstall_says_what_hermes_022_prints_and_that_it_is_harmless():
+    text = " ".join(section("Uninstall").split())
+    for said in ("AdmissionRefused", "python-build-standalone", "✗ Plugin tencentdb-offload removed",
+                 "exits 0", "harmless"):
+        assert said in text, said

@@ -1,5 +1,6 @@
-"""Read the "With memory_tencentdb" README section as a test runs it: its config.yaml block, its
-.env variables and the install directory its ``cp`` command names (relative to $HERMES_HOME)."""
+"""Read the "With memory_tencentdb" section of docs/memory_tencentdb.md as a test runs it: its
+config.yaml block, its .env variables and the install directory its ``cp`` command names
+(relative to $HERMES_HOME)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 HEADING = "## With memory_tencentdb"
-FIXTURE = Path(__file__).resolve().parents[3] / "README.md"
+FIXTURE = Path(__file__).resolve().parents[3] / "docs" / "memory_tencentdb.md"
 _FENCE = re.compile(r"^[ \t]*```(\w*)[ \t]*\n(.*?)^[ \t]*```", re.S | re.M)
 _ASSIGN = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 _HOME_PREFIX = '"${HERMES_HOME:-$HOME/.hermes}/'
