@@ -22,8 +22,9 @@ READ, SEARCH = "tdai_read_cos", "tdai_offload_search"
 
 
 def snapshot(directory):
-    """Every file beside the store, with its bytes' digest."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+    """Every entry beside the store, a file with its bytes' digest."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(directory.iterdir())}
 
 
 def engine_with(tmp_path, lcm_dir, **overrides):
