@@ -172,9 +172,8 @@ class LcmHistory:
 
     def _matches(self, conn: sqlite3.Connection, cols: Any, terms: List[str], limit: int,
                  offset: int) -> List[tuple]:
-        tool = "tool_name" if "tool_name" in cols else "''"
-        select = "SELECT m.store_id, m.session_id, m.role, %s, m.timestamp, m.content FROM messages m " % (
-            "m." + tool if tool == "tool_name" else tool)
+        tool = "m.tool_name" if "tool_name" in cols else "''"      # older stores lack it
+        select = "SELECT m.store_id, m.session_id, m.role, %s, m.timestamp, m.content FROM messages m " % tool
         fts = conn.execute("SELECT 1 FROM sqlite_master WHERE name='messages_fts'").fetchone()
         if fts and all(re.fullmatch(r"[A-Za-z0-9_]+", t) for t in terms):
             # FTS5 tokens are words: an ASCII word is found by prefix in the index
