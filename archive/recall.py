@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any, Callable, Dict, List, Optional
 
+from .lcm_history import KEY as LCM_KEY, LcmHistory, LcmUnavailable, unavailable
+
 READ = "tdai_read_cos"
 SEARCH = "tdai_offload_search"
 DEFAULT_PAGE = 20_000
@@ -54,12 +56,17 @@ SCHEMAS: List[Dict[str, Any]] = [
             "Search this conversation's compacted tool outputs and messages by words: use it "
             "for something said or returned earlier in this conversation that is no longer in "
             "the context. Returns matching items with a snippet and the key to read in full "
-            "with " + READ + ". " + SCOPE),
+            "with " + READ + ". " + SCOPE + " After a switch from hermes-lcm, its old history "
+            "(every earlier session, read-only) is searched too and returned apart, under "
+            "lcm_history, each hit with its session and time and an lcm-... key for " + READ + "."),
         "parameters": {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "words that must all appear"},
                 "limit": {"type": "integer", "description": "maximum results (default 5, max 20)"},
+                "history_offset": {"type": "integer",
+                                   "description": "hermes-lcm history results to skip (the "
+                                                  "next_offset of the previous answer)"},
             },
             "required": ["query"],
         },
@@ -115,10 +122,12 @@ class RecallTools:
     """
 
     def __init__(self, store: Any, flush: Callable[[], None],
-                 read_ref: Optional[Callable[[str, str], Optional[Dict[str, Any]]]] = None) -> None:
+                 read_ref: Optional[Callable[[str, str], Optional[Dict[str, Any]]]] = None,
+                 history: Optional[LcmHistory] = None) -> None:
         self.store = store
         self.flush = flush
         self.read_ref = read_ref
+        self.history = history          # hermes-lcm's lcm.db, read-only (None: off)
 
     def handle(self, name: str, args: Any, session_key: str, gateway_session: str) -> str:
         if not isinstance(args, dict):
@@ -146,7 +155,12 @@ class RecallTools:
         offset = _int(args.get("offset"), 0, 0, 1 << 40)
         limit = _int(args.get("limit"), DEFAULT_PAGE, 1, MAX_PAGE)
         item = None
-        if wanted and len(wanted) <= MAX_ID and self.store is not None:
+        if self.history is not None and LCM_KEY.fullmatch(wanted):
+            try:
+                item = self.history.read(wanted, offset, limit)
+            except LcmUnavailable as exc:
+                return _error(unavailable(str(exc)))
+        if item is None and wanted and len(wanted) <= MAX_ID and self.store is not None:
             self.flush()
             item = self.store.read_page(session_key, wanted, offset, limit)
         if item is None and ref_id and self.read_ref is not None:
@@ -168,6 +182,7 @@ class RecallTools:
             "offset": offset, "returned": len(page), "total_chars": total,
             "next_offset": nxt if nxt < total else None,
             "source": item.get("source", "archive"), "content": page,
+            **{k: item[k] for k in ("session", "time") if k in item},
         }, ensure_ascii=False)
 
     def _remote(self, gateway_session: str, path: str, call_id: str, offset: int,
@@ -189,19 +204,39 @@ class RecallTools:
         if len(query) > MAX_QUERY:
             return _error("query is %d chars; use at most %d (a few words)"
                           % (len(query), MAX_QUERY))
-        if self.store is None:
+        history = self._history(query, args)
+        if self.store is None and not history:
             return _error("the archive is unavailable (see /tencentdb-offload status)")
         limit = _int(args.get("limit"), 5, 1, 20)
-        self.flush()
-        results = [{"key": h["key"], "kind": h["kind"], "role": h["role"],
-                    "tool_call_id": h["tool_call_id"] or "", "tool_name": h["tool_name"] or "",
-                    "chars": h["chars"], "snippet": h["snippet"]}
-                   for h in self.store.search(session_key, query, limit)]
+        results: List[Dict[str, Any]] = []
+        if self.store is not None:
+            self.flush()
+            results = [{"key": h["key"], "kind": h["kind"], "role": h["role"],
+                        "tool_call_id": h["tool_call_id"] or "", "tool_name": h["tool_name"] or "",
+                        "chars": h["chars"], "snippet": h["snippet"]}
+                       for h in self.store.search(session_key, query, limit)]
+        found = results or (history.get("lcm_history") or {}).get("results")
         return json.dumps({"ok": True, "query": query, "count": len(results),
                            "results": results,
-                           "read_in_full": READ + "(key=<key>)" if results else "",
-                           "scope": "this conversation's compacted tool outputs and messages"},
-                          ensure_ascii=False)
+                           "read_in_full": READ + "(key=<key>)" if found else "",
+                           "scope": "this conversation's compacted tool outputs and messages",
+                           **history}, ensure_ascii=False)
+
+    def _history(self, query: str, args: Dict[str, Any]) -> Dict[str, Any]:
+        """hermes-lcm's history for the answer: results, or why it cannot be read; {} when
+        there is none. Never raises: a broken lcm.db must not cost the turn."""
+        if self.history is None or not self.history.exists():
+            return {}
+        limit = _int(args.get("limit"), 5, 1, 20)
+        try:
+            found = self.history.search(query, limit, _int(args.get("history_offset"), 0, 0, 1 << 31))
+        except LcmUnavailable as exc:
+            return {"lcm_history_unavailable": unavailable(str(exc))}
+        except Exception as exc:  # whatever the file holds, the turn goes on
+            return {"lcm_history_unavailable": unavailable(_echo(str(exc)))}
+        return {"lcm_history": {"source": "hermes-lcm history (read-only, before the switch; "
+                                          "every earlier session)",
+                                "count": len(found["results"]), **found}}
 
 
 def _text(value: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Dict, List
 
 from ..archive import browse
 from ..common.humanize import count, plural, printable
+from . import archive_lcm
 from .env import CliError, resolve_settings
 
 PAGE = 4_000                # chars ``show`` prints by default
@@ -70,12 +71,16 @@ def cmd_archive(args: argparse.Namespace) -> int:
     action = getattr(args, "archive_command", None)
     if not action:
         raise CliError("say what to do: list, show ID, search WORDS, export SESSION, forget SESSION")
+    if action == "show" and archive_lcm.is_history_key(args.ident):
+        return archive_lcm.show(args)
     directory = _store_dir(args)
     try:
         if action == "forget":
             return _forget(args, directory)
         conn = browse.open_readonly(directory)
     except browse.BrowseError as exc:
+        if action == "search":          # no store yet: hermes-lcm's history may still answer
+            return _search(args, None)
         raise CliError(str(exc))
     try:
         if action == "export":
@@ -129,12 +134,15 @@ def _search(args: argparse.Namespace, conn: Any) -> int:
     query = " ".join(args.query)
     if len(query) > 1000:
         raise CliError("the query is %d chars; use a few words" % len(query))
-    hits = browse.search(conn, query, args.session, max(1, min(args.limit, 200)))
+    limit = max(1, min(args.limit, 200))
+    hits = browse.search(conn, query, args.session, limit) if conn is not None else []
     lines = []
     for h in hits:
         lines += ["#%d %s in %s: %s" % (h["id"], h["key"], printable(h["session"], 120, False),
                                         printable(h["snippet"], 200, False))]
-    return _print(args, hits, lines or ["no archived item contains %r" % query])
+    old, old_lines = archive_lcm.search(query, limit) if not args.session else ([], [])
+    lines = (lines or ["no archived item contains %r" % query]) + old_lines
+    return _print(args, hits + old, lines)
 
 
 def _export(args: argparse.Namespace, conn: Any) -> int:

@@ -27,6 +27,7 @@ from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..common.humanize import count, plural, printable
 from ..archive import readonly
 from .doctor_memory import memory_checks
+from .doctor_lcm import lcm_checks
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
 from .settings_check import check_settings, source_of
@@ -360,7 +361,7 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
     check_gateway(c, settings, timeout, bad.get(off_by, ""),
                   set_url, creds, off_by)
     check_store(c, settings, env, plugin_dir)
-    for row in memory_checks(env, config, settings, home):    # beside memory_tencentdb
+    for row in memory_checks(env, config, settings, home) + lcm_checks(env, config, settings, home):
         c.add(row["name"], row["status"], row["message"], row.get("fix", ""))
     return c
 

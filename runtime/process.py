@@ -24,6 +24,7 @@ from ..context.tokens import TokenMemo
 from ..archive.store import ArchiveItem, Store, StoreError
 from ..archive.writer import StoreWriter
 from ..archive.recall import RecallTools
+from ..archive.lcm_history import LcmHistory
 from ..archive.seal_key import load_seal
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.record import Compaction, Level
@@ -87,7 +88,9 @@ class Runtime:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
         self.tools = RecallTools(self.store, self.flush_writes,
-                                 read_ref=self._read_ref if self.client else None)
+                                 read_ref=self._read_ref if self.client else None,
+                                 history=LcmHistory.from_settings(
+                                     settings, env if env is not None else os.environ))
         for w in self.warnings:
             log.warning("tencentdb-offload: %s", w)
 

@@ -47,6 +47,7 @@ class Settings:
     keep_first: int = 3                 # leading messages the local compaction keeps
     canvas: bool = True                 # inject the Gateway's task canvas
     max_context_tokens: int = 0         # 0 = no cap; else compaction starts here whatever the window
+    lcm_history: str = "auto"           # hermes-lcm's lcm.db searched read-only: auto | off | a path
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
     threshold_explicit: bool = False    # THRESHOLD was set (env or config.yaml): used as set
 
@@ -217,6 +218,18 @@ def _path(raw: str) -> str:
     return text
 
 
+def _lcm_history(raw: str) -> str:
+    """``auto`` (hermes-lcm's own path), ``off``, or the path of an lcm.db."""
+    text = raw.strip()
+    if text.lower() == "auto":
+        return "auto"
+    if text and text.lower() in OFF_WORDS:
+        return "off"
+    if not text:
+        raise ValueError("must be auto, off or the path of hermes-lcm's lcm.db")
+    return _path(text)
+
+
 def _path_problem(text: str) -> str:
     if "\0" in text:
         return "contains a NUL byte"
@@ -286,6 +299,7 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "KEEP_FIRST": ("keep_first", _ranged_int(0, 50)),
     "CANVAS": ("canvas", _parse_bool),
     "MAX_CONTEXT_TOKENS": ("max_context_tokens", _token_cap),
+    "LCM_HISTORY": ("lcm_history", _lcm_history),
 }
 
 def load_settings(env: Mapping[str, str] = os.environ,
