@@ -1,12 +1,23 @@
 from tencentdb_offload.settings.config import load_settings, redact
 
 
-def test_defaults():
+def _documented_defaults():
+    """``{NAME: default}`` from the README's Settings table: the defaults users are promised."""
+    import re
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    return dict(re.findall(r"^\| `TENCENTDB_OFFLOAD_([A-Z_]+)` \| `([^`]*)` \|", readme, re.M))
+
+
+def test_defaults_are_the_documented_ones():
     s, warnings = load_settings({})
     assert warnings == []
-    assert s.gateway_url == "http://127.0.0.1:8420" and s.api_key == "local"
-    assert (s.compact_ratio, s.threshold, s.timeout_ms, s.ingest_timeout_ms) == (0.5, 0.75, 90000, 5000)
-    assert s.instance_id == "default" and s.enabled
+    documented = _documented_defaults()
+    assert s.gateway_url == documented["GATEWAY_URL"] and s.api_key == documented["API_KEY"]
+    assert s.instance_id == documented["INSTANCE_ID"] and s.enabled
+    for name in ("COMPACT_RATIO", "THRESHOLD", "TIMEOUT_MS", "INGEST_TIMEOUT_MS"):
+        assert getattr(s, name.lower()) == float(documented[name]), name
+    assert s.compact_ratio < s.threshold
 
 
 def test_bad_values_warn_and_use_defaults():
@@ -50,10 +61,14 @@ def test_an_absolute_cap_wins_over_the_ratio_when_it_is_lower():
     from tencentdb_offload.settings.config import Settings
     s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "200000"})
     assert warnings == [] and s.max_context_tokens == 200_000
-    assert (s.trigger_tokens(1_000_000), s.target_tokens(1_000_000)) == (200_000, 133_333)
-    assert (s.trigger_tokens(128_000), s.target_tokens(128_000)) == (96_000, 64_000)   # ratio lower
+    # the cap scales the landing like the window would: cap × COMPACT_RATIO / THRESHOLD
+    assert (s.trigger_tokens(1_000_000), s.target_tokens(1_000_000)) == (
+        200_000, int(200_000 * s.compact_ratio / s.threshold))
+    assert (s.trigger_tokens(128_000), s.target_tokens(128_000)) == (               # ratio lower
+        int(128_000 * s.threshold), int(128_000 * s.compact_ratio))
     plain = Settings()
-    assert (plain.trigger_tokens(1_000_000), plain.target_tokens(1_000_000)) == (750_000, 500_000)
+    assert (plain.trigger_tokens(1_000_000), plain.target_tokens(1_000_000)) == (
+        int(1_000_000 * plain.threshold), int(1_000_000 * plain.compact_ratio))
     for bad in ("100", "-1", "lots", "1e9"):
         s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": bad})
         assert s.max_context_tokens == 0 and len(warnings) == 1, bad

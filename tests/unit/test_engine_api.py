@@ -106,9 +106,11 @@ def test_status_line_names_the_plugin_path_and_tokens(tmp_path):
     rt, eng = make_engine(tmp_path)
     first = eng.get_automatic_compaction_status_message(
         phase="compress", default_message="Compacting context…", approx_tokens=70_000)
+    from tencentdb_offload.common.humanize import kilo
+    target = kilo(rt.settings.target_tokens(eng.context_length))
     assert first == ("tencentdb-offload: compacting ~70K tokens (Hermes' estimate) locally to the "
-                     "32K-token target; what leaves stays readable (recall: tdai_read_cos, "
-                     "tdai_offload_search)")
+                     "%s-token target; what leaves stays readable (recall: tdai_read_cos, "
+                     "tdai_offload_search)" % target)
     eng.compress(conversation(40, 6000), current_tokens=70_000)
     line = eng.get_automatic_compaction_status_message(phase="compress", default_message="x")
     assert line.startswith("tencentdb-offload: compacting the context locally")
@@ -359,7 +361,8 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     monkeypatch.setattr(E, "HOST_SELECTS_CONTEXT", True)
     eng.update_model(model="m", context_length=64_000)
     assert eng.threshold_tokens == 54_400
-    assert abs(eng.summary_target_ratio - 32_000 / 54_400) < 1e-9, "idle compaction lands at the target"
+    assert abs(eng.summary_target_ratio - rt.settings.target_tokens(64_000) / 54_400) < 1e-9, \
+        "idle compaction lands at the target"
     eng.update_model(model="m", context_length=100_000)
     assert eng.threshold_tokens == 75_000, "a window the floor does not bind"
     monkeypatch.setenv("_HERMES_GATEWAY", "1")
