@@ -27,6 +27,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 import measure  # noqa: E402
+import real_gateway  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM, text_of_content  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
@@ -61,13 +62,14 @@ def _recalled(turn: harness.Turn, needle_of: Dict[str, str]) -> Dict[str, bool]:
     return out
 
 
-def _run_engine(engine: str, tmp: Path) -> measure.Row:
+def _run_engine(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row:
+    """One engine's row: "builtin", "plugin" (no Gateway) or "plugin+gateway" (``gateway_url``)."""
     supply = harness.FileSupply(tmp / "files", tag=f"cli{engine[:2]}")
     t0 = time.monotonic()
     with FakeLLM() as llm:
-        if engine == "plugin":
+        if engine.startswith("plugin"):
             home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env={  # default trigger
-                "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"})
+                "TENCENTDB_OFFLOAD_GATEWAY_URL": gateway_url})
         else:
             home = harness.make_home(tmp, llm.url, context_length=CONTEXT, engine="compressor",
                                      enabled_plugins=())
@@ -98,7 +100,8 @@ def _run_engine(engine: str, tmp: Path) -> measure.Row:
              "wall time": f"{time.monotonic() - t0:.0f} s"}
     reads = {"session": {cid: args["path"] for cid, name, args in llm.tool_calls_issued if name == "read_file"}}
     row = measure.analyse(engine, {"session": exchanges}, window=CONTEXT, reads=reads,
-                          trigger=int(THRESHOLD * CONTEXT) if engine == "plugin" else measure.builtin_trigger(CONTEXT),
+                          trigger=int(THRESHOLD * CONTEXT) if engine.startswith("plugin")
+                          else measure.builtin_trigger(CONTEXT),
                           turns=turns, answered=turns - len(failed), failed=failed, extra=extra)
     row.markers = markers
     row.summary = conv.summary()
@@ -107,7 +110,8 @@ def _run_engine(engine: str, tmp: Path) -> measure.Row:
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory, request):
-    """Both engines' rows from one test run (built-in first), printed side by side."""
+    """Every engine's row from one test run (built-in first; the plugin without a Gateway, and
+    with the real Gateway where it is beside the checkout), printed side by side."""
     if HERMES_VERSION.startswith("0.17"):
         pytest.skip("issue 15's bars are for 0.19 and 0.22 (0.17 does not replay a turn's pre_llm_call "
                     "context, so with the plugin every turn would count as a rewrite)")
@@ -115,11 +119,28 @@ def cli(tmp_path_factory, request):
     if problem:
         pytest.fail(problem)
     rows = {e: _run_engine(e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
+    if real_gateway.absent_reason() is None:
+        gateway = real_gateway.RealGateway(tmp_path_factory.mktemp("real-gateway")).start()
+        try:
+            rows["plugin+gateway"] = _run_engine("plugin+gateway", tmp_path_factory.mktemp("pg"),
+                                                 gateway.url)
+        finally:
+            gateway.stop()
     measure.show(request, f"CLI SIDE-BY-SIDE hermes={HERMES_VERSION}: one process per turn, {READ_TURNS} turns "
-                 f"of {READS} reads of ~25 KB + {RECALL_TURNS} recall turns, {CONTEXT:,} window, no Gateway",
-                 [rows["builtin"], rows["plugin"]],
+                 f"of {READS} reads of ~25 KB + {RECALL_TURNS} recall turns, {CONTEXT:,} window; "
+                 "the plugin without a Gateway and with the real one",
+                 list(rows.values()),
                  "\n" + "\n".join(f"{e} requests:\n" + rows[e].summary for e in rows))
     return rows
+
+
+@pytest.fixture
+def with_gateway(cli):
+    """The plugin's row with the real Gateway (skips where the Gateway is not beside us)."""
+    reason = real_gateway.absent_reason()
+    if reason:
+        pytest.skip(reason)
+    return cli["plugin+gateway"]
 
 
 def test_cli_workload_is_a_fair_baseline(cli):
@@ -151,4 +172,22 @@ def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
 
 def test_cli_plugin_recalls_every_marker(cli):
     markers = cli["plugin"].markers
+    assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
+
+
+# The same bars with the real TencentDB Gateway compacting (issue 29).
+def test_cli_real_gateway_answers_every_turn(with_gateway):
+    measure.assert_answers_every_turn(with_gateway)
+
+
+def test_cli_real_gateway_never_over_the_window(with_gateway):
+    measure.assert_never_over_the_window(with_gateway)
+
+
+def test_cli_real_gateway_never_over_the_trigger_after_a_compaction(with_gateway):
+    measure.assert_never_over_the_trigger_after_a_compaction(with_gateway)
+
+
+def test_cli_real_gateway_recalls_every_marker(with_gateway):
+    markers = with_gateway.markers
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
