@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "Python, plugin install, config.yaml, settings, Gateway health and "
                          "credentials, store, outbox backlog. Exit 1 if any check fails.")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doc.add_argument("--store", metavar="DIR", help="check this store directory (default: the "
+                     "configured one)")
     doc.add_argument("--timeout", type=float, default=5.0, metavar="S",
                      help="seconds to wait for the Gateway (default 5)")
     st = sub.add_parser("status", help="what the store knows across processes",

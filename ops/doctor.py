@@ -340,9 +340,11 @@ def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Pa
 
 # --- the command ------------------------------------------------------------------------
 
-def run_checks(plugin_dir: Path, timeout: float) -> Checks:
+def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) -> Checks:
     c = Checks()
     env = effective_env()
+    if store:                       # --store DIR: check that store, as status and archive read it
+        env = dict(env, **{PREFIX + "STORE_DIR": store})
     home = hermes_home(env)
     config = read_config(home)
     block = config.block()
@@ -375,7 +377,7 @@ def summary(items: List[Dict[str, str]]) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    checks = run_checks(Path(args.plugin_dir), max(0.2, args.timeout))
+    checks = run_checks(Path(args.plugin_dir), max(0.2, args.timeout), getattr(args, "store", None))
     if args.json:
         print(json.dumps({"ok": not checks.failed, "hermes_home": str(hermes_home(effective_env())),
                           "summary": summary(checks.items), "checks": checks.items}, ensure_ascii=False, indent=2))
