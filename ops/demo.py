@@ -202,8 +202,9 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     runtime = build_runtime(env=env, block=config.block())
     info: Dict[str, Any] = {"store_dir": store_dir, "store_kept": tmp is None,
                             "warnings": list(runtime.warnings)}
-    info.update(_window(args, config), threshold_from=_origin(args.threshold, "THRESHOLD", env, config),
-                ratio_from=_origin(args.ratio, "COMPACT_RATIO", env, config))
+    info.update(_window(args, config),
+                threshold_from=_origin(args.threshold, "THRESHOLD", env, config, info["warnings"]),
+                ratio_from=_origin(args.ratio, "COMPACT_RATIO", env, config, info["warnings"]))
     if not runtime.settings.enabled or runtime.store is None:
         _close(runtime, tmp)
         raise CliError(runtime.store_error or "TENCENTDB_OFFLOAD_ENABLED is false: the engine "
@@ -244,9 +245,14 @@ def _window(args: argparse.Namespace, config: ConfigFile) -> Dict[str, Any]:
     return {"context_length": DEFAULT_WINDOW, "window_from": "default"}
 
 
-def _origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: ConfigFile) -> str:
+def _origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: ConfigFile,
+            warnings: List[str]) -> str:
+    """Where the value came from; a setting that was invalid did not give it (the default did)."""
     if flag is not None:
         return "--" + ("ratio" if suffix == "COMPACT_RATIO" else "threshold")
+    names = (PREFIX + suffix + "=", "tencentdb_offload.%s=" % suffix.lower())
+    if any(w.startswith(names) and " is invalid " in w for w in warnings):
+        return "default"
     if PREFIX + suffix in env:
         return PREFIX + suffix
     if suffix.lower() in (config.block() or {}):

@@ -52,8 +52,10 @@ def _header(report: Dict[str, Any]) -> List[str]:
     what = ("synthetic coding session, %d turns, seed %s" % (src["turns"], src["seed"])
             if src.get("kind") == "synthetic" else
             "%s %s" % (src.get("kind"), src.get("session_id") or src.get("path")))
-    out = ["tencentdb-offload %s — %s" % (report["command"], what),
-           "mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
+    out = ["tencentdb-offload %s — %s" % (report["command"], what)]
+    # a setting that was ignored or odd changes the figures below: say so before them
+    out += ["WARNING: %s" % w for w in report["summary"]["warnings"]]
+    out += ["mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
            "window %s tokens%s" % (count(report["context_length"]), _origin(report["window_from"])),
            "compaction at %.0f%% = %s tokens%s; down to %.0f%% = %s tokens%s; session %s"
            % (report["threshold"] * 100, count(report["threshold_tokens"]),
@@ -122,8 +124,8 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     if report["mode"] == "gateway":
         out.append("  Gateway: %s delivered, %s waiting"
                    % (plural(s["delivered"], "outbox row"), count(s["outbox_backlog"])))
-    for w in s["warnings"]:
-        out.append("  warning: %s" % w)
+    if s["warnings"]:
+        out.append("  settings warnings: %d (listed at the top)" % len(s["warnings"]))
     for e in s["errors"][-3:]:
         out.append("  error: %s" % e)
     for p in s["problems"]:

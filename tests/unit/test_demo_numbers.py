@@ -40,3 +40,20 @@ def test_table_list_and_summary_agree(tmp_path, monkeypatch):
     assert listed and tabled == listed
     largest = re.search(r"largest context sent[^:]*: %s tokens" % NUMBER, text).group(1)
     assert _n(largest) == max(_n(sent) for _t, sent, _b, _a in rows)
+
+
+def test_an_invalid_threshold_is_named_at_the_top_and_never_credited(tmp_path, monkeypatch):
+    for name in list(__import__("os").environ):
+        if name.startswith(("TENCENTDB_OFFLOAD_", "HERMES_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TENCENTDB_OFFLOAD_THRESHOLD", "75")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["demo", "--turns", "3"]) == 0
+    lines = out.getvalue().splitlines()
+    trigger = next(i for i, line in enumerate(lines) if line.startswith("compaction at"))
+    assert "from TENCENTDB_OFFLOAD_THRESHOLD" not in lines[trigger]
+    warned = [i for i, line in enumerate(lines)
+              if "TENCENTDB_OFFLOAD_THRESHOLD" in line and "invalid" in line and "default" in line]
+    assert warned and warned[0] < trigger, lines[:8]
