@@ -7,6 +7,7 @@ import json
 import random
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -279,6 +280,7 @@ def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[
 
 def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
         system_prompt: str, label: str, source: Dict[str, Any]) -> int:
+    started = time.monotonic()
     extra = schema_tokens(source, lambda tools: _sent(args, session, system_prompt, tools))
     if extra:
         source["schema_tokens_estimated"] = extra
@@ -296,6 +298,7 @@ def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[St
             runtime.flush(None, 5.0)
         runtime.flush_writes()
         report = build_report(driver, info, args, source, recall)
+        report["summary"]["seconds"] = round(time.monotonic() - started, 2)
     finally:
         _close(runtime, tmp)
     if args.json:

@@ -128,6 +128,9 @@ def _summary(report: Dict[str, Any]) -> List[str]:
         out.append("  settings warnings: %d (listed at the top)" % len(s["warnings"]))
     for e in s["errors"][-3:]:
         out.append("  error: %s" % e)
+    if s.get("seconds") is not None:     # measured, not claimed: a loaded machine is slower
+        out.append("  the session took %.1f s (wall clock, this run; Python start-up not counted)"
+                   % s["seconds"])
     for p in s["problems"]:
         out.append("  PROBLEM: %s" % p)
     return out
