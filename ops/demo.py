@@ -18,10 +18,9 @@ from ..common.humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
-from ..settings.config import PREFIX
 from ..host.hermes_config import ConfigFile
 from ..archive.readonly import connect
-from .env import MIN_WINDOW, CliError, resolve_settings
+from .env import MIN_WINDOW, CliError, resolve_settings, value_origin
 from .replay import load_source
 from .report import render
 
@@ -204,8 +203,8 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     info: Dict[str, Any] = {"store_dir": store_dir, "store_kept": tmp is None,
                             "warnings": list(runtime.warnings)}
     info.update(_window(args, config),
-                threshold_from=_origin(args.threshold, "THRESHOLD", env, config, info["warnings"]),
-                ratio_from=_origin(args.ratio, "COMPACT_RATIO", env, config, info["warnings"]))
+                threshold_from=value_origin(args.threshold, "THRESHOLD", env, config, info["warnings"]),
+                ratio_from=value_origin(args.ratio, "COMPACT_RATIO", env, config, info["warnings"]))
     if not runtime.settings.enabled or runtime.store is None:
         _close(runtime, tmp)
         raise CliError(runtime.store_error or "TENCENTDB_OFFLOAD_ENABLED is false: the engine "
@@ -244,21 +243,6 @@ def _window(args: argparse.Namespace, config: ConfigFile) -> Dict[str, Any]:
                            "give --context-length N" % (config.path, count(value), count(MIN_WINDOW)))
         return {"context_length": value, "window_from": "model.context_length in %s" % config.path}
     return {"context_length": DEFAULT_WINDOW, "window_from": "default"}
-
-
-def _origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: ConfigFile,
-            warnings: List[str]) -> str:
-    """Where the value came from; a setting that was invalid did not give it (the default did)."""
-    if flag is not None:
-        return "--" + ("ratio" if suffix == "COMPACT_RATIO" else "threshold")
-    names = (PREFIX + suffix + "=", "tencentdb_offload.%s=" % suffix.lower())
-    if any(w.startswith(names) and " is invalid " in w for w in warnings):
-        return "default"
-    if PREFIX + suffix in env:
-        return PREFIX + suffix
-    if suffix.lower() in (config.block() or {}):
-        return "tencentdb_offload.%s in %s" % (suffix.lower(), config.path)
-    return "default"
 
 
 def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
