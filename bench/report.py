@@ -29,6 +29,15 @@ def met_mark(m: Optional[bool]) -> str:
     return "–" if m is None else ("yes" if m else "**no**")
 
 
+def targets_line(rows: List[Dict[str, Any]]) -> str:
+    """Targets met, counted the one way every summary counts them: rows with a target."""
+    targeted = [r for r in rows if r.get("met") is not None]
+    missed = [r["id"] for r in targeted if r["met"] is False]
+    return "%d of %d figures with a target met it (%d without a target)%s" % (
+        len(targeted) - len(missed), len(targeted), len(rows) - len(targeted),
+        ("; missed: " + ", ".join(missed)) if missed else "")
+
+
 def markdown(results: Dict[str, Any]) -> str:
     m = results["machine"]
     lines = ["| what | case | median | p99 | floor (what) | ratio | target | met? |",

@@ -200,10 +200,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     say("done in %.0f s; wrote %s/%s.{json,md,svg}" % (results["seconds"], args.out, stem))
     print()
     print(report.markdown(results))
-    missed = [r["id"] for r in rows if r["met"] is False]
-    say("%d rows, %d targets met, %d missed%s" % (
-        len(rows), sum(1 for r in rows if r["met"]), len(missed),
-        (": " + ", ".join(missed)) if missed else ""))
+    say(report.targets_line(rows))
     return 0
 
 

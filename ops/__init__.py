@@ -73,7 +73,10 @@ def _tuning(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description="tencentdb-offload command line: run a synthetic "
                  "session (demo), replay a real one (replay), check an installation (doctor), "
-                 "show what the store knows (status).")
+                 "show what the store knows (status), list, read, search, export or forget what "
+                 "was archived (archive).",
+                 epilog="Every command takes --json; demo, replay, doctor, status and archive "
+                 "take --store DIR (before or after an archive action). COMMAND --help for more.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     demo = sub.add_parser("demo", help="drive a synthetic coding session through the engine",
                           description="Drive a deterministic synthetic agent session (a long "
@@ -103,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "Python, plugin install, config.yaml, settings, Gateway health and "
                          "credentials, store, outbox backlog. Exit 1 if any check fails.")
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doc.add_argument("--store", metavar="DIR", help="check this store directory (default: the "
+                     "configured one)")
     doc.add_argument("--timeout", type=float, default=5.0, metavar="S",
                      help="seconds to wait for the Gateway (default 5)")
     st = sub.add_parser("status", help="what the store knows across processes",

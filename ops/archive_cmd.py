@@ -27,8 +27,7 @@ def add_parser(sub: Any) -> None:
                         description="What the plugin archived (tool results and messages that "
                         "left the context), read from the store without Hermes. Reads are "
                         "read-only and safe while another process writes the store.")
-    ap.add_argument("--store", metavar="DIR", help="store directory (default: the configured one)")
-    ap.add_argument("--json", action="store_true", help="print as JSON")
+    _shared_options(ap, argparse.SUPPRESS)
     cmds = ap.add_subparsers(dest="archive_command", metavar="ACTION")
     ls = cmds.add_parser("list", help="conversations with counts, sizes and dates")
     ls.add_argument("--session", metavar="ID", help="list this conversation's items instead")
@@ -48,6 +47,16 @@ def add_parser(sub: Any) -> None:
     gone = cmds.add_parser("forget", help="delete one conversation's data")
     gone.add_argument("session", metavar="SESSION")
     gone.add_argument("--yes", action="store_true", help="really delete (without it: say what would go)")
+    for action in (ls, show, find, exp, gone):      # before or after the action, as users type them
+        _shared_options(action, argparse.SUPPRESS)
+
+
+def _shared_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """``--store`` and ``--json``; SUPPRESS keeps a value given before the action from being
+    reset by the action's parser when it is not repeated there."""
+    parser.add_argument("--store", metavar="DIR", default=default,
+                        help="store directory (default: the configured one)")
+    parser.add_argument("--json", action="store_true", default=default, help="print as JSON")
 
 
 def _store_dir(args: argparse.Namespace) -> Path:
@@ -71,9 +80,16 @@ def cmd_archive(args: argparse.Namespace) -> int:
     action = getattr(args, "archive_command", None)
     if not action:
         raise CliError("say what to do: list, show ID, search WORDS, export SESSION, forget SESSION")
+    args.store, args.json = getattr(args, "store", None), getattr(args, "json", False)
     if action == "show" and archive_lcm.is_history_key(args.ident):
         return archive_lcm.show(args)
     directory = _store_dir(args)
+    if action == "search" and not (directory / "store.db").exists():
+        return _search(args, None)      # no store yet: hermes-lcm's history may still answer
+    if action == "list" and not (directory / "store.db").exists():
+        # nothing archived yet is a state, not an error (status says the same and exits 0)
+        return _print(args, [], ["nothing archived yet: no store at %s (the plugin creates it "
+                                 "when it archives its first item)" % directory])
     try:
         if action == "forget":
             return _forget(args, directory)

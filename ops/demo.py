@@ -7,6 +7,7 @@ import json
 import random
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -17,10 +18,9 @@ from ..common.humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
-from ..settings.config import PREFIX
 from ..host.hermes_config import ConfigFile
 from ..archive.readonly import connect
-from .env import MIN_WINDOW, CliError, resolve_settings
+from .env import MIN_WINDOW, CliError, resolve_settings, value_origin
 from .replay import load_source
 from .report import render
 
@@ -202,8 +202,9 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     runtime = build_runtime(env=env, block=config.block())
     info: Dict[str, Any] = {"store_dir": store_dir, "store_kept": tmp is None,
                             "warnings": list(runtime.warnings)}
-    info.update(_window(args, config), threshold_from=_origin(args.threshold, "THRESHOLD", env, config),
-                ratio_from=_origin(args.ratio, "COMPACT_RATIO", env, config))
+    info.update(_window(args, config),
+                threshold_from=value_origin(args.threshold, "THRESHOLD", env, config, info["warnings"]),
+                ratio_from=value_origin(args.ratio, "COMPACT_RATIO", env, config, info["warnings"]))
     if not runtime.settings.enabled or runtime.store is None:
         _close(runtime, tmp)
         raise CliError(runtime.store_error or "TENCENTDB_OFFLOAD_ENABLED is false: the engine "
@@ -244,16 +245,6 @@ def _window(args: argparse.Namespace, config: ConfigFile) -> Dict[str, Any]:
     return {"context_length": DEFAULT_WINDOW, "window_from": "default"}
 
 
-def _origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: ConfigFile) -> str:
-    if flag is not None:
-        return "--" + ("ratio" if suffix == "COMPACT_RATIO" else "threshold")
-    if PREFIX + suffix in env:
-        return PREFIX + suffix
-    if suffix.lower() in (config.block() or {}):
-        return "tencentdb_offload.%s in %s" % (suffix.lower(), config.path)
-    return "default"
-
-
 def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
           system_prompt: str, tools: List[Dict[str, Any]]) -> Tuple[int, int, int]:
     """(prompt tokens, requests, compactions) of a quiet local pass over ``session``."""
@@ -273,6 +264,7 @@ def _sent(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[
 
 def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[Step]]],
         system_prompt: str, label: str, source: Dict[str, Any]) -> int:
+    started = time.monotonic()
     extra = schema_tokens(source, lambda tools: _sent(args, session, system_prompt, tools))
     if extra:
         source["schema_tokens_estimated"] = extra
@@ -290,6 +282,7 @@ def run(args: argparse.Namespace, session: List[Tuple[Optional[Message], List[St
             runtime.flush(None, 5.0)
         runtime.flush_writes()
         report = build_report(driver, info, args, source, recall)
+        report["summary"]["seconds"] = round(time.monotonic() - started, 2)
     finally:
         _close(runtime, tmp)
     if args.json:

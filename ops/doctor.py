@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import sys
-import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -25,12 +24,12 @@ from ..settings.config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
 from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..common.humanize import count, plural, printable
-from ..archive import readonly
 from .doctor_memory import memory_checks
 from .doctor_lcm import lcm_checks
+from .doctor_store import check_store
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
-from .settings_check import check_settings, source_of
+from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings, source_of
 
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -105,11 +104,11 @@ def check_install(c: Checks, home: Path, plugin_dir: Path, version: Optional[Tup
             name = str(data.get("name") or yml.parent.name)
             if name == NAME or yml.parent.name == NAME:
                 found.append((yml.parent, data))
-    install = "hermes plugins install %s --enable" % install_url(plugin_dir)
+    install = "hermes plugins install %s --enable" % shlex.quote(install_url(plugin_dir))
     if version is not None and version >= LOADS_ENGINE_ALONE:    # its installer needs network
-        install += "   (without network: git clone %s %s && hermes config set plugins.enabled " \
-                   "'[\"%s\"]', listing your other plugins too)" % (
-                       install_url(plugin_dir), shlex.quote(str(plugins / NAME)), NAME)
+        install += "   # without network: git clone %s %s && hermes config set plugins.enabled " \
+                   "'[\"%s\"]' (list your other plugins too)" % (
+                       shlex.quote(install_url(plugin_dir)), shlex.quote(str(plugins / NAME)), NAME)
     if not found:
         c.add("install", FAIL, "no %s plugin in %s (this copy runs from %s)" % (NAME, plugins, plugin_dir),
               install)
@@ -127,7 +126,7 @@ def check_install(c: Checks, home: Path, plugin_dir: Path, version: Optional[Tup
                         % (where, where.parent.name, where.name))
     if problems:
         c.add("install", FAIL, "%s: %s" % (where, "; ".join(problems)),
-              "rm -rf %s && %s" % (where, install))
+              "rm -rf %s && %s" % (shlex.quote(str(where)), install))
         return
     mine = _manifest(plugin_dir / "plugin.yaml").get("version")
     theirs = data.get("version")
@@ -158,6 +157,33 @@ def _list_fix(key: str, names: List[str]) -> str:
     return "hermes config set plugins.%s %s" % (key, shlex.quote(json.dumps(names)))
 
 
+def _unread_fix(config: ConfigFile, enable_fix: str) -> str:
+    """The fix for a config.yaml that exists but was not read: its cause, not always the YAML."""
+    path = shlex.quote(str(config.path))
+    if "Permission denied" in config.error:
+        return "chmod u+r %s   # as its owner: Hermes runs as you" % path
+    if config.path.is_dir():
+        return "mv %s %s && %s && %s" % (path, shlex.quote("%s.moved" % config.path), ENGINE_FIX,
+                                        enable_fix)
+    return ("fix the YAML in %s (or move it aside: mv %s %s && %s && %s)"
+            % (path, path, shlex.quote("%s.broken" % config.path), ENGINE_FIX, enable_fix))
+
+
+def check_home(c: Checks, env: Mapping[str, str], home: Path) -> bool:
+    """A Hermes home that does not exist explains every missing file below: say it first."""
+    if home.is_dir():
+        return True
+    if env.get("HERMES_HOME"):
+        c.add("home", FAIL, "HERMES_HOME=%s does not exist: Hermes has no profile there, which is "
+              "why the plugin, config.yaml and .env below are missing" % home,
+              "unset HERMES_HOME   # or export HERMES_HOME=DIR, the directory of your Hermes profile")
+    else:
+        c.add("home", FAIL, "%s does not exist: Hermes has not run as this user yet, which is why "
+              "the plugin, config.yaml and .env below are missing" % home,
+              "hermes setup   # creates %s" % shlex.quote(str(home)))
+    return False
+
+
 def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...]] = None) -> None:
     """On 0.22 ``hermes plugins enable/disable`` refuse without network (its package manager
     downloads a Python first), so the fixes there are ``hermes config set`` commands."""
@@ -170,9 +196,7 @@ def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...
         if config.error == "missing":
             c.add("config", FAIL, "%s does not exist" % path, "%s && %s" % (ENGINE_FIX, enable_fix))
         else:
-            c.add("config", FAIL, "%s: %s" % (path, config.error),
-                  "fix the YAML in %s (or move it aside and run: %s && %s)"
-                  % (path, ENGINE_FIX, enable_fix))
+            c.add("config", FAIL, "%s: %s" % (path, config.error), _unread_fix(config, enable_fix))
         return
     engine = config.get("context", "engine") or "compressor"
     if NAME in disabled:
@@ -209,6 +233,12 @@ DEFAULT_KEY = ("the default key 'local' is a placeholder: a Gateway without serv
                "accepts any key, one with a key wants it in %sAPI_KEY" % PREFIX)
 
 
+def _settings_fix(c: Checks, var: str) -> str:
+    """The fix the settings check gave for ``var``: one problem, one fix."""
+    return next((i["fix"] for i in reversed(c.items)
+                 if i["name"] == "settings" and i["message"].startswith(var) and i["fix"]), "")
+
+
 def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
                   set_url: Any, set_credentials: str, off_by: str = "GATEWAY_URL") -> None:
     """``invalid``: why the setting ``off_by`` (the URL, or a credential that cannot be sent)
@@ -219,7 +249,8 @@ def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
     var = PREFIX + "GATEWAY_URL"
     if invalid:
         c.add("gateway", WARN, "Gateway off: %s%s is invalid (%s); nothing contacted"
-              % (PREFIX, off_by, invalid), set_url("off") if off_by == "GATEWAY_URL" else set_credentials)
+              % (PREFIX, off_by, invalid), _settings_fix(c, PREFIX + off_by) or
+              (set_url("off") if off_by == "GATEWAY_URL" else set_credentials))
         return
     url = settings.gateway_url
     if not url:
@@ -233,8 +264,9 @@ def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
             health = client.health(force=True, timeout=timeout)
         except GatewayUnavailable as exc:
             if settings.gateway_configured:
-                c.add("gateway", FAIL, "cannot reach the Gateway at %s (%s); compactions run locally "
-                      "until it answers" % (url, exc), "start the Gateway at %s, or: %s"
+                reason = str(exc) if str(exc).startswith("cannot reach") else \
+                    "cannot reach the Gateway at %s (%s)" % (url, exc)
+                c.add("gateway", FAIL, "%s; compactions run locally until it answers" % reason, "start the Gateway at %s, or: %s"
                       % (url, set_url("off")))
             else:
                 c.add("gateway", WARN, "nothing answers at the default URL %s (not configured): "
@@ -284,71 +316,19 @@ def _check_credentials(c: Checks, client: Any, settings: Any, set_url: Any, set_
               "look at the Gateway's log; meanwhile, to run local-only: %s" % set_url("off"))
 
 
-def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Path) -> None:
-    directory = settings.resolved_store_dir(env)
-    probe = directory
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    if directory.is_dir():
-        if os.access(str(directory), os.W_OK | os.X_OK):      # asked, not tried: doctor writes nothing
-            c.add("store", PASS, "%s is writable" % directory)
-        else:
-            c.add("store", FAIL, "%s is not writable" % directory, "chmod u+rwx %s" % directory)
-            return
-    elif directory.exists():
-        c.add("store", FAIL, "%s exists and is not a directory" % directory,
-              "mv %s %s.moved" % (directory, directory))
-        return
-    elif os.access(str(probe), os.W_OK):
-        c.add("store", PASS, "%s will be created on first use (%s is writable)" % (directory, probe))
-        return
-    else:
-        c.add("store", FAIL, "%s cannot be created: %s is not writable" % (directory, probe),
-              "mkdir -p %s  (as a user who may write there)" % directory)
-        return
-    if not (directory / "store.db").exists():
-        c.add("outbox", PASS, "no store yet (nothing archived so far)")
-        return
-    problem = readonly.problem(directory / "store.db")
-    if problem:
-        c.add("outbox", FAIL, problem, "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
-        return
-    try:
-        reader = readonly.StoreReader(directory)
-        try:
-            st = reader.stats()
-        finally:
-            reader.close()
-    except sqlite3.Error as exc:  # a broken database is a finding, not a crash
-        c.add("outbox", FAIL, "cannot read %s (%s)" % (directory / "store.db", exc),
-              "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
-        return
-    msg = "%s waiting for the Gateway, %s refused for good, %s delivered; %s archived" % (
-        plural(st["outbox_backlog"], "row"), count(st["outbox_dead"]),
-        count(st["delivered"]), plural(st["archived_items"], "item"))
-    if st["outbox_dead"]:
-        c.add("outbox", WARN, msg, "python3 %s status   (shows the Gateway's errors)" % plugin_dir)
-    elif st["outbox_backlog"] and not settings.gateway_url:
-        c.add("outbox", WARN, msg + " but the Gateway is off",
-              "nothing to do: the archive keeps them; a Gateway URL in TENCENTDB_OFFLOAD_GATEWAY_URL "
-              "would deliver them")
-    elif st["outbox_backlog"] > 200:
-        c.add("outbox", WARN, msg, "python3 %s status   (the Gateway is not keeping up or was down)"
-              % plugin_dir)
-    else:
-        c.add("outbox", PASS, msg)
-
-
 # --- the command ------------------------------------------------------------------------
 
-def run_checks(plugin_dir: Path, timeout: float) -> Checks:
+def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) -> Checks:
     c = Checks()
     env = effective_env()
+    if store:                       # --store DIR: check that store, as status and archive read it
+        env = dict(env, **{PREFIX + "STORE_DIR": store})
     home = hermes_home(env)
     config = read_config(home)
     block = config.block()
     check_python(c)
     version = check_hermes(c, env)
+    check_home(c, env, home)
     check_install(c, home, plugin_dir, version)
     check_config(c, config, version)
     settings, bad = check_settings(c, env, home, config.path, block)
@@ -356,7 +336,7 @@ def run_checks(plugin_dir: Path, timeout: float) -> Checks:
     def set_url(value: str) -> str:
         return source_of("GATEWAY_URL", env, home, config.path, block).set_command("GATEWAY_URL", value)
     creds = " && ".join(source_of(s, env, home, config.path, block).set_command(s, v) for s, v in
-                        (("API_KEY", "YOUR_KEY"), ("INSTANCE_ID", "YOUR_INSTANCE")))
+                        sorted(CREDENTIAL_PLACEHOLDERS.items()))
     off_by = next((s for s in GATEWAY_OFF if s in bad), "GATEWAY_URL")   # what turned it off
     check_gateway(c, settings, timeout, bad.get(off_by, ""),
                   set_url, creds, off_by)
@@ -376,7 +356,7 @@ def summary(items: List[Dict[str, str]]) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    checks = run_checks(Path(args.plugin_dir), max(0.2, args.timeout))
+    checks = run_checks(Path(args.plugin_dir), max(0.2, args.timeout), getattr(args, "store", None))
     if args.json:
         print(json.dumps({"ok": not checks.failed, "hermes_home": str(hermes_home(effective_env())),
                           "summary": summary(checks.items), "checks": checks.items}, ensure_ascii=False, indent=2))

@@ -1,8 +1,9 @@
 """``demo`` and ``replay``: drive the engine through a session exactly as Hermes does.
 
-Per turn the driver does what Hermes 0.19's agent loop does: the turn-start preflight check,
-the ``pre_llm_call`` hook, then per API call the pre-API pressure check, the ``llm_request``
-middleware, a simulated provider reply whose ``prompt_tokens`` is a fixed function of the
+Per turn the driver does what the host's agent loop does (0.19's, or 0.22's when the engine set
+itself up for 0.22; ``ops.host_emulation`` has the figures each passes to ``should_compress``):
+the turn-start preflight check, the ``pre_llm_call`` hook, then per API call the pre-API
+pressure check, the ``llm_request`` middleware (0.22: ``select_context``), a simulated provider reply whose ``prompt_tokens`` is a fixed function of the
 request size (so the engine's calibration is exercised), ``update_from_response``, one
 ``post_tool_call`` per tool call and ``should_compress(last_prompt_tokens)`` → ``compress``.
 Every request is checked with ``messages.validation_errors``. The report (shared by both
@@ -21,6 +22,7 @@ from ..context import messages as M
 from ..context.heartbeat import is_heartbeat_call
 from ..hooks import HookHandlers
 from ..host.wiring import open_session
+from .host_emulation import HOST_0_22, Pressure, detected_host
 
 Message = Dict[str, Any]
 Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it
@@ -41,17 +43,16 @@ def provider_tokens(request: Dict[str, Any]) -> int:
     return int(PROVIDER_FRAMING + (chars - cjk + len(schema)) / PROVIDER_CHARS_PER_TOKEN + cjk * 1.0)
 
 
-def rough_tokens(request: Dict[str, Any]) -> int:
-    """Hermes' rough pre-request estimate: characters / 4."""
-    return len(json.dumps(request, ensure_ascii=False, default=str)) // 4
 
 
 class Driver:
     """One Hermes session (one agent, one session id) over one runtime."""
 
     def __init__(self, runtime: Any, session_id: str, context_length: int,
-                 system_prompt: str, tools: List[Dict[str, Any]]) -> None:
+                 system_prompt: str, tools: List[Dict[str, Any]], host: str = "") -> None:
         self.rt = runtime
+        self.host = host or detected_host()     # whose checks and estimates to emulate
+        self.pressure = Pressure(self.host)
         self.sid = session_id
         self.ctx = context_length
         self.engine = open_session(runtime, session_id, context_length, model="tdo-demo",
@@ -77,11 +78,10 @@ class Driver:
         if user is not None:
             self.messages.append(user)
             req = self._request("")
-            rough = rough_tokens(req)
+            rough = self.pressure.before_request(req, self.messages)
             if (len(self.messages) > self.engine.protect_first_n + self.engine.protect_last_n + 1
                     or rough >= self.engine.threshold_tokens):
-                if not self.engine.should_defer_preflight_to_real_usage(rough) and \
-                        self.engine.should_compress(rough):
+                if not self._defers(rough) and self.engine.should_compress(rough):
                     self._compress(rough, "preflight")
             out = self.hooks.pre_llm_call(
                 session_id=self.sid, task_id="", turn_id=str(self.turn_no),
@@ -104,9 +104,8 @@ class Driver:
                         tool_name=name, args=args, result=text,
                         session_id=self.sid, tool_call_id=tid, task_id="", turn_id=str(self.turn_no),
                         duration_ms=12, status="ok", error_message=None)
-            last = self.engine.last_prompt_tokens
-            tokens = last if last > 0 else (0 if last == -1 else rough_tokens(self._request("")))
-            if self.engine.should_compress(tokens):
+            tokens = self.pressure.after_tools(self.engine, self._request(""), self.messages)
+            if tokens is not None and self.engine.should_compress(tokens):
                 self._compress(tokens, "after tools")
         reqs = self.requests[first_request:]
         comps = self.compactions[first_compaction:]
@@ -131,25 +130,44 @@ class Driver:
 
     def _api_call(self, assistant: Message, injected: str) -> None:
         request = self._request(injected)
-        rough = rough_tokens(request)
-        if self.engine.should_compress(rough):                 # 0.19 pre-API pressure check
+        rough = self.pressure.before_request(request, self.messages)
+        if (self.host != HOST_0_22 or not self._defers(rough)) and \
+                self.engine.should_compress(rough):            # the pre-API pressure check
             self._compress(rough, "pre-API")
             request = self._request(injected)
-        if self.rt.settings.canvas:        # register() adds the middleware only then
-            out = self.hooks.llm_request(request=request, session_id=self.sid)
-            if isinstance(out, dict) and isinstance(out.get("request"), dict):
-                request = out["request"]
+        request = self._as_sent(request)
         prompt = provider_tokens(request)
         errors = M.validation_errors(request["messages"])
         self.requests.append({"turn": self.turn_no, "messages": len(request["messages"]),
                               "prompt_tokens": prompt, "valid": not errors, "errors": errors[:3]})
-        self.messages.append(assistant)
         completion = max(1, len(M.text_of(assistant)) // 4)
+        self.pressure.priced(prompt, completion, len(self.messages))
+        self.messages.append(assistant)
         self.engine.update_from_response({
             "prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion, "input_tokens": prompt,
             "output_tokens": completion, "cache_read_tokens": 0, "cache_write_tokens": 0,
             "reasoning_tokens": 0})
+
+    def _defers(self, tokens: int) -> bool:
+        """The host skips a rough-estimate check while the engine waits for real usage; an
+        anchored figure (0.22) is real usage already and never waits."""
+        if self.pressure.anchored(self.messages) is not None:
+            return False
+        return bool(self.engine.should_defer_preflight_to_real_usage(tokens))
+
+    def _as_sent(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        """The request after the plugin's per-request step: ``select_context`` on 0.22, the
+        ``llm_request`` middleware (registered only with the canvas on) before."""
+        if self.host == HOST_0_22:
+            chosen = self.engine.select_context(request["messages"],
+                                                conversation_messages=list(self.messages))
+            return dict(request, messages=chosen) if isinstance(chosen, list) else request
+        if self.rt.settings.canvas:
+            out = self.hooks.llm_request(request=request, session_id=self.sid)
+            if isinstance(out, dict) and isinstance(out.get("request"), dict):
+                return out["request"]
+        return request
 
     def _compress(self, tokens: int, trigger: str) -> None:
         before = len(self.messages)
@@ -160,6 +178,8 @@ class Driver:
             return
         self.messages = list(result)
         # what Hermes does after a compaction
+        self.pressure.forget()
+        self.engine.awaiting_real_usage_after_compression = self.host == HOST_0_22
         self.engine.last_prompt_tokens = -1
         self.engine.last_completion_tokens = 0
         self.engine.on_session_start(self.sid, boundary_reason="compression",

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ..settings.config import Settings, load_settings
+from ..settings.config import PREFIX, Settings, load_settings
 from ..host.hermes_config import ConfigFile, hermes_home, read_config
 
 
@@ -100,3 +100,19 @@ def compression_findings(config: ConfigFile) -> Tuple[bool, List[str]]:
         ignored.append("compression.%s (use TENCENTDB_OFFLOAD_%s)" % (key, instead) if instead
                        else "compression.%s" % key)
     return block.get("enabled") is False, ignored
+
+
+def value_origin(flag: Optional[float], suffix: str, env: Dict[str, str], config: ConfigFile,
+                 warnings: List[str]) -> str:
+    """Where a demo/replay value came from; a setting that was invalid did not give it (the
+    default did)."""
+    if flag is not None:
+        return "--" + ("ratio" if suffix == "COMPACT_RATIO" else "threshold")
+    names = (PREFIX + suffix + "=", "tencentdb_offload.%s=" % suffix.lower())
+    if any(w.startswith(names) and " is invalid " in w for w in warnings):
+        return "default"
+    if PREFIX + suffix in env:
+        return PREFIX + suffix
+    if suffix.lower() in (config.block() or {}):
+        return "tencentdb_offload.%s in %s" % (suffix.lower(), config.path)
+    return "default"

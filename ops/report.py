@@ -12,7 +12,7 @@ def chart(report: Dict[str, Any], width: int = 60) -> List[str]:
     ctx = report["context_length"]
     col = lambda tokens: min(width, int(round(width * tokens / float(ctx))))  # noqa: E731
     t_col, big_t = col(report["target_tokens"]), col(report["threshold_tokens"])
-    lines = ["context per turn (peak request; █ sent, ░ removed by compaction; "
+    lines = ["context per turn (largest request sent; █ sent, ░ removed by compaction; "
              "t target %s, T threshold %s, | window %s)"
              % (kilo(report["target_tokens"]), kilo(report["threshold_tokens"]), kilo(ctx))]
     for row in report["turns"]:
@@ -40,9 +40,11 @@ def _compactions(report: Dict[str, Any]) -> List[str]:
     """Each compaction as every surface shows it: the stored record's ``describe()``."""
     if not report["compactions"]:
         return []
-    return (["compactions"] + ["  turn %d (%s): %s" % (c["turn"], c["trigger"],
-                                                      c["describe"] or "no record in the store")
-                               for c in report["compactions"]] + [""])
+    return (["compactions (before = the context when the compaction ran, with the tool results "
+             "that arrived after the last request: it can exceed the largest context sent; "
+             "after = what was left)"]
+            + ["  turn %d (%s): %s" % (c["turn"], c["trigger"], c["describe"] or "no record in the store")
+               for c in report["compactions"]] + [""])
 
 
 def _header(report: Dict[str, Any]) -> List[str]:
@@ -50,8 +52,10 @@ def _header(report: Dict[str, Any]) -> List[str]:
     what = ("synthetic coding session, %d turns, seed %s" % (src["turns"], src["seed"])
             if src.get("kind") == "synthetic" else
             "%s %s" % (src.get("kind"), src.get("session_id") or src.get("path")))
-    out = ["tencentdb-offload %s — %s" % (report["command"], what),
-           "mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
+    out = ["tencentdb-offload %s — %s" % (report["command"], what)]
+    # a setting that was ignored or odd changes the figures below: say so before them
+    out += ["WARNING: %s" % w for w in report["summary"]["warnings"]]
+    out += ["mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
            "window %s tokens%s" % (count(report["context_length"]), _origin(report["window_from"])),
            "compaction at %.0f%% = %s tokens%s; down to %.0f%% = %s tokens%s; session %s"
            % (report["threshold"] * 100, count(report["threshold_tokens"]),
@@ -61,15 +65,19 @@ def _header(report: Dict[str, Any]) -> List[str]:
 
 
 def _turns(report: Dict[str, Any]) -> List[str]:
-    out = ["turn  msgs  requests  peak tokens -> after  action      level       mode"]
+    """Per turn: the largest request sent (the provider's count) and, when the turn compacted,
+    the compaction record's before -> after (the same figures as the compaction list)."""
+    out = ["turn  msgs  requests  largest sent  compacted before -> after  action      level       mode"]
     over = 0
     for t in report["turns"]:
         action = t["action"]
         if t.get("over_trigger"):
             action, over = "over*", over + 1
-        out.append("%4d  %4d  %8d  %11s -> %-6s %-11s %-11s %s"
-                   % (t["turn"], t["messages"], t["requests"], count(t["peak_tokens"]),
-                      kilo(t["tokens_after"]) if t["tokens_after"] is not None else "-", action, t["level"] or "-", t["path"] or "-"))
+        compacted = ("%s -> %s" % (count(t["tokens_before"]), count(t["tokens_after"]))
+                     if t["tokens_after"] is not None else "-")
+        out.append("%4d  %4d  %8d  %12s  %25s  %-11s %-11s %s"
+                   % (t["turn"], t["messages"], t["requests"], count(t["peak_tokens"]), compacted,
+                      action, t["level"] or "-", t["path"] or "-"))
     if over:
         out.append("* over the trigger, no compaction yet: Hermes compacts after the response "
                    "that crossed it, before the next request")
@@ -91,7 +99,7 @@ def _summary(report: Dict[str, Any]) -> List[str]:
         out.append("  the live session compacted %s (runs of rows written back in state.db)"
                    % ("once" if src["live_compactions"] == 1 else "%s times" % count(src["live_compactions"])))
     out.append("  tokens saved: %s" % count(s["tokens_saved"]))
-    out.append("  largest context sent: %s tokens = %.1f%% of the %s window%s"
+    out.append("  largest context sent (largest sent in the table): %s tokens = %.1f%% of the %s window%s"
                % (count(s["largest_request_tokens"]), s["largest_request_pct"],
                   count(report["context_length"]),
                   "" if s["largest_request_tokens"] <= report["context_length"] else "  OVER THE WINDOW"))
@@ -116,10 +124,13 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     if report["mode"] == "gateway":
         out.append("  Gateway: %s delivered, %s waiting"
                    % (plural(s["delivered"], "outbox row"), count(s["outbox_backlog"])))
-    for w in s["warnings"]:
-        out.append("  warning: %s" % w)
+    if s["warnings"]:
+        out.append("  settings warnings: %d (listed at the top)" % len(s["warnings"]))
     for e in s["errors"][-3:]:
         out.append("  error: %s" % e)
+    if s.get("seconds") is not None:     # measured, not claimed: a loaded machine is slower
+        out.append("  the session took %.1f s (wall clock, this run; Python start-up not counted)"
+                   % s["seconds"])
     for p in s["problems"]:
         out.append("  PROBLEM: %s" % p)
     return out

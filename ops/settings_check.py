@@ -107,12 +107,17 @@ def _url_guess(raw: Any) -> str:
     return guess if not load_settings({PREFIX + "GATEWAY_URL": guess})[1] else ""
 
 
+CREDENTIAL_PLACEHOLDERS = {"API_KEY": "YOUR_KEY", "INSTANCE_ID": "YOUR_INSTANCE"}
+
+
 def _good_value(suffix: str, raw: Any, env: Mapping[str, str]) -> str:
     guess = _percent(suffix, raw)
     if guess is not None:
         return "%g" % guess
     if suffix == "GATEWAY_URL" and _url_guess(raw):
         return _url_guess(raw)
+    if suffix in CREDENTIAL_PLACEHOLDERS:   # the user's own, never the default placeholder
+        return CREDENTIAL_PLACEHOLDERS[suffix]
     default = getattr(Settings(), SPEC[suffix][0])
     if suffix == "STORE_DIR":          # the default is "" = under HERMES_HOME: name it
         return str(Settings().resolved_store_dir(env))

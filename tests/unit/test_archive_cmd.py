@@ -91,8 +91,11 @@ def test_reads_leave_a_store_byte_identical(tmp_path):
 
 def test_no_store_is_one_line_and_creates_nothing(tmp_path):
     home = tmp_path / "home"
-    proc = run_cli("archive", "list", home=home)
+    proc = run_cli("archive", "list", home=home)       # nothing archived yet is not an error
+    assert proc.returncode == 0 and "nothing archived yet" in proc.stdout, proc.stderr
+    proc = run_cli("archive", "show", "#1", home=home)  # asking for an item that cannot exist is
     assert proc.returncode == 1 and "no archive at" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
     assert not (home / "tencentdb-offload" / "store.db").exists()
 
 

@@ -1,0 +1,74 @@
+"""Doctor's store checks: the store directory can be written, and what the outbox holds."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from shlex import quote
+from typing import Any, Mapping
+
+from ..archive import readonly
+from ..common.humanize import count, plural
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+
+
+def _aside(db: Path) -> str:
+    """Move a broken database out of the way (the plugin starts a new one)."""
+    return "mv %s %s" % (quote(str(db)), quote("%s.broken" % db))
+
+
+def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path) -> None:
+    directory = settings.resolved_store_dir(env)
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if directory.is_dir():
+        if os.access(str(directory), os.W_OK | os.X_OK):      # asked, not tried: doctor writes nothing
+            c.add("store", PASS, "%s is writable" % directory)
+        else:
+            c.add("store", FAIL, "%s is not writable" % directory, "chmod u+rwx %s" % quote(str(directory)))
+            return
+    elif directory.exists():
+        c.add("store", FAIL, "%s exists and is not a directory" % directory,
+              "mv %s %s" % (quote(str(directory)), quote("%s.moved" % directory)))
+        return
+    elif os.access(str(probe), os.W_OK):
+        c.add("store", PASS, "%s will be created on first use (%s is writable)" % (directory, probe))
+        return
+    else:
+        c.add("store", FAIL, "%s cannot be created: %s is not writable" % (directory, probe),
+              "mkdir -p %s   # as a user who may write there" % quote(str(directory)))
+        return
+    if not (directory / "store.db").exists():
+        c.add("outbox", PASS, "no store yet (nothing archived so far)")
+        return
+    problem = readonly.problem(directory / "store.db")
+    if problem:
+        c.add("outbox", FAIL, problem, _aside(directory / "store.db"))
+        return
+    try:
+        reader = readonly.StoreReader(directory)
+        try:
+            st = reader.stats()
+        finally:
+            reader.close()
+    except sqlite3.Error as exc:  # a broken database is a finding, not a crash
+        c.add("outbox", FAIL, "cannot read %s (%s)" % (directory / "store.db", exc),
+              _aside(directory / "store.db"))
+        return
+    msg = "%s waiting for the Gateway, %s refused for good, %s delivered; %s archived" % (
+        plural(st["outbox_backlog"], "row"), count(st["outbox_dead"]),
+        count(st["delivered"]), plural(st["archived_items"], "item"))
+    if st["outbox_dead"]:
+        c.add("outbox", WARN, msg, "python3 %s status   # shows the Gateway's errors" % quote(str(plugin_dir)))
+    elif st["outbox_backlog"] and not settings.gateway_url:
+        c.add("outbox", WARN, msg + " but the Gateway is off",
+              "nothing to do: the archive keeps them; a Gateway URL in TENCENTDB_OFFLOAD_GATEWAY_URL "
+              "would deliver them")
+    elif st["outbox_backlog"] > 200:
+        c.add("outbox", WARN, msg, "python3 %s status   # the Gateway is not keeping up or was down"
+              % quote(str(plugin_dir)))
+    else:
+        c.add("outbox", PASS, msg)

@@ -1,0 +1,94 @@
+"""How each Hermes version measures a request before it asks ``should_compress``.
+
+The demo and replay driver stands in for the host, so it must pass the figure that host would
+pass. 0.19 (and 0.17) use a whole-request ``chars / 4``. 0.22 anchors on the provider's last
+``prompt_tokens`` + ``completion_tokens`` and adds a rough estimate of only the messages appended
+since (CJK characters one token each, other text UTF-8 bytes / 4); without a valid anchor (after
+a compaction) it falls back to the whole-request rough figure. Passing 0.19's figure to an engine
+set up for 0.22 (its small-window trigger leaves less headroom) let the demo send over the window.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, List, Optional
+
+HOST_0_19 = "0.19"
+HOST_0_22 = "0.22"
+HOSTS = (HOST_0_19, HOST_0_22)
+# the code points 0.22's estimate_tokens_rough counts as one token each
+_CJK_DENSE = re.compile("[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+
+
+def detected_host() -> str:
+    """The host the engine set itself up for (the one this process can import)."""
+    from .. import engine
+    return HOST_0_22 if engine.HOST_SELECTS_CONTEXT else HOST_0_19
+
+
+def rough_request_0_19(request: Dict[str, Any]) -> int:
+    """0.19's rough pre-request estimate: characters / 4 of the whole request."""
+    return len(json.dumps(request, ensure_ascii=False, default=str)) // 4
+
+
+def rough_text_0_22(text: str) -> int:
+    """0.22's ``estimate_tokens_rough``: CJK one token each, the rest UTF-8 bytes / 4."""
+    if not text:
+        return 0
+    rest = _CJK_DENSE.sub("", text)
+    return (len(text) - len(rest)) + (len(rest.encode("utf-8", "replace")) + 3) // 4
+
+
+def rough_request_0_22(request: Dict[str, Any]) -> int:
+    tools = json.dumps(request.get("tools") or [], ensure_ascii=False)
+    return rough_text_0_22(tools) + sum(rough_text_0_22(str(m)) for m in request.get("messages") or ())
+
+
+class Pressure:
+    """The request-size figure one host version passes to ``should_compress``."""
+
+    def __init__(self, host: str) -> None:
+        if host not in HOSTS:
+            raise ValueError("unknown host %r (known: %s)" % (host, ", ".join(HOSTS)))
+        self.host = host
+        self._anchor: Optional[Dict[str, int]] = None
+
+    def priced(self, prompt_tokens: int, completion_tokens: int, messages_sent: int) -> None:
+        """A provider reply priced the first ``messages_sent`` conversation messages."""
+        self._anchor = {"prompt": prompt_tokens, "completion": completion_tokens,
+                        "base": messages_sent}
+
+    def forget(self) -> None:
+        """A compaction rewrote the conversation: the anchor no longer matches (0.22)."""
+        self._anchor = None
+
+    def anchored(self, messages: List[Dict[str, Any]]) -> Optional[int]:
+        if self.host != HOST_0_22 or self._anchor is None or len(messages) < self._anchor["base"]:
+            return None
+        delta = messages[self._anchor["base"]:]
+        if delta and delta[0].get("role") == "assistant":   # the reply is in completion_tokens
+            delta = delta[1:]
+        return (self._anchor["prompt"] + self._anchor["completion"]
+                + sum(rough_text_0_22(str(m)) for m in delta))
+
+    def rough(self, request: Dict[str, Any]) -> int:
+        return rough_request_0_22(request) if self.host == HOST_0_22 else rough_request_0_19(request)
+
+    def before_request(self, request: Dict[str, Any], messages: List[Dict[str, Any]]) -> int:
+        """The pre-API pressure check's figure."""
+        anchored = self.anchored(messages)
+        return anchored if anchored is not None else self.rough(request)
+
+    def after_tools(self, engine: Any, request: Dict[str, Any],
+                    messages: List[Dict[str, Any]]) -> Optional[int]:
+        """The post-tool check's figure; None when the host skips the check (0.22 waits for
+        real usage after a compaction)."""
+        if self.host == HOST_0_22:
+            if getattr(engine, "awaiting_real_usage_after_compression", False):
+                return None
+            anchored = self.anchored(messages)
+            if anchored is not None:
+                return anchored
+        last = engine.last_prompt_tokens
+        return last if last > 0 else (0 if last == -1 else self.rough(request))

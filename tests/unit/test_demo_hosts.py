@@ -1,0 +1,30 @@
+"""The README's first example stays under the window on every host the driver emulates: a 64K
+window, 20 turns. On 0.22 the engine triggers later on small windows (the host's own floor), so
+the driver must pass 0.22's request figure (real usage + an estimate of what was appended since,
+CJK counted as the host counts it) or the demo sends more than the window holds."""
+
+import contextlib
+import io
+import json
+
+import pytest
+
+import tencentdb_offload.engine as engine_module
+from tencentdb_offload.ops import main
+
+
+@pytest.mark.parametrize("host_selects_context", [False, True], ids=["0.17-0.19", "0.22"])
+def test_the_demo_never_sends_over_a_64k_window(host_selects_context, monkeypatch, tmp_path):
+    for name in list(__import__("os").environ):
+        if name.startswith(("TENCENTDB_OFFLOAD_", "HERMES_")) or name == "_HERMES_GATEWAY":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", host_selects_context)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["demo", "--turns", "20", "--context-length", "64000", "--json"])
+    report = json.loads(out.getvalue())
+    summary = report["summary"]
+    assert summary["largest_request_tokens"] <= report["context_length"], summary
+    assert summary["problems"] == [] and code == 0, summary["problems"]
+    assert summary["compactions"] >= 1            # the window was under pressure at all
