@@ -26,6 +26,7 @@ from ..engine import NAME
 from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..common.humanize import count, plural, printable
 from ..archive import readonly
+from ..status.render import store_figures
 from .doctor_memory import memory_checks
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
@@ -322,16 +323,14 @@ def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Pa
         c.add("outbox", FAIL, "cannot read %s (%s)" % (directory / "store.db", exc),
               "mv %s %s.broken" % (directory / "store.db", directory / "store.db"))
         return
-    msg = "%s waiting for the Gateway, %s refused for good, %s delivered; %s archived" % (
-        plural(st["outbox_backlog"], "row"), count(st["outbox_dead"]),
-        count(st["delivered"]), plural(st["archived_items"], "item"))
-    if st["outbox_dead"]:
+    msg = store_figures(st)     # the words and figures status and the slash command print
+    if st.outbox_dead:
         c.add("outbox", WARN, msg, "python3 %s status   (shows the Gateway's errors)" % plugin_dir)
-    elif st["outbox_backlog"] and not settings.gateway_url:
+    elif st.outbox_backlog and not settings.gateway_url:
         c.add("outbox", WARN, msg + " but the Gateway is off",
               "nothing to do: the archive keeps them; a Gateway URL in TENCENTDB_OFFLOAD_GATEWAY_URL "
               "would deliver them")
-    elif st["outbox_backlog"] > 200:
+    elif st.outbox_backlog > 200:
         c.add("outbox", WARN, msg, "python3 %s status   (the Gateway is not keeping up or was down)"
               % plugin_dir)
     else:

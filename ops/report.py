@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ..host.thresholds import Trigger
 from ..common.humanize import count, kilo, plural
 
 
@@ -53,8 +54,8 @@ def _header(report: Dict[str, Any]) -> List[str]:
     out = ["tencentdb-offload %s — %s" % (report["command"], what),
            "mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
            "window %s tokens%s" % (count(report["context_length"]), _origin(report["window_from"])),
-           "compaction at %.0f%% = %s tokens%s; down to %.0f%% = %s tokens%s; session %s"
-           % (report["threshold"] * 100, count(report["threshold_tokens"]),
+           "compaction at %s%s; down to %.0f%% = %s tokens%s; session %s"
+           % (Trigger(report["threshold_tokens"], report["context_length"]).describe(),
               _origin(report["threshold_from"]), report["ratio"] * 100, count(report["target_tokens"]),
               _origin(report["ratio_from"]), report["session_id"]), ""]
     return out
