@@ -13,11 +13,11 @@ import sqlite3
 import logging
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
-from ..memory_gateway.compaction import GatewayCompactor
+from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
 from .ingest_policy import SessionIngestPolicy
 from ..session import Reclaimer, SessionRegistry, SessionState
@@ -147,7 +147,7 @@ class Runtime:
         if self.worker is not None:
             self.worker.kick(session)
 
-    def archive_departures(self, state: SessionState, gone: Any) -> None:
+    def archive_departures(self, state: SessionState, gone: departures.Departures) -> None:
         """Full originals of what left, except results the hook already archived."""
         with state.lock:
             state.deleted_ids |= gone.left_ids
@@ -158,7 +158,8 @@ class Runtime:
             self.writer.submit(Store.op_archive(state.key, items, self.now()))
 
     def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
-                        context_length: int, overhead: int, count: Any) -> Tuple[Any, str]:
+                        context_length: int, overhead: int,
+                        count: Callable[[Any], int]) -> Tuple[Optional[GatewayOutcome], str]:
         """Deliver the session's backlog (bounded: L1 summaries first), then ask the Gateway to
         compact. Returns (outcome, "") or (None, why) for whatever the Gateway did (down,
         refused, a reply we will not use: every ``GatewayError``, ``ReplyRefused`` included).
@@ -176,7 +177,7 @@ class Runtime:
             raise
 
     def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: CompactingEngine,
-                        overhead: int, count: Any) -> GatewayAttempt:
+                        overhead: int, count: Optional[Callable[[Any], int]]) -> GatewayAttempt:
         """Ask the Gateway to compact ``clean`` for ``engine``'s target; keep what its reply
         taught us (canvas, L1 summaries). Never raises."""
         outcome, error = self.gateway_compact(
