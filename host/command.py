@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..common.humanize import count, plural, printable
-from ..status.render import render
+from ..status.model import GatewayView
+from ..status.render import NO_GATEWAY, render
 
-if TYPE_CHECKING:       # the runtime imports what imports this module: typing only
+if TYPE_CHECKING:
     from ..runtime.process import Runtime
 
 HELP = """/tencentdb-offload [subcommand]
@@ -49,9 +50,12 @@ def flush_text(runtime: "Runtime") -> str:
     left = runtime.store.backlog() if runtime.store else 0
     if done and not left:
         return "outbox delivered: nothing waiting for the Gateway"
-    gw = runtime.status().get("gateway") or {}
-    why = gw.get("worker_error") or gw.get("last_error") or "health %s, breaker %s" % (
-        gw.get("health", "?"), (gw.get("breaker") or {}).get("state", "?"))
+    gw = GatewayView.of(runtime.client, runtime.settings) if runtime.client else None
+    if gw is None or gw.looks_unused:
+        return ("archive writes saved to disk; nothing sent: %s; %s kept in case a Gateway "
+                "answers at the default URL" % (NO_GATEWAY, plural(left, "row")))
+    why = runtime.worker.last_error or gw.last_error or "health %s, breaker %s" % (
+        gw.health, gw.breaker_state)
     return "outbox not delivered: %s waiting (kept on disk, sent when the Gateway answers); %s" % (
         plural(left, "row"), why)
 

@@ -294,7 +294,7 @@ class Runtime:
             except sqlite3.Error as exc:
                 report.store_problem = "cannot read %s: %s" % (self.store.path, exc)
         if self.client is not None:
-            report.gateway = gateway_view(self.client, self.settings)
+            report.gateway = GatewayView.of(self.client, self.settings)
         return report
 
     def close(self) -> None:
@@ -309,12 +309,3 @@ class Runtime:
             self.client.close()
         if self.store is not None:
             self.store.close()
-
-
-def gateway_view(client: GatewayClient, settings: Settings) -> GatewayView:
-    """The Gateway as status shows it."""
-    breaker = client.breaker.snapshot()
-    return GatewayView(client.base_url, settings.gateway_configured, client.instance_id,
-                       client.last_health.get("status", "unknown"), client.last_health.get("version", ""),
-                       breaker["state"], breaker.get("retry_in_s", 0.0), client.config_error,
-                       client.last_error, client.answered)

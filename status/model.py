@@ -11,6 +11,7 @@ from ..archive import readonly
 from ..archive.stats import StoreStats
 from ..compaction.record import Compaction
 from ..host.thresholds import Trigger
+from ..memory_gateway.client import GatewayClient
 from ..settings.config import Settings
 
 
@@ -103,6 +104,14 @@ class GatewayView:
     config_error: str
     last_error: str
     answered: bool              # something answered at the URL in this process
+
+    @classmethod
+    def of(cls, client: GatewayClient, settings: Settings) -> "GatewayView":
+        breaker = client.breaker.snapshot()
+        return cls(client.base_url, settings.gateway_configured, client.instance_id,
+                   client.last_health.get("status", "unknown"), client.last_health.get("version", ""),
+                   breaker["state"], breaker.get("retry_in_s", 0.0), client.config_error,
+                   client.last_error, client.answered)
 
     @property
     def looks_unused(self) -> bool:

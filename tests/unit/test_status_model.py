@@ -105,6 +105,9 @@ def test_no_gateway_configured_reads_as_local_mode(tmp_path, capsys):
     for outage in ("gateway unavailable", "breaker", "last Gateway error", "waiting for the Gateway",
                    "error: "):
         assert outage not in text, (outage, text)
+    rt.store.transaction([Store.op_enqueue("s1", "pair", {"n": 1}, 1.0)])
+    flushed = make_command(rt)("flush")
+    assert "no Gateway configured" in flushed and "not delivered" not in flushed, flushed
     directory = rt.store.directory
     rt.close()
     cli = _status_cli(capsys, directory)
