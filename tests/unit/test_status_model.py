@@ -71,7 +71,7 @@ def test_slash_status_and_doctor_print_the_same_store_figures(tmp_path, capsys, 
     assert any(TRIGGER.search(m).group(0) == TRIGGER.search(status).group(0) for m in settings_line)
 
 
-def test_the_trigger_shown_is_the_one_that_applies(tmp_path, capsys):
+def test_the_trigger_shown_is_the_one_that_applies():
     floored = applying_trigger(Settings(), 64_000, host_floor=True)
     assert floored.tokens == int(64_000 * floored.ratio) and floored.ratio > Settings().threshold
     assert floored.describe().startswith("%.0f%% of the 64,000-token window" % (floored.ratio * 100))
@@ -83,7 +83,14 @@ def test_the_trigger_shown_is_the_one_that_applies(tmp_path, capsys):
                               "ratio_from": "default", "session_id": "x"}))
     pct, window, tokens = TRIGGER.search(head).groups()
     assert _num(tokens) == floored.tokens and int(pct) == round(100 * floored.tokens / _num(window))
+
+
+@pytest.mark.parametrize("host_floor", [False, True], ids=["0.17-0.19", "0.22"])
+def test_status_prints_the_engines_trigger(tmp_path, capsys, monkeypatch, host_floor):
+    import tencentdb_offload.engine as engine_module
+    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", host_floor)
     rt, eng = make_engine(tmp_path)
+    assert (eng.threshold_tokens > 0.75 * 64_000) == host_floor      # the floor binds at 64K
     eng.compress(conversation(40, 5000), current_tokens=60_000)
     for text in (make_command(rt)("status"), _status_cli(capsys, rt.store.directory)):
         pct, window, tokens = TRIGGER.search(text).groups()
