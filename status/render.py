@@ -51,7 +51,7 @@ def mode_text(report: StatusReport) -> str:
     if not s.enabled:
         return "disabled"
     if gw is not None and gw.looks_unused or gw is None and s.gateway_url and not s.gateway_configured:
-        return NO_GATEWAY
+        return "local (no Gateway configured)"
     if report.process is not None:
         return report.process.mode
     return "local (Gateway off)" if not s.gateway_url else "Gateway at %s" % s.gateway_url
