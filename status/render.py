@@ -158,7 +158,8 @@ def _gateway_lines(report: StatusReport) -> List[str]:
     if gw is None:
         if s.gateway_url and not s.gateway_configured:
             return ["  " + _unused_default(s.gateway_url)]
-        return ["  %s" % gateway_text(s.gateway_url, s.gateway_configured)]
+        return ["  %s%s" % (gateway_text(s.gateway_url, s.gateway_configured),
+                            " (instance %s)" % s.instance_id if s.gateway_url else "")]
     if gw.looks_unused:
         return ["  " + _unused_default(gw.url)]
     lines = ["  %s (instance %s), health %s%s; breaker %s%s"
