@@ -21,6 +21,7 @@ from .context import messages as M
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
+from .runtime.process import Runtime
 from .session import SessionState
 from .status.render import announce_line
 from .host.thresholds import applying_trigger, model_threshold
@@ -37,7 +38,7 @@ PER_AGENT = COUNTERS + ("threshold_percent", "protect_first_n", "protect_last_n"
 
 
 class TencentDBOffloadEngine(ContextEngine):
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         s = runtime.settings
         self.threshold_percent = s.threshold

@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any, Callable, Dict, List, Optional
 
+from .store import Store
+
 READ = "tdai_read_cos"
 SEARCH = "tdai_offload_search"
 DEFAULT_PAGE = 20_000
@@ -114,7 +116,7 @@ class RecallTools:
     ids aliased to it), or refs of its own Gateway session.
     """
 
-    def __init__(self, store: Any, flush: Callable[[], None],
+    def __init__(self, store: Optional[Store], flush: Callable[[], None],
                  read_ref: Optional[Callable[[str, str], Optional[Dict[str, Any]]]] = None) -> None:
         self.store = store
         self.flush = flush
