@@ -10,19 +10,19 @@ older hosts get it through ``pre_llm_call`` and with the compacted list.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
 from .host.command import explain_unchanged
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
 from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
-from .context import messages as M
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
-from .session import announce_line
-from .host.thresholds import model_threshold, small_window_trigger
+from .runtime.process import Runtime
+from .session import SessionState
+from .status.render import announce_line
+from .host.thresholds import applying_trigger, model_threshold
 
 log = logging.getLogger("tencentdb_offload.engine")
 
@@ -36,7 +36,7 @@ PER_AGENT = COUNTERS + ("threshold_percent", "protect_first_n", "protect_last_n"
 
 
 class TencentDBOffloadEngine(ContextEngine):
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         s = runtime.settings
         self.threshold_percent = s.threshold
@@ -84,14 +84,13 @@ class TencentDBOffloadEngine(ContextEngine):
         s = self.runtime.settings
         named = self._threshold_for(self.model, provider)
         self.threshold_percent = s.threshold if named is None else named
-        self.threshold_tokens = s.trigger_tokens(self.context_length, self.threshold_percent)
-        if HOST_SELECTS_CONTEXT and named is None and not s.threshold_explicit \
-                and not s.max_context_tokens and not in_messaging_gateway():
-            # 0.22 (preflight and a check before every request): the host's own small-window
-            # trigger; a threshold the user or a model table set is used as set, and the
-            # messaging gateway keeps the headroom (its compression pool refuses work when busy)
-            self.threshold_tokens = small_window_trigger(self.context_length, self.threshold_tokens)
-        self._state().threshold_tokens = self.threshold_tokens
+        # 0.22 (preflight and a check before every request): the host's own small-window
+        # trigger; the messaging gateway keeps the headroom (its pool refuses work when busy)
+        trigger = applying_trigger(s, self.context_length, model_ratio=named,
+                                   host_floor=HOST_SELECTS_CONTEXT and not in_messaging_gateway())
+        self.threshold_tokens = trigger.tokens
+        state = self.current_state()
+        state.threshold_tokens, state.trigger = trigger.tokens, trigger
 
     def _threshold_for(self, model: str, provider: str = "") -> Optional[float]:
         """The ``compression.model_thresholds`` value for this model, None when none applies."""
@@ -109,7 +108,7 @@ class TencentDBOffloadEngine(ContextEngine):
         ctx = kwargs.get("context_length")
         if isinstance(ctx, int) and ctx > 0 and not self.context_length:
             self.update_model(self.model, ctx)
-        self._state().threshold_tokens = self.threshold_tokens
+        self.current_state().threshold_tokens = self.threshold_tokens
 
     def on_session_end(self, session_id: str = "", messages: Any = None, **_: Any) -> None:
         self.runtime.session_ended(self._key)
@@ -123,7 +122,7 @@ class TencentDBOffloadEngine(ContextEngine):
             self._key = self.runtime.registry.conversation_of(session_id)
             self._session_id = session_id
 
-    def _state(self):
+    def current_state(self) -> SessionState:
         return self.runtime.registry.get(self._key)
 
     # -- budget ---------------------------------------------------------------------------
@@ -141,7 +140,7 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def _take_usage(self, usage: Dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
-        state = self._state()
+        state = self.current_state()
         if isinstance(prompt, int) and prompt > 0:
             self.last_prompt_tokens = prompt
             self.last_real_prompt_tokens = prompt
@@ -204,7 +203,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 self._landed(record)
             elif force and run.planned is not None and not cancelled():
                 # Hermes only prints "No changes from compression": say why, where it logs
-                log.warning("%s", explain_unchanged(run.planned.before, self._target(),
+                log.warning("%s", explain_unchanged(run.planned.before, self.compaction_target(),
                                                     self.threshold_tokens, len(messages)))
             return result
         except Exception as exc:
@@ -212,24 +211,24 @@ class TencentDBOffloadEngine(ContextEngine):
             self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
         result = plain_local(self, messages, cancelled)   # the last resort
         if result is not messages:
-            with self._state().lock:
+            with self.current_state().lock:
                 self.compression_count += 1
         return result
 
     def _landed(self, record: Any) -> None:
-        state = self._state()
+        state = self.current_state()
         with state.lock:
             self.compression_count += 1
             state.canvas_repin = True       # the next request may show the current canvas
         self._last_compression_made_progress = True
         self.runtime.record_compaction(state, record)
 
-    def _target(self) -> int:
+    def compaction_target(self) -> int:
         return self.runtime.settings.target_tokens(self.context_length or 128_000)
 
     def _estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
-        state = self._state()
+        state = self.current_state()
         overhead = state.overhead_estimate or self.runtime.last_overhead_estimate
         return state.calibrator.to_real(overhead + messages_tokens(messages))
 
@@ -260,7 +259,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 or not rt.client.available or self.threshold_tokens <= 0):
             return
         try:
-            state = self._state()
+            state = self.current_state()
             if rt.ahead.busy(state.key):        # one job per conversation: nothing to measure
                 return
             tokens = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 \
@@ -280,7 +279,7 @@ class TencentDBOffloadEngine(ContextEngine):
         if not isinstance(request_messages, list) or not self.runtime.settings.enabled:
             return None
         try:
-            state = self._state()
+            state = self.current_state()
             state.overhead_estimate, state.request_estimate = request_tokens(request_messages)
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
@@ -304,8 +303,8 @@ class TencentDBOffloadEngine(ContextEngine):
         target, how to recall, and how the previous compaction ended."""
         rt = self.runtime
         via_gateway = rt.client is not None and rt.client.available
-        return announce_line(context.get("approx_tokens"), self._target(), via_gateway,
-                             self._state().last_compaction,
+        return announce_line(context.get("approx_tokens"), self.compaction_target(), via_gateway,
+                             self.current_state().last_compaction,
                              "" if rt.settings.gateway_configured else
                              " at the default URL %s (not configured)" % rt.settings.gateway_url)
 
@@ -316,7 +315,7 @@ class TencentDBOffloadEngine(ContextEngine):
         return [dict(s) for s in SCHEMAS]
 
     def handle_tool_call(self, name: str, args: Any = None, **_: Any) -> str:
-        state = self._state()
+        state = self.current_state()
         return self.runtime.tools.handle(name, args if args is not None else {},
                                          state.key, state.gateway_id)
 
@@ -324,7 +323,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def get_status(self, **_: Any) -> Dict[str, Any]:
         ctx = self.context_length
         last = max(0, self.last_prompt_tokens)
-        state = self._state()
+        state = self.current_state()
         return {
             "last_prompt_tokens": last,
             "threshold_tokens": self.threshold_tokens,

@@ -23,6 +23,7 @@ from .archive.store import ArchiveItem, Store
 from .common.humanize import printable
 from .context.tokens import request_tokens
 from .memory_gateway.timestamps import gateway_timestamp
+from .runtime.process import Runtime
 from .archive.recall import READ, SEARCH
 
 log = logging.getLogger("tencentdb_offload.hooks")
@@ -107,7 +108,7 @@ def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[st
 class HookHandlers:
     """Entry points registered with ``ctx.register_hook`` / ``register_middleware``."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
         self._heartbeat_turns: set = set()      # session ids whose current turn is a poll
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from .compaction.record import Compaction
 from .common.text import clean_text
 from .context import canvas
-from .common.humanize import kilo
+from .host.thresholds import Trigger
 from .context.tokens import Calibrator
 from .memory_gateway.session_ids import gateway_session_id
 
@@ -92,19 +92,6 @@ class SessionStats:
                     "last_compaction": last.to_json() if last else {}}
 
 
-def announce_line(approx: Any, target: int, via_gateway: bool, last: Optional[Compaction],
-                  gateway_note: str = "") -> str:
-    """What the user reads when a compaction starts (Hermes asks before it runs); ``approx``
-    is Hermes' estimate, and the line says so."""
-    size = ("~%s tokens (Hermes' estimate)" % kilo(approx) if isinstance(approx, int) and approx > 0
-            else "the context")
-    line = ("tencentdb-offload: compacting %s %s to the %s-token target; what leaves stays "
-            "readable (recall: tdai_read_cos, tdai_offload_search)"
-            % (size, "through the Gateway%s" % gateway_note if via_gateway else "locally",
-               kilo(target)))
-    return line + (". Last: " + last.describe() if last else "")
-
-
 @dataclass
 class SessionState:
     key: str
@@ -126,6 +113,7 @@ class SessionState:
     overhead_estimate: int = 0       # system prompt + tool schemas of the last request
     last_usage: int = 0              # provider prompt tokens of the last response
     threshold_tokens: int = 0        # the engine's trigger, for the warm-up flush
+    trigger: Optional[Trigger] = None    # the trigger that applies, for status lines
     calibrator: Calibrator = field(default_factory=Calibrator)
     summaries: "OrderedDict[str, str]" = field(default_factory=OrderedDict)  # Gateway summaries by call id
     stats: SessionStats = field(default_factory=SessionStats)
@@ -278,6 +266,11 @@ class SessionRegistry:
     def all(self) -> List[SessionState]:
         with self._lock:
             return list(self._sessions.values())
+
+    def newest_trigger(self) -> Optional[Trigger]:
+        """The trigger of the conversation used last that has one (None before any window)."""
+        found = [s.trigger for s in self.all() if s.trigger is not None and s.trigger.window]
+        return found[-1] if found else None
 
     def __len__(self) -> int:
         with self._lock:

@@ -1,7 +1,8 @@
 """The archive as a person looks into it without a chat: list, show, search, export, forget.
 
-Reads open the file read-only (``mode=ro``): they work while another process writes the store
-(WAL readers never wait), never create tables or convert the file, and leave it byte-identical.
+Reads open the file with ``readonly.connect`` (the one read-only opener): they work while another
+process writes the store (WAL readers never wait), never create tables, files beside it or
+convert the file, and leave it byte-identical.
 Export walks one conversation in id order a page of row heads at a time and streams each text
 through SQLite's incremental blob I/O, so memory stays flat whatever the archive's size.
 Forget is the one write: it takes the write lock like any writer (``BEGIN IMMEDIATE``, waiting
@@ -15,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from . import lookup
+from . import lookup, readonly
 from ..context import item_key
 
 BUSY_S = 10.0
@@ -37,8 +38,8 @@ def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connectio
     if not db.is_file():
         raise BrowseError("no archive at %s" % db)
     try:
-        conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True, timeout=timeout)
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        conn = readonly.connect(db.resolve(), timeout)
+        names = readonly.tables(conn)
     except sqlite3.Error as exc:
         raise BrowseError("cannot read %s: %s" % (db, exc)) from exc
     if "archive" not in names:

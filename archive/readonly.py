@@ -12,11 +12,12 @@ from an operator command would rewrite a store the user only asked to look at. H
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List
+
+from .stats import StoreStats, columns, decode_event, outbox_where, read_stats, tables
 
 STORE_TABLES = {"archive", "outbox", "events"}
 
@@ -40,7 +41,7 @@ def problem(db: Path) -> str:
     try:
         conn = connect(db)
         try:
-            names = _tables(conn)
+            names = tables(conn)
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -50,22 +51,14 @@ def problem(db: Path) -> str:
     return ""
 
 
-def _tables(conn: sqlite3.Connection) -> Set[str]:
-    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
-def _columns(conn: sqlite3.Connection, table: str) -> Set[str]:
-    return {r[1] for r in conn.execute("PRAGMA table_info(%s)" % table)}
-
-
 class StoreReader:
     """The queries status and doctor show, on a read-only connection."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.conn = connect(self.directory / "store.db")
-        self.tables = _tables(self.conn)
-        self.outbox_cols = _columns(self.conn, "outbox") if "outbox" in self.tables else set()
+        self.tables = tables(self.conn)
+        self.outbox_cols = columns(self.conn, "outbox") if "outbox" in self.tables else set()
 
     def close(self) -> None:
         self.conn.close()
@@ -73,41 +66,19 @@ class StoreReader:
     def _rows(self, table: str, sql: str, args: tuple = ()) -> List[tuple]:
         return self.conn.execute(sql, args).fetchall() if table in self.tables else []
 
-    def _one(self, table: str, sql: str, default: Any = 0) -> Any:
-        rows = self._rows(table, sql)
-        return rows[0][0] if rows and rows[0][0] is not None else default
-
     def _outbox_where(self, dead: int) -> str:
-        return " WHERE dead=%d" % dead if "dead" in self.outbox_cols else ("" if dead == 0 else " WHERE 0")
+        return outbox_where(self.outbox_cols, dead)
 
-    def stats(self) -> Dict[str, Any]:
-        """The same keys as ``Store.stats()``."""
-        counters = dict(self._rows("counters", "SELECT name, value FROM counters"))
-        size = sum(p.stat().st_size for p in self.directory.glob("store.db*") if p.is_file())
-        return {"archived_items": self._one("archive", "SELECT count(*) FROM archive"),
-                "archived_chars": self._one("archive", "SELECT sum(chars) FROM archive"),
-                "archived_sessions": self._one("archive", "SELECT count(DISTINCT session) FROM archive"),
-                "outbox_backlog": self.backlog(),
-                "outbox_dead": self._one("outbox", "SELECT count(*) FROM outbox" + self._outbox_where(1)),
-                "delivered": counters.get("delivered", 0),
-                "writes_lost": counters.get("writes_lost", 0),
-                "db_bytes": size, "path": str(self.directory / "store.db")}
+    def stats(self) -> StoreStats:
+        return read_stats(self.conn, self.directory)
 
     def backlog(self) -> int:
-        return int(self._one("outbox", "SELECT count(*) FROM outbox" + self._outbox_where(0)))
+        return self.stats().outbox_backlog
 
     def events(self, kind: str, limit: int) -> List[Dict[str, Any]]:
-        rows = self._rows("events", "SELECT ts,session,kind,data FROM events WHERE kind=? "
-                          "ORDER BY id DESC LIMIT ?", (kind, limit))
-        out = []
-        for ts, session, k, data in rows:
-            try:
-                fields = json.loads(data)
-            except ValueError:
-                fields = {"error": "unreadable event record"}
-            out.append({**(fields if isinstance(fields, dict) else {}), "ts": ts, "session": session,
-                        "kind": k})
-        return out
+        return [decode_event(*r) for r in self._rows(
+            "events", "SELECT ts,session,kind,data FROM events WHERE kind=? ORDER BY id DESC LIMIT ?",
+            (kind, limit))]
 
     def archive_by_session(self) -> List[tuple]:
         """(session, items, chars, newest created) per archived session."""

@@ -15,6 +15,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional
 
 from .lcm_history import KEY as LCM_KEY, LcmHistory, LcmUnavailable, unavailable
+from .store import Store
 
 READ = "tdai_read_cos"
 SEARCH = "tdai_offload_search"
@@ -121,7 +122,7 @@ class RecallTools:
     ids aliased to it), or refs of its own Gateway session.
     """
 
-    def __init__(self, store: Any, flush: Callable[[], None],
+    def __init__(self, store: Optional[Store], flush: Callable[[], None],
                  read_ref: Optional[Callable[[str, str], Optional[Dict[str, Any]]]] = None,
                  history: Optional[LcmHistory] = None) -> None:
         self.store = store

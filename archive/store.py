@@ -23,6 +23,7 @@ from ..common.text import clean_text
 from .outbox import OUTBOX_SCHEMA, Outbox, migrate_outbox, sized
 
 from . import lookup, repair
+from .stats import StoreStats, decode_event, read_stats
 from ..context import item_key
 from ..common.per_thread import PerThread
 
@@ -343,24 +344,11 @@ class Store(Outbox):
             rows = self._conn().execute(
                 "SELECT ts,session,kind,data FROM events ORDER BY id DESC LIMIT ?",
                 (limit,)).fetchall()
-        return [{"ts": r[0], "session": r[1], "kind": r[2], **json.loads(r[3])} for r in rows]
+        return [decode_event(*r) for r in rows]
 
     # -- housekeeping -----------------------------------------------------------------
-    def stats(self) -> Dict[str, Any]:
-        conn = self._conn()
-        items, chars = conn.execute("SELECT count(*), coalesce(sum(chars),0) FROM archive").fetchone()
-        sessions = conn.execute("SELECT count(DISTINCT session) FROM archive").fetchone()[0]
-        backlog = self.backlog()
-        dead = conn.execute("SELECT count(*) FROM outbox WHERE dead=1").fetchone()[0]
-        counters = dict(conn.execute("SELECT name, value FROM counters"))
-        size = sum(p.stat().st_size for p in self.directory.glob("store.db*") if p.is_file())
-        return {"archived_items": items, "archived_chars": chars, "archived_sessions": sessions,
-                "outbox_backlog": backlog, "outbox_dead": dead,
-                "delivered": counters.get("delivered", 0),
-                "writes_lost": counters.get("writes_lost", 0),
-                "db_bytes": size, "path": str(self.path),
-                "recoveries": len(self.recoveries),
-                "last_recovery": self.recoveries[-1] if self.recoveries else ""}
+    def stats(self) -> StoreStats:
+        return read_stats(self._conn(), self.directory, self.recoveries)
 
     def reclaim(self, retention_days: int, now: Optional[float] = None,
                 keep_since: Optional[float] = None) -> Dict[str, int]:

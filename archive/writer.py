@@ -20,6 +20,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .repair import is_broken
+from .store import Store
 
 log = logging.getLogger("tencentdb_offload.store")
 
@@ -42,7 +43,7 @@ class StoreWriter:
     # first, and batches what the same tool step submits (never while someone flushes).
     SETTLE_S = 0.002
 
-    def __init__(self, store: Any, on_commit: Optional[Callable[[], None]] = None,
+    def __init__(self, store: Optional[Store], on_commit: Optional[Callable[[], None]] = None,
                  on_idle: Optional[Callable[[], None]] = None,
                  opener: Optional[Callable[[], Any]] = None) -> None:
         self.store = store

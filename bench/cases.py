@@ -507,7 +507,7 @@ def bench_memory(sessions: int, per_session: int = 10) -> List[Dict[str, Any]]:
                 samples.append((s + 1, C.rss_kb()))
         elapsed = time.perf_counter() - t0
         rt.flush_writes(60)
-        stats = rt.store.stats()
+        stats = rt.store.stats().as_dict()
         after_warm = [kb for s, kb in samples if s >= warm]
         base = after_warm[0]
         growth = max(after_warm) - base

@@ -34,7 +34,7 @@ def _fill(bed: C.Bed, texts: List[str]) -> None:
 
 def _disk(bed: C.Bed) -> int:
     bed.runtime.store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return bed.runtime.store.stats()["db_bytes"]
+    return bed.runtime.store.stats().db_bytes
 
 
 def store_once(row) -> List[Dict[str, Any]]:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from .record import Level
+from .engine_view import CompactingEngine
+from ..session import SessionState
 
 Message = Dict[str, Any]
 REFRESH_TAIL_SHARE = 0.25   # a ready result stays usable while what came since is this small
@@ -81,7 +83,7 @@ class AheadOfNeed:
                 and job.attempt is not None and job.attempt.messages is not None
                 and tail_tokens <= target * REFRESH_TAIL_SHARE)
 
-    def start(self, state: Any, clean: List[Message], engine: Any, overhead: int,
+    def start(self, state: SessionState, clean: List[Message], engine: CompactingEngine, overhead: int,
               count: Callable[[Any], int]) -> bool:
         """Prepare a compaction of ``clean`` unless a usable one exists or is under way."""
         if self.busy(state.key):
@@ -92,7 +94,7 @@ class AheadOfNeed:
             if self.closed or (job is not None and not job.done.is_set()):
                 return False
             if job is not None and self._still_usable(job, keys, _tail(clean, job, count),
-                                                      engine._target()):
+                                                      engine.compaction_target()):
                 return False
             job = _Job(keys)
             self._jobs[state.key] = job
@@ -105,7 +107,7 @@ class AheadOfNeed:
                          name="tdo-compact-ahead", daemon=True).start()
         return True
 
-    def _run(self, job: _Job, state: Any, snapshot: List[Message], engine: Any,
+    def _run(self, job: _Job, state: SessionState, snapshot: List[Message], engine: CompactingEngine,
              overhead: int) -> None:
         try:
             with self._slots:
@@ -115,7 +117,7 @@ class AheadOfNeed:
         finally:
             job.done.set()
 
-    def take(self, state: Any, clean: List[Message], wait_s: float) -> Optional[GatewayAttempt]:
+    def take(self, state: SessionState, clean: List[Message], wait_s: float) -> Optional[GatewayAttempt]:
         """The prepared result applied to ``clean`` (its messages, then what came since), or
         None when there is none for this list within ``wait_s``."""
         with self._lock:

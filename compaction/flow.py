@@ -16,6 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .ahead import GatewayAttempt
 from .record import Compaction, Level, Route
+from .engine_view import CompactingEngine
+from ..session import SessionState
 from ..host.compat import HOST_SELECTS_CONTEXT
 from ..context import canvas, departures, focus, recall_blocks
 from ..context import digest as D
@@ -49,7 +51,7 @@ def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message
     return clean, canvas_removed, copies
 
 
-def plan_budget(state: Any, messages: List[Message], current_tokens: Any, target: int,
+def plan_budget(state: SessionState, messages: List[Message], current_tokens: Any, target: int,
                 fallback_overhead: int, count: TokenMemo, force: bool) -> Budget:
     overhead = state.overhead_estimate or fallback_overhead
     listed = sum(map(count, messages))
@@ -75,13 +77,13 @@ class CompactionRun:
     """One attempt; ``cancelled`` is the host's check for *this* attempt (0.22 installs it on
     the engine before calling compress, and a later attempt replaces it: capture it first)."""
 
-    def __init__(self, engine: Any, messages: List[Message], cancelled: Callable[[], bool],
+    def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
                  memory_context: Any = "", focus_topic: Any = None):
         self.engine, self.rt = engine, engine.runtime
         self.memory_context = memory_context            # a memory provider's, for the model
         self.memory = ""
         self.focus = focus.terms(focus_topic)           # /compress <focus>
-        self.state = engine._state()
+        self.state = engine.current_state()
         self.messages = messages
         self.cancelled = cancelled
         self.count = TokenMemo()
@@ -124,6 +126,7 @@ class CompactionRun:
             tokens_before=budget.before, tokens_after=after, target=budget.target,
             archived=archived, context_length=self.engine.context_length,
             canvas_removed=canvas_removed, error=attempt.error, at=self.rt.now(),
+            trigger=self.engine.threshold_tokens,
             ms=round((time.monotonic() - self.started) * 1000, 1))
         return result, record
 
@@ -133,7 +136,7 @@ class CompactionRun:
         is already under it gets half of what is there: they asked for a smaller context."""
         args = (self.state, self.messages, current_tokens)
         tail = (self.rt.last_overhead_estimate, self.count, force)
-        budget = plan_budget(*args, self.engine._target(), *tail)
+        budget = plan_budget(*args, self.engine.compaction_target(), *tail)
         if force and budget.before <= budget.target:
             budget = plan_budget(*args, max(FORCED_FLOOR, budget.before // 2), *tail)
         return budget
@@ -212,7 +215,7 @@ class CompactionRun:
         return gone.count
 
 
-def attempt_cancelled(engine: Any) -> Callable[[], bool]:
+def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:
     """This attempt's cancellation check, captured at entry (a later attempt replaces the
     attribute; 0.22 installs it before calling compress)."""
     check = getattr(engine, "_compression_cancelled_check", None)
@@ -225,13 +228,13 @@ def attempt_cancelled(engine: Any) -> Callable[[], bool]:
     return cancelled
 
 
-def plain_local(engine: Any, messages: List[Any], cancelled: Callable[[], bool]) -> List[Any]:
+def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callable[[], bool]) -> List[Any]:
     """The plain local compaction when the full flow failed, so the host does not loop on us;
     ``messages`` itself when even that fails or the attempt was cancelled."""
     rt = engine.runtime
     try:
         plain = local_compact([m for m in messages if isinstance(m, dict)],
-                              int(engine._target() * 0.8), keep_first=rt.settings.keep_first,
+                              int(engine.compaction_target() * 0.8), keep_first=rt.settings.keep_first,
                               seal=rt.seal)
         if plain.changed and not cancelled():
             return [M.fresh(m) for m in plain.messages]

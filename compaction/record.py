@@ -71,6 +71,7 @@ class Compaction:
     error: str = ""             # why the Gateway was not used or not enough ("" if it was)
     at: float = 0.0             # wall-clock time it landed
     ms: float = 0.0             # how long compress() took
+    trigger: int = 0            # where compaction started on this window (0: an older record)
 
     @property
     def via_gateway(self) -> bool:
@@ -113,4 +114,4 @@ class Compaction:
                    context_length=_int(data.get("context_length")),
                    canvas_removed=_int(data.get("canvas_removed")),
                    error=printable(data.get("error") or "", 500),
-                   at=_num(data.get("at")), ms=_num(data.get("ms")))
+                   at=_num(data.get("at")), ms=_num(data.get("ms")), trigger=_int(data.get("trigger")))

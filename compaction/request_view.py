@@ -15,13 +15,16 @@ provider go too, keeping the first copy (the cached one).
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .ahead import content_key
+from ..context.provenance import Seal
+from ..session import SessionState
 from ..context import canvas, recall_blocks
 from ..context import messages as M
 
 Message = Dict[str, Any]
+HandOver = Callable[[str, str, Any], None]    # Runtime.hand_over: (conversation, name, value)
 
 
 def anchor_key(message: Message) -> str:
@@ -30,14 +33,15 @@ def anchor_key(message: Message) -> str:
     return hashlib.sha256(text).hexdigest()[:32]
 
 
-def _anchor(messages: List[Message], key: str, seal: Any) -> int:
+def _anchor(messages: List[Message], key: str, seal: Seal) -> int:
     if not key:
         return -1
     return next((i for i in range(len(messages) - 1, -1, -1)
                  if M.is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
 
 
-def _pin_anew(state: Any, clean: List[Message], block: str, seal: Any, hand_over: Any) -> int:
+def _pin_anew(state: SessionState, clean: List[Message], block: str, seal: Seal,
+              hand_over: Optional[HandOver]) -> int:
     """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
     at = M.newest_real_user(clean, seal=seal)
     if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
@@ -56,8 +60,8 @@ def _pin_anew(state: Any, clean: List[Message], block: str, seal: Any, hand_over
     return at
 
 
-def build(state: Any, request: List[Message], block: str, seal: Any,
-          hand_over: Any = None) -> Tuple[Optional[List[Message]], int]:
+def build(state: SessionState, request: List[Message], block: str, seal: Seal,
+          hand_over: Optional[HandOver] = None) -> Tuple[Optional[List[Message]], int]:
     """(the request to send, or None for "as it is"; stale blocks removed). ``hand_over``
     keeps a new pin for the next process (``Runtime.hand_over``); None when the canvas is off,
     and so is a pin an earlier process left."""

@@ -9,10 +9,15 @@ or below our landing ratio is ignored: every compaction would trigger the next.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, Tuple
+
+if TYPE_CHECKING:
+    from ..settings.config import Settings
 
 HOST_MINIMUM_CONTEXT = 64_000   # Hermes' MINIMUM_CONTEXT_LENGTH: no window is smaller
 SMALL_WINDOW_RATIO = 0.85       # where the built-in triggers when that floor binds
+FLOOR_SINCE = (0, 22)           # the first Hermes with the floor rule the engine follows
 
 
 def _rank(key: str, model: str, provider: str) -> Optional[Tuple[int, int]]:
@@ -32,12 +37,58 @@ def small_window_trigger(context_length: int, trigger: int) -> int:
     return max(trigger, min(HOST_MINIMUM_CONTEXT, int(context_length * SMALL_WINDOW_RATIO)))
 
 
-def small_window_note(settings: Dict[str, Any]) -> str:
-    """What status lines add to the configured threshold (the settings as status shows them)."""
-    if settings.get("threshold_explicit"):
-        return ""
-    return (" (on 0.22, outside the messaging gateway, never before the built-in on a 64K-85K "
-            "window: 85% at 64K)")
+@dataclass(frozen=True)
+class Trigger:
+    """Where compaction starts on one window: tokens, and why when not the configured ratio."""
+    tokens: int
+    window: int
+    why: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.tokens / self.window if self.window else 0.0
+
+    def describe(self) -> str:
+        """``85% of the 64,000-token window = 54,400 tokens (Hermes 0.22's small-window floor)``"""
+        return "%.0f%% of the %s-token window = %s tokens%s" % (
+            self.ratio * 100, format(self.window, ","), format(self.tokens, ","),
+            " (%s)" % self.why if self.why else "")
+
+
+def applying_trigger(settings: "Settings", window: int, *, host_floor: bool,
+                     model_ratio: Optional[float] = None) -> Trigger:
+    """The trigger that applies on ``window``: a ``compression.model_thresholds`` value
+    (``model_ratio``) or the configured threshold, the cap when it is lower, and on a host with
+    the 64K floor (``host_floor``: Hermes 0.22 outside its messaging gateway, see
+    ``host_has_floor``) never earlier than the built-in unless the user chose the threshold."""
+    tokens = settings.trigger_tokens(window, model_ratio)
+    why = "compression.model_thresholds" if model_ratio is not None else ""
+    if settings.max_context_tokens and tokens == settings.max_context_tokens:
+        why = "TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS"
+    if host_floor and model_ratio is None and not settings.threshold_explicit \
+            and not settings.max_context_tokens:
+        floored = small_window_trigger(window, tokens)
+        if floored != tokens:
+            tokens, why = floored, "Hermes 0.22's small-window floor: never before its built-in"
+    return Trigger(tokens, window, why)
+
+
+def host_has_floor(version: Optional[Tuple[int, ...]]) -> bool:
+    """Whether a Hermes of ``version`` applies the small-window floor (0.22 and later)."""
+    return version is not None and tuple(version[:2]) >= FLOOR_SINCE
+
+
+def trigger_text(settings: "Settings", trigger: Optional[Trigger]) -> str:
+    """The trigger as status lines lead with it: the applying one when the window is known,
+    else the configured threshold and where it may differ."""
+    if trigger is not None and trigger.window:
+        return "compaction at " + trigger.describe()
+    note = "" if settings.threshold_explicit or settings.max_context_tokens else (
+        " (on Hermes 0.22, outside the messaging gateway, never before the built-in on a "
+        "64K-85K window: 85% at 64K)")
+    cap = (", at most %s tokens" % format(settings.max_context_tokens, ",")
+           if settings.max_context_tokens else "")
+    return "compaction at %.0f%% of the window%s%s" % (settings.threshold * 100, cap, note)
 
 
 def model_threshold(table: Any, model: str, provider: str, *, floor: float) -> Optional[float]:

@@ -184,6 +184,11 @@ class GatewayClient:
     def available(self) -> bool:
         return self.breaker.allow()
 
+    @property
+    def answered(self) -> bool:
+        """Whether anything answered at the URL in this process."""
+        return self.last_ok_at >= 0
+
     def status(self) -> Dict[str, Any]:
         return {"url": self.base_url, "instance_id": self.instance_id,
                 "breaker": self.breaker.snapshot(), "shared_health": self.shared_status(),

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Protocol, Set, Tuple
 from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
 from ..archive.outbox import OutboxHead, OutboxRow
+from ..archive.store import Store
 from .timestamps import gateway_timestamp
 
 log = logging.getLogger("tencentdb_offload.ingest")
@@ -72,7 +73,7 @@ class IngestPolicy(Protocol):
 
 
 class IngestWorker:
-    def __init__(self, client: GatewayClient, store: Any, policy: IngestPolicy) -> None:
+    def __init__(self, client: GatewayClient, store: Store, policy: IngestPolicy) -> None:
         self.client = client
         self.store = store
         self.policy = policy

@@ -304,7 +304,7 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
     invalid = [r for r in d.requests if not r["valid"]]
     kinds = _archived_kinds(Path(info["store_dir"]), status["session"])
     archived = sum(kinds.values())
-    store_stats = rt.store.stats() if rt.store is not None else {}
+    store_stats = rt.store.stats().as_dict() if rt.store is not None else {}
     problems = []
     if invalid:
         problems.append("%d of %d requests were not valid message sequences" % (len(invalid), len(d.requests)))

@@ -9,7 +9,7 @@ from shlex import quote
 from typing import Any, Mapping
 
 from ..archive import readonly
-from ..common.humanize import count, plural
+from ..status.render import store_figures
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
@@ -58,16 +58,14 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
         c.add("outbox", FAIL, "cannot read %s (%s)" % (directory / "store.db", exc),
               _aside(directory / "store.db"))
         return
-    msg = "%s waiting for the Gateway, %s refused for good, %s delivered; %s archived" % (
-        plural(st["outbox_backlog"], "row"), count(st["outbox_dead"]),
-        count(st["delivered"]), plural(st["archived_items"], "item"))
-    if st["outbox_dead"]:
+    msg = store_figures(st)     # the words and figures status and the slash command print
+    if st.outbox_dead:
         c.add("outbox", WARN, msg, "python3 %s status   # shows the Gateway's errors" % quote(str(plugin_dir)))
-    elif st["outbox_backlog"] and not settings.gateway_url:
+    elif st.outbox_backlog and not settings.gateway_url:
         c.add("outbox", WARN, msg + " but the Gateway is off",
               "nothing to do: the archive keeps them; a Gateway URL in TENCENTDB_OFFLOAD_GATEWAY_URL "
               "would deliver them")
-    elif st["outbox_backlog"] > 200:
+    elif st.outbox_backlog > 200:
         c.add("outbox", WARN, msg, "python3 %s status   # the Gateway is not keeping up or was down"
               % quote(str(plugin_dir)))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ..host.thresholds import Trigger
 from ..common.humanize import count, kilo, plural
 
 
@@ -54,11 +55,11 @@ def _header(report: Dict[str, Any]) -> List[str]:
             "%s %s" % (src.get("kind"), src.get("session_id") or src.get("path")))
     out = ["tencentdb-offload %s — %s" % (report["command"], what)]
     # a setting that was ignored or odd changes the figures below: say so before them
-    out += ["WARNING: %s" % w for w in report["summary"]["warnings"]]
+    out += ["WARNING: %s" % w for w in (report.get("summary") or {}).get("warnings", ())]
     out += ["mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
            "window %s tokens%s" % (count(report["context_length"]), _origin(report["window_from"])),
-           "compaction at %.0f%% = %s tokens%s; down to %.0f%% = %s tokens%s; session %s"
-           % (report["threshold"] * 100, count(report["threshold_tokens"]),
+           "compaction at %s%s; down to %.0f%% = %s tokens%s; session %s"
+           % (Trigger(report["threshold_tokens"], report["context_length"]).describe(),
               _origin(report["threshold_from"]), report["ratio"] * 100, count(report["target_tokens"]),
               _origin(report["ratio_from"]), report["session_id"]), ""]
     return out

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import PREFIX, SPEC, Settings, load_settings, setting_text, shown_value
+from ..host.thresholds import trigger_text
 from .env import read_dotenv
+from .status import known_trigger
 
 FRACTIONS = ("THRESHOLD", "COMPACT_RATIO")
 
@@ -183,10 +185,9 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
                   if "COMPACT_RATIO" in w else "see README.md, Settings")
     if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings" and
                "not a setting" not in i["message"]):
-        c.add("settings", "pass", "all settings valid: compaction at %.0f%% of the window, down to "
-              "%.0f%%%s; %s" % (settings.threshold * 100, settings.compact_ratio * 100,
-                                 ", at most %s tokens" % format(settings.max_context_tokens, ",")
-                                 if settings.max_context_tokens else "", settings.describe_gateway()))
+        trigger = known_trigger(settings.resolved_store_dir(env))   # the window the engine last had
+        c.add("settings", "pass", "all settings valid: %s, down to %.0f%%; %s"
+              % (trigger_text(settings, trigger), settings.compact_ratio * 100, settings.describe_gateway()))
     if not settings.enabled:
         c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false: the engine passes messages "
               "through", "export TENCENTDB_OFFLOAD_ENABLED=true")

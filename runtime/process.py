@@ -9,14 +9,15 @@ deep-copied state.
 from __future__ import annotations
 
 import collections
+import sqlite3
 import logging
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
-from ..memory_gateway.compaction import GatewayCompactor
+from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
 from .ingest_policy import SessionIngestPolicy
 from ..session import Reclaimer, SessionRegistry, SessionState
@@ -27,8 +28,10 @@ from ..archive.recall import RecallTools
 from ..archive.lcm_history import LcmHistory
 from ..archive.seal_key import load_seal
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
+from ..compaction.engine_view import CompactingEngine
 from ..compaction.record import Compaction, Level
 from ..context import departures
+from ..status.model import GatewayView, HeldSession, ProcessView, StatusReport, read_store_view
 
 log = logging.getLogger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
@@ -105,7 +108,10 @@ class Runtime:
             return "disabled"
         if self.client is None:
             return "local"
-        return "gateway" if self.client.available else "local (gateway unavailable)"
+        if self.client.available:
+            return "gateway"
+        return ("local (gateway unavailable)" if self.settings.gateway_configured or self.client.answered
+                else "local (no Gateway configured)")
 
     def note_error(self, message: str) -> None:
         """A guard caught something: keep the line for status, count it, and log it with the
@@ -144,7 +150,7 @@ class Runtime:
         if self.worker is not None:
             self.worker.kick(session)
 
-    def archive_departures(self, state: SessionState, gone: Any) -> None:
+    def archive_departures(self, state: SessionState, gone: departures.Departures) -> None:
         """Full originals of what left, except results the hook already archived."""
         with state.lock:
             state.deleted_ids |= gone.left_ids
@@ -155,7 +161,8 @@ class Runtime:
             self.writer.submit(Store.op_archive(state.key, items, self.now()))
 
     def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
-                        context_length: int, overhead: int, count: Any) -> Tuple[Any, str]:
+                        context_length: int, overhead: int,
+                        count: Callable[[Any], int]) -> Tuple[Optional[GatewayOutcome], str]:
         """Deliver the session's backlog (bounded: L1 summaries first), then ask the Gateway to
         compact. Returns (outcome, "") or (None, why) for whatever the Gateway did (down,
         refused, a reply we will not use: every ``GatewayError``, ``ReplyRefused`` included).
@@ -172,15 +179,18 @@ class Runtime:
             log.debug("tencentdb-offload: Gateway compaction failed in the plugin", exc_info=True)
             raise
 
-    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: Any,
-                        overhead: int, count: Any) -> GatewayAttempt:
+    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: CompactingEngine,
+                        overhead: int, count: Optional[Callable[[Any], int]]) -> GatewayAttempt:
         """Ask the Gateway to compact ``clean`` for ``engine``'s target; keep what its reply
         taught us (canvas, L1 summaries). Never raises."""
         outcome, error = self.gateway_compact(
-            state, clean, target=engine._target(), context_length=engine.context_length or 128_000,
+            state, clean, target=engine.compaction_target(), context_length=engine.context_length or 128_000,
             overhead=overhead, count=count or TokenMemo())
         if outcome is None:
-            self.note_error("gateway compaction failed, compacting locally: %s" % error)
+            if self.settings.gateway_configured or self.client.answered:
+                self.note_error("gateway compaction failed, compacting locally: %s" % error)
+            else:       # nobody configured a Gateway and none answers: local mode, not an outage
+                log.debug("tencentdb-offload: no Gateway at the default URL: %s", error)
             return GatewayAttempt.failed(error)
         self._gateway_answered()
         if outcome.canvas:
@@ -246,28 +256,21 @@ class Runtime:
                 "latency_ms": round((time.monotonic() - started) * 1000, 1)}
 
     def status(self) -> Dict[str, Any]:
-        totals = self.registry.totals.as_dict()
+        """The status as a dict (what Hermes' ``get_status`` carries): built from the record."""
         out: Dict[str, Any] = {
-            "mode": self.mode,
-            "settings": self.settings.public(),
-            "sessions_in_memory": len(self.registry),
-            "sessions_evicted": self.registry.evictions,
-            "compactions_ahead": self.ahead.status(),
-            "totals": totals,
-            "counters": dict(self.counters),
-            "pending_writes": self.writer.pending(),
-            "writer": self.writer.stats(),
-            "store_error": self.store_error or self.writer.last_error,
-            "warnings": list(self.warnings),
-            "recent_errors": list(self.errors),
+            "mode": self.mode, "settings": self.settings.public(),
+            "sessions_in_memory": len(self.registry), "sessions_evicted": self.registry.evictions,
+            "compactions_ahead": self.ahead.status(), "totals": self.registry.totals.as_dict(),
+            "counters": dict(self.counters), "pending_writes": self.writer.pending(),
+            "writer": self.writer.stats(), "store_error": self.store_error or self.writer.last_error,
+            "warnings": list(self.warnings), "recent_errors": list(self.errors),
             "reclaim": {"retention_days": self.reclaimer.retention_days,
                         "last_result": self.reclaimer.last_result,
                         "last_error": self.reclaimer.last_error,
-                        "clock_warning": self.reclaimer.clock_warning},
-        }
+                        "clock_warning": self.reclaimer.clock_warning}}
         if self.store is not None:
             try:
-                out["store"] = self.store.stats()
+                out["store"] = self.store.stats().as_dict()
             except Exception as exc:
                 out["store"] = {"error": str(exc)}
         if self.client is not None:
@@ -275,6 +278,27 @@ class Runtime:
             out["gateway"]["delivered_this_process"] = self.worker.delivered if self.worker else 0
             out["gateway"]["worker_error"] = self.worker.last_error if self.worker else ""
         return out
+
+    def status_record(self, recent: int = 10) -> StatusReport:
+        """The status the slash command renders: this process, the store as every process left
+        it (read as ``status`` reads it, after this process's writes are on disk), the Gateway."""
+        self.flush_writes()
+        report = StatusReport(self.settings, str(self.store.directory) if self.store else "",
+                              trigger=self.registry.newest_trigger(),
+                              warnings=list(self.warnings), recent_errors=list(self.errors))
+        report.process = ProcessView(
+            self.mode, len(self.registry), self.registry.evictions,
+            [HeldSession(x.key, len(x.processed_ids), x.stats.compactions) for x in self.registry.all()],
+            self.registry.totals.as_dict(), self.writer.stats(), self.store_error or self.writer.last_error)
+        report.store_problem = report.process.store_error
+        if self.store is not None and not report.store_problem:
+            try:
+                report.store = read_store_view(self.store.directory, recent)
+            except sqlite3.Error as exc:
+                report.store_problem = "cannot read %s: %s" % (self.store.path, exc)
+        if self.client is not None:
+            report.gateway = GatewayView.of(self.client, self.settings)
+        return report
 
     def close(self) -> None:
         if self.closed:

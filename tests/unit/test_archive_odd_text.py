@@ -34,7 +34,7 @@ def test_one_odd_departure_does_not_drop_the_batch(tmp_path):
              for i in range(5)]
     items.append(Departed("tool_result", "odd", "call\ud800", "read\udcff_file", "tool",
                           {"deep": nested(5000)}))
-    state = eng._state()
+    state = eng.current_state()
     rt.archive_departures(state, Departures(items, {d.tool_call_id for d in items}, set(), 6))
     rt.flush_writes()
     assert rt.store.count_archived(state.key) == 6

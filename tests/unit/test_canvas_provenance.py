@@ -132,7 +132,7 @@ def test_request_guard_keeps_api_content(tmp_path):
 def test_hostile_canvas_through_pre_llm_call_compress_and_select_context(tmp_path):
     rt, eng = make_engine(tmp_path)
     hooks = HookHandlers(rt)
-    state = eng._state()
+    state = eng.current_state()
     state.set_canvas(canvas.format_block("001-a.mmd", HOSTILE))
     # 0.17/0.19: the hook's block
     ctx = hooks.pre_llm_call(session_id="s1", user_message="go on", conversation_history=[])

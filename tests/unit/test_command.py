@@ -30,7 +30,8 @@ def test_status_shows_the_last_compaction_first_and_reads_well(tmp_path):
     assert "%s → %s tokens" % (format(ev["tokens_before"], ","), format(ev["tokens_after"], ",")) in first
     assert "%d items archived" % ev["archived"] in first and "tdai_read_cos" in first
     text = "\n".join(lines)
-    assert "60,000 before" in text and "1 session;" in text and "1 sessions" not in text
+    assert "60,000 before" in text and "of the 1 session the store knows" in text
+    assert "1 sessions" not in text
     assert re.search(r"sessions in memory: \d+ \(at most 20; 0 evicted, their archive stays\) — this "
                      r"Hermes process only; the archive holds 1 session from every process", text)
     assert not any(l != l.rstrip() or "  " in l.strip() for l in lines), lines

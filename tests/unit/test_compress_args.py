@@ -35,7 +35,7 @@ def holding(messages, needle):
 
 def assert_sound(eng, out):
     assert M.validation_errors(out) == []
-    assert eng._state().calibrator.to_real(messages_tokens(out)) <= TARGET
+    assert eng.current_state().calibrator.to_real(messages_tokens(out)) <= TARGET
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_gateway_route_one_note_pair_at_the_end(tmp_path, gw):
     rt, eng, conv = gateway_engine(tmp_path, gw, 30)
     tokens = messages_tokens(conv)          # no overhead: the Gateway's summaries suffice
     out = eng.compress(conv, current_tokens=tokens, memory_context=MEMORY)
-    assert eng._state().last_compaction.route == Route.GATEWAY, \
+    assert eng.current_state().last_compaction.route == Route.GATEWAY, \
         "the test needs the Gateway route (%d tokens)" % tokens
     assert_sound(eng, out)
     (at,) = holding(out, "PRECOMPRESS-9Z")
@@ -206,7 +206,7 @@ def test_gateway_route_names_the_focus_matches_it_archived(tmp_path, gw):
     rt, eng, conv = gateway_engine(tmp_path, gw, 24)
     eng.update_from_response({"prompt_tokens": 60_000})
     out = eng.compress(conv, current_tokens=60_000, force=True, focus_topic="call_2_1")
-    assert eng._state().last_compaction.route.via_gateway
+    assert eng.current_state().last_compaction.route.via_gateway
     assert_sound(eng, out)
     kept = {tid: t for m in out for tid, t in M.tool_results(m)}
     assert len(kept.get("call_2_1", "")) < 3000, "the Gateway must have archived it"

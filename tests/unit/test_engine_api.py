@@ -26,7 +26,7 @@ def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
     rt, eng = make_engine(tmp_path)
     conv = [{"role": "system", "content": "sys"}] + conversation(3, 100) + [TURN_START]
     assert eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000) is None
-    eng._state().set_canvas(BLOCK)
+    eng.current_state().set_canvas(BLOCK)
     stale = canvas.format_block("000-old.mmd", "flowchart TD\n  X[old]")
     conv[1] = dict(conv[1], content=conv[1]["content"] + "\n\n" + stale)
     snapshot = json.dumps(conv)
@@ -47,10 +47,10 @@ def test_select_context_feeds_the_calibration(tmp_path):
     rt, eng = make_engine(tmp_path)
     conv = [{"role": "system", "content": "system prompt " * 200}] + conversation(5, 2000)
     eng.select_context(conv)
-    est = eng._state().request_estimate
-    assert est > 0 and eng._state().overhead_estimate > 0
+    est = eng.current_state().request_estimate
+    assert est > 0 and eng.current_state().overhead_estimate > 0
     eng.update_from_response({"prompt_tokens": est + 900})
-    assert eng._state().calibrator.points == 1
+    assert eng.current_state().calibrator.points == 1
 
 
 def test_prune_never_rewrites_what_the_host_will_not_persist(tmp_path):
@@ -180,9 +180,9 @@ def test_usage_that_cannot_be_recorded_never_fails_the_provider_call(tmp_path):
     """Hermes calls update_from_response inside its API retry loop: a raise there is
     retried as a failed provider call and ends the turn."""
     rt, eng = make_engine(tmp_path)
-    eng._state().calibrator = None              # any internal fault
+    eng.current_state().calibrator = None              # any internal fault
     eng.update_from_response({"prompt_tokens": 1234, "completion_tokens": 5})
-    eng._state().request_estimate = 900
+    eng.current_state().request_estimate = 900
     eng.update_from_response({"prompt_tokens": 1300})
     assert any("usage not recorded" in e for e in rt.errors)
 
@@ -236,14 +236,14 @@ def test_the_canvas_stays_where_it_was_shown_until_a_compaction(tmp_path):
     with every redraw, would rewrite an earlier message each turn (a prompt-cache break)."""
     rt, eng = make_engine(tmp_path)
     conv = [{"role": "system", "content": "sys"}] + conversation(3, 100) + [TURN_START]
-    eng._state().set_canvas(BLOCK)
+    eng.current_state().set_canvas(BLOCK)
     first = eng.select_context(conv)
-    eng._state().set_canvas(canvas.format_block("002-next.mmd", "flowchart TD\n  C[next]"))
+    eng.current_state().set_canvas(canvas.format_block("002-next.mmd", "flowchart TD\n  C[next]"))
     later = conv + [{"role": "user", "content": "and now the docs please"}]
     second = eng.select_context(later)
     assert second[:len(first)] == first, "the request so far is sent byte for byte again"
     assert count_blocks(second, rt.seal) == 1 and "002-next" not in json.dumps(second)
-    eng._state().canvas_repin = True                  # what a compaction sets
+    eng.current_state().canvas_repin = True                  # what a compaction sets
     third = eng.select_context(later)
     assert count_blocks(third, rt.seal) == 1 and "002-next" in M.text_of(third[-1])
 
@@ -254,7 +254,7 @@ def test_a_canvas_drawn_mid_turn_waits_for_the_next_turn(tmp_path):
     rt, eng = make_engine(tmp_path)
     turn = [{"role": "system", "content": "sys"}, dict(TURN_START)]
     assert eng.select_context(turn) is None
-    eng._state().set_canvas(BLOCK)
+    eng.current_state().set_canvas(BLOCK)
     step = turn + conversation(1, 100)[1:]            # the model's call and its result
     assert eng.select_context(step) is None, "mid-turn: sent as it is, no rewrite"
     nxt = step + [{"role": "user", "content": "and the tests"}]
@@ -269,13 +269,13 @@ def test_the_next_process_sends_the_canvas_where_the_last_one_pinned_it(tmp_path
     request after it is re-billed."""
     conv = [{"role": "system", "content": "sys"}] + conversation(3, 100) + [dict(TURN_START)]
     rt, eng = make_engine(tmp_path)
-    eng._state().set_canvas(BLOCK)
+    eng.current_state().set_canvas(BLOCK)
     first = eng.select_context(conv)
     assert count_blocks(first, rt.seal) == 1
     rt.close()
     later = conv + conversation(1, 100)[1:] + [{"role": "user", "content": "and the docs"}]
     rt2, eng2 = make_engine(tmp_path)               # same store, nothing in memory
-    assert eng2._state().canvas_text == "", "the new process has no canvas from the Gateway yet"
+    assert eng2.current_state().canvas_text == "", "the new process has no canvas from the Gateway yet"
     again = eng2.select_context(later)
     assert again[:len(first)] == first, "the request so far is sent byte for byte again"
     assert count_blocks(again, rt2.seal) == 1
@@ -291,15 +291,15 @@ def test_the_next_process_starts_with_this_conversations_calibration(tmp_path):
     conv = [{"role": "system", "content": "system prompt " * 200}] + conversation(5, 2000)
     rt, eng = make_engine(tmp_path)
     eng.select_context(conv)
-    eng.update_from_response({"prompt_tokens": eng._state().request_estimate * 2})
-    learned = eng._state().calibrator.snapshot()
+    eng.update_from_response({"prompt_tokens": eng.current_state().request_estimate * 2})
+    learned = eng.current_state().calibrator.snapshot()
     assert learned["points"] == 1 and learned["slope"] == 2.0
     rt.close()
     rt2, eng2 = make_engine(tmp_path)
-    assert eng2._state().calibrator.snapshot() == learned
+    assert eng2.current_state().calibrator.snapshot() == learned
     rt2.close()
     rt3, eng3 = make_engine(tmp_path, session="other")
-    assert eng3._state().calibrator.points == 0, "another conversation learns its own"
+    assert eng3.current_state().calibrator.points == 0, "another conversation learns its own"
     rt3.close()
 
 
@@ -307,7 +307,7 @@ def test_a_damaged_handover_is_ignored_not_trusted(tmp_path):
     """The store is a file anyone can edit: rows that are not what we wrote start cold."""
     import sqlite3
     rt, eng = make_engine(tmp_path)
-    eng._state()
+    eng.current_state()
     path = rt.store.path
     rt.close()
     db = sqlite3.connect(str(path))
@@ -335,9 +335,9 @@ def test_a_fresh_process_compacting_first_counts_what_the_host_adds(tmp_path):
     extra = 14_000                      # what the host sends beside the list (tools, prompt)
     rt, eng = make_engine(tmp_path, gateway_url="off")
     for turns in (3, 6, 9):             # what the request hook measures, then the provider's count
-        eng._state().request_estimate = messages_tokens(conversation(turns, 2000)) + extra
+        eng.current_state().request_estimate = messages_tokens(conversation(turns, 2000)) + extra
         eng.update_from_response({"prompt_tokens": messages_tokens(conversation(turns, 2000)) + extra})
-    assert eng._state().calibrator.points == 3
+    assert eng.current_state().calibrator.points == 3
     rt.close()
     rt2, eng2 = make_engine(tmp_path, gateway_url="off")
     big = conversation(40, 4000)

@@ -25,7 +25,7 @@ def test_compress_lands_at_target_and_archives(tmp_path):
     out = eng.compress(conv, current_tokens=70_000)
     assert M.validation_errors(out) == []
     assert eng.compression_count == 1
-    st = eng._state()
+    st = eng.current_state()
     assert st.calibrator.to_real(messages_tokens(out)) <= 32_000
     rt.flush()
     got = json.loads(eng.handle_tool_call("tdai_read_cos", {"tool_call_id": "call_0_1"}))
@@ -56,14 +56,14 @@ def test_deepcopy_shares_runtime_copies_budget(tmp_path):
 
 def test_one_conversation_across_rotation(tmp_path):
     rt, eng = make_engine(tmp_path, session="parent")
-    key = eng._state().key
+    key = eng.current_state().key
     eng.on_session_start("child", boundary_reason="compression", old_session_id="parent")
-    assert eng._state().key == key
+    assert eng.current_state().key == key
     assert rt.registry.conversation_of("child") == key
     rt.flush_writes()
     assert rt.store.get_alias("child") == key
     eng.on_session_start("fresh", old_session_id="child")      # /new
-    assert eng._state().key == "fresh"
+    assert eng.current_state().key == "fresh"
 
 
 def test_disabled_passes_through(tmp_path):
@@ -100,7 +100,7 @@ def test_concurrent_sessions_in_threads(tmp_path):
     [t.join() for t in threads]
     assert not errors
     rt.flush_writes()
-    assert rt.store.stats()["archived_sessions"] == 8
+    assert rt.store.stats().archived_sessions == 8
 
 
 def test_compress_returns_fresh_objects(tmp_path):

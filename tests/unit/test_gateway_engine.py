@@ -43,7 +43,7 @@ def drive_turn(hooks, sid, turn, n_calls=2, size=3000):
 
 def test_every_pair_delivered_once_in_order_with_prompt_first(tmp_path, gw):
     rt, eng, hooks = setup(tmp_path, gw)
-    gid = eng._state().gateway_id
+    gid = eng.current_state().gateway_id
     assert gid == "hermes-s1"
     for t in range(3):
         drive_turn(hooks, "s1", t)
@@ -85,7 +85,7 @@ def test_compaction_through_gateway_is_honest_and_valid(tmp_path, gw):
     assert all("api_content" not in m for m in body["messages"])
     st = eng.get_status()["session_stats"]
     assert st["gateway_compactions"] == 1 and st["last_level"] in ("mild", "aggressive", "emergency")
-    assert eng._state().calibrator.to_real(messages_tokens(out)) <= target
+    assert eng.current_state().calibrator.to_real(messages_tokens(out)) <= target
     assert eng.compression_count == 1
     # the pairs reached the Gateway before the compaction (ingest-before-compact)
     first_compact = next(i for i, r in enumerate(gw.requests) if "compact" in r.path)
@@ -124,7 +124,7 @@ def test_gateway_failure_falls_back_locally(tmp_path, gw, fault):
     eng.update_from_response({"prompt_tokens": 60_000})
     out = eng.compress(conv, current_tokens=60_000)
     assert M.validation_errors(out) == [] and eng.compression_count == 1
-    assert eng._state().calibrator.to_real(messages_tokens(out)) <= 32_000
+    assert eng.current_state().calibrator.to_real(messages_tokens(out)) <= 32_000
     assert any(M.NOTICE_MARK in M.text_of(m) for m in out)
     assert eng.get_status()["session_stats"]["local_compactions"] == 1
     assert rt.errors
@@ -168,7 +168,7 @@ def test_canvas_injected_once_and_guarded(tmp_path, gw):
     rt, eng, hooks = setup(tmp_path, gw)
     drive_turn(hooks, "s1", 0)
     assert rt.flush("s1", 5)
-    assert wait_for(lambda: bool(eng._state().canvas_hash))
+    assert wait_for(lambda: bool(eng.current_state().canvas_hash))
     first = hooks.pre_llm_call(session_id="s1", user_message="continue please", conversation_history=[])
     assert first and canvas.blocks(first["context"], rt.seal) == [first["context"]]
     assert hooks.pre_llm_call(session_id="s1", user_message="and more", conversation_history=[]) is None
@@ -202,7 +202,7 @@ def test_hanging_gateway_costs_one_timeout_then_turns_stay_fast(tmp_path, gw):
         t = time.perf_counter()
         again = eng.compress(conv + conversation(turn + 1, 4000), current_tokens=60_000)
         assert time.perf_counter() - t < 0.5    # breaker open: no network at all
-        assert eng._state().calibrator.to_real(messages_tokens(again)) <= 32_000
+        assert eng.current_state().calibrator.to_real(messages_tokens(again)) <= 32_000
     gw.clear_fault()
     rt.client.breaker.retry_at = 0
     rt.flush_writes()
@@ -221,7 +221,7 @@ def test_every_third_call_failing_loses_and_duplicates_nothing(tmp_path, gw):
         if turn % 3 == 2:
             out = eng.compress(conv + conversation(20, 4000), current_tokens=60_000)
             assert M.validation_errors(out) == []
-            assert eng._state().calibrator.to_real(messages_tokens(out)) <= 32_000
+            assert eng.current_state().calibrator.to_real(messages_tokens(out)) <= 32_000
             rt.client.breaker.retry_at = 0       # 5xx opens the breaker; don't wait in a test
             rt.client.breaker.record_success()
     rt.flush_writes()

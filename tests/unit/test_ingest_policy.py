@@ -49,7 +49,7 @@ def test_the_worker_sends_what_the_policy_hands_it_and_reports_back(tmp_path):
         hooks.post_tool_call(tool_name="read_file", args={"path": "/p.py"}, result="x" * 400,
                              session_id="s1", tool_call_id="c1")
         assert rt.flush("s1", 10)
-        state = eng._state()
+        state = eng.current_state()
         assert wait_for(lambda: "001-task.mmd" in state.canvas_text)
         pairs = [r.body for r in gw.requests if r.path.endswith("/ingest") and r.body["tool_pairs"]]
         rt.close()

@@ -32,7 +32,7 @@ def test_compaction_counters_move_in_the_session_and_the_process(tmp_path):
 
 def test_gateway_route_and_error_are_counted(tmp_path):
     rt, eng = make_engine(tmp_path)
-    state = eng._state()
+    state = eng.current_state()
     state.record_compaction(Compaction(Route.GATEWAY_THEN_LOCAL, Level.MILD, 90_000, 40_000,
                                        45_000, 12, error="body too large"))
     for stats in _both(rt, eng):
@@ -42,7 +42,7 @@ def test_gateway_route_and_error_are_counted(tmp_path):
 
 def test_canvas_shown_and_removed_through_select_context_and_pre_llm_call(tmp_path):
     rt, eng = make_engine(tmp_path)
-    eng._state().set_canvas(BLOCK)
+    eng.current_state().set_canvas(BLOCK)
     conv = [{"role": "system", "content": "s"}] + conversation(2, 50) + [
         {"role": "user", "content": "next turn"}]
     eng.select_context(conv)
@@ -71,7 +71,7 @@ def test_usage_and_cache_buckets(tmp_path):
 
 def test_counters_do_not_lose_updates_across_threads(tmp_path):
     rt, eng = make_engine(tmp_path)
-    state = eng._state()
+    state = eng.current_state()
 
     def bump():
         for _ in range(2000):

@@ -33,7 +33,7 @@ def test_outbox_order_delivery_and_dead_rows(tmp_path):
     st.mark_failed([rows[2].id], "400 bad", dead=True)
     assert st.backlog("s") == 1
     stats = st.stats()
-    assert stats["delivered"] == 2 and stats["outbox_dead"] == 1
+    assert stats.delivered == 2 and stats.outbox_dead == 1
 
 
 def test_reclaim_deletes_only_old_rows(tmp_path):
@@ -81,7 +81,7 @@ def test_writer_batches_from_many_threads(tmp_path):
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert w.flush(5)
-    assert st.stats()["archived_items"] == 300
+    assert st.stats().archived_items == 300
     w.close()
 
 

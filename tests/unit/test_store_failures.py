@@ -72,7 +72,7 @@ def test_what_waits_is_capped_and_the_loss_is_reported(tmp_path, quick_busy):
     assert w.flush(10)
     kept = st.count_archived("s")
     assert kept + w.stats()["lost"] == 200
-    assert wait_for(lambda: st.stats()["writes_lost"] == w.stats()["lost"], timeout=10.0)   # doctor/status see it
+    assert wait_for(lambda: st.stats().writes_lost == w.stats()["lost"], timeout=10.0)   # doctor/status see it
     w.close()
 
 

@@ -32,7 +32,7 @@ def _results(n, size):
 
 def _checkpoint(store):
     store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return store.stats()["db_bytes"]
+    return store.stats().db_bytes
 
 
 def test_a_waiting_backlog_costs_the_results_once_on_disk(tmp_path, gw):
@@ -133,7 +133,7 @@ def test_a_result_deleted_by_retention_before_delivery_is_not_sent_empty(tmp_pat
     try:
         assert rt.flush("s1", 10)
         assert gw.ingested_pairs("hermes-s1") == []
-        assert rt.store.stats()["outbox_dead"] == 1
+        assert rt.store.stats().outbox_dead == 1
     finally:
         rt.close()
 

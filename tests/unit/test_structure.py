@@ -13,7 +13,7 @@ from typing import Dict, List, Set
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT_DIRS = ("", "host", "compaction", "settings", "runtime", "common", "memory_gateway",
-                "context", "archive", "ops")
+                "context", "archive", "ops", "status")
 # the root holds the plugin's entry and the design card's own files; everything else is a folder
 ROOT_MODULES = {"", "__main__", "engine", "session", "hooks"}
 MAX_LINES = 400

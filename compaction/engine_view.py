@@ -1,0 +1,21 @@
+"""What compaction needs of the engine: its window, its target and the conversation's state.
+
+A protocol, not the engine class: the engine imports this package, so naming the class here
+would make an import circle; ``TencentDBOffloadEngine`` satisfies it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..session import SessionState
+
+
+class CompactingEngine(Protocol):
+    context_length: int
+    threshold_tokens: int       # the trigger that applies on this window
+    runtime: Any                # runtime/process.Runtime, which imports this package
+
+    def compaction_target(self) -> int: ...
+
+    def current_state(self) -> SessionState: ...

@@ -1,0 +1,160 @@
+"""The status record: what the store holds across processes and what this process holds,
+built in one place (``read_store_view``, ``Runtime.status_record``) for the one renderer."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ..archive import readonly
+from ..archive.stats import StoreStats
+from ..compaction.record import Compaction
+from ..host.thresholds import Trigger
+from ..memory_gateway.client import GatewayClient
+from ..settings.config import Settings
+
+
+@dataclass
+class SessionRow:
+    session: str
+    archived_items: int = 0
+    archived_chars: int = 0
+    last_activity: Optional[float] = None
+    compactions: int = 0
+    tokens_saved: int = 0
+    backlog: int = 0
+
+
+@dataclass
+class CompactionSummary:
+    total: int = 0
+    gateway: int = 0
+    local: int = 0
+    levels: Dict[str, int] = field(default_factory=dict)
+    tokens_saved: int = 0
+    recent: List[Dict[str, Any]] = field(default_factory=list)   # newest first, with ts and session
+
+    @property
+    def last(self) -> Optional[Dict[str, Any]]:
+        return self.recent[0] if self.recent else None
+
+
+@dataclass
+class StoreView:
+    """What the store says, whoever wrote it."""
+    stats: StoreStats
+    sessions: List[SessionRow]                  # newest activity first; every session counted
+    compactions: CompactionSummary
+    errors: List[Dict[str, Any]]
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The keys ``status --json`` has always printed."""
+        return {"store": self.stats.as_dict(), "backlog": self.stats.outbox_backlog,
+                "sessions": [asdict(r) for r in self.sessions],
+                "compactions": asdict(self.compactions), "errors": self.errors}
+
+
+def read_store_view(directory: Path, recent: int = 10) -> StoreView:
+    """Read ``directory/store.db`` without writing it (sqlite3.Error when unreadable)."""
+    reader = readonly.StoreReader(directory)
+    try:
+        stats = reader.stats()
+        events = reader.events("compaction", limit=100_000)
+        sessions: Dict[str, SessionRow] = {}
+        for sess, items, chars, last in reader.archive_by_session():
+            sessions[sess] = SessionRow(sess, items, chars or 0, last)
+        for sess, n, last in reader.backlog_by_session():
+            sessions.setdefault(sess, SessionRow(sess, last_activity=last)).backlog = n
+        errors = [{"ts": created, "session": sess, "source": "outbox", "error": err}
+                  for created, sess, err in reader.outbox_errors(5)]
+    finally:
+        reader.close()
+    summary = CompactionSummary(total=len(events))
+    for ev in events:
+        rec = Compaction.from_json(ev)
+        name = ev.get("session") or "?"
+        row = sessions.setdefault(name, SessionRow(name, last_activity=ev.get("ts")))
+        row.compactions += 1
+        row.tokens_saved += rec.saved
+        row.last_activity = max(row.last_activity or 0, ev.get("ts") or 0)
+        summary.tokens_saved += rec.saved
+        summary.gateway += 1 if rec.via_gateway else 0
+        summary.levels[rec.level.value] = summary.levels.get(rec.level.value, 0) + 1
+        if rec.error:
+            errors.append({"ts": ev.get("ts"), "session": ev.get("session"), "source": "compaction",
+                           "error": rec.error})
+    summary.local = summary.total - summary.gateway
+    summary.recent = [dict(Compaction.from_json(ev).to_json(), ts=ev.get("ts"), session=ev.get("session"))
+                      for ev in events[:recent]]
+    errors.sort(key=lambda e: e.get("ts") or 0, reverse=True)
+    ordered = sorted(sessions.values(), key=lambda r: r.last_activity or 0, reverse=True)
+    return StoreView(stats, ordered, summary, errors[:recent])
+
+
+@dataclass
+class GatewayView:
+    url: str
+    configured: bool            # set by the user, not the default URL
+    instance_id: str
+    health: str
+    version: str
+    breaker_state: str
+    retry_in_s: float
+    config_error: str
+    last_error: str
+    answered: bool              # something answered at the URL in this process
+
+    @classmethod
+    def of(cls, client: GatewayClient, settings: Settings) -> "GatewayView":
+        breaker = client.breaker.snapshot()
+        return cls(client.base_url, settings.gateway_configured, client.instance_id,
+                   client.last_health.get("status", "unknown"), client.last_health.get("version", ""),
+                   breaker["state"], breaker.get("retry_in_s", 0.0), client.config_error,
+                   client.last_error, client.answered)
+
+    @property
+    def looks_unused(self) -> bool:
+        """Nobody configured it and nothing ever answered: local mode, not an outage."""
+        return not self.configured and not self.answered
+
+
+@dataclass
+class HeldSession:
+    session: str
+    tool_results: int
+    compactions: int
+
+    @property
+    def active(self) -> bool:
+        """Did anything in this conversation: the engine's placeholder before a session is
+        bound ("default") holds nothing and is not a conversation."""
+        return self.tool_results > 0 or self.compactions > 0 or self.session != "default"
+
+
+@dataclass
+class ProcessView:
+    """What this Hermes process holds in memory."""
+    mode: str
+    sessions_in_memory: int
+    sessions_evicted: int
+    held: List[HeldSession]
+    totals: Dict[str, Any]      # session.SessionStats.as_dict() of every conversation
+    writer: Dict[str, Any]      # archive/writer.StoreWriter.stats()
+    store_error: str
+
+
+@dataclass
+class StatusReport:
+    """Everything a status surface shows; ``store``/``process``/``gateway`` are None when the
+    surface has none (no store yet; outside Hermes; no Gateway)."""
+    settings: Settings
+    store_dir: str
+    trigger: Optional[Trigger] = None
+    store: Optional[StoreView] = None
+    process: Optional[ProcessView] = None
+    gateway: Optional[GatewayView] = None
+    store_problem: str = ""     # why the store could not be used ("" when it could)
+    gateway_sources: str = ""
+    warnings: List[str] = field(default_factory=list)
+    recent_errors: List[str] = field(default_factory=list)

@@ -1,0 +1,192 @@
+"""The one status renderer: ``/tencentdb-offload``, ``python3 <plugin dir> status``, doctor's
+store line and the 0.22 compaction line print with these functions, so they show the same figures."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional
+
+from ..archive.stats import StoreStats
+from ..common.humanize import count, kilo, plural, printable, size
+from ..compaction.record import Compaction
+from ..host.thresholds import trigger_text
+from ..settings.config import Settings, gateway_text
+from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView
+
+RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
+NO_GATEWAY = "local mode (no Gateway configured)"
+
+
+def when(ts: Any, unknown: str = "-") -> str:
+    """A moment as people read it in status lines: local time, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else unknown
+
+
+def describe_compaction(ev: Dict[str, Any]) -> str:
+    """One line about a stored compaction event: when, the record's own description, whose."""
+    text = "%s, %s" % (when(ev.get("ts"), "?"), Compaction.from_json(ev).describe())
+    if ev.get("session"):
+        text += " (session %s)" % ev["session"]
+    return printable(text + "; " + RECALL, newlines=False)      # level, error: the Gateway's words
+
+
+def store_figures(stats: StoreStats) -> str:
+    """The store's figures in the words every surface (doctor included) prints them."""
+    return "%s waiting for the Gateway, %s refused for good, %s delivered; %s archived" % (
+        plural(stats.outbox_backlog, "row"), count(stats.outbox_dead), count(stats.delivered),
+        plural(stats.archived_items, "item"))
+
+
+def gateway_in_use(settings: Settings, gateway: Optional[GatewayView], stats: StoreStats) -> bool:
+    """Whether the outbox is a story worth telling: a Gateway was configured or answered."""
+    if not settings.gateway_url:
+        return bool(stats.outbox_backlog or stats.outbox_dead)     # left from when one was on
+    if gateway is not None:
+        return not gateway.looks_unused
+    return settings.gateway_configured or stats.delivered > 0
+
+
+def mode_text(report: StatusReport) -> str:
+    s, gw = report.settings, report.gateway
+    if not s.enabled:
+        return "disabled"
+    if gw is not None and gw.looks_unused or gw is None and s.gateway_url and not s.gateway_configured:
+        return "local (no Gateway configured)"
+    if report.process is not None:
+        return report.process.mode
+    return "local (Gateway off)" if not s.gateway_url else "Gateway at %s" % s.gateway_url
+
+
+def render(report: StatusReport) -> str:
+    s = report.settings
+    store = report.store
+    last = store.compactions.last if store else None
+    lines: List[str] = [
+        "tencentdb-offload status — mode: %s; store %s" % (mode_text(report), report.store_dir),
+        "  last compaction: %s" % (describe_compaction(last) if last else "none yet"),
+        "  %s, down to %.0f%%; keep first %s; trim results over %s"
+        % (trigger_text(s, report.trigger), s.compact_ratio * 100, plural(s.keep_first, "message"),
+           plural(s.trim_chars, "char"))]
+    if report.gateway_sources:
+        lines.append("  Gateway settings: %s" % report.gateway_sources)
+    if report.process is not None:
+        lines += _process_lines(report.process, s, len(store.sessions) if store else 0)
+    lines += _store_lines(report)
+    lines += _gateway_lines(report)
+    lines += ["  warning: %s" % w for w in report.warnings[-3:]]
+    lines += ["  error: %s" % e for e in report.recent_errors[-3:]]
+    return "\n".join(printable(line, newlines=False) for line in lines)   # peers' text, one line each
+
+
+def _process_lines(p: ProcessView, s: Settings, known: int) -> List[str]:
+    t = p.totals
+    lines = [
+        "  sessions in memory: %s (at most %s; %s evicted, their archive stays) — this Hermes "
+        "process only; the archive holds %s from every process"
+        % (count(sum(1 for h in p.held if h.active)), count(s.max_sessions), count(p.sessions_evicted),
+           plural(known, "session")),
+        "    (one per conversation this process served: a chat, and each sub-agent or background "
+        "review Hermes runs with its own session id; a compaction's new id stays with its chat)%s"
+        % held_sessions(p.held),
+        "  compactions this process: %s (Gateway %s, local %s); levels: %s"
+        % (count(t["compactions"]), count(t["gateway_compactions"]), count(t["local_compactions"]),
+           ", ".join("%s %s" % (k, count(v)) for k, v in sorted(t["levels"].items())) or "none"),
+        "  tokens: %s before → %s after (saved %s); archived this process: %s"
+        % (count(t["tokens_before"]), count(t["tokens_after"]), count(t["tokens_saved"]),
+           plural(t["archived"], "item")),
+        "  canvas: injected %s, stale blocks removed %s"
+        % (count(t["canvas_injections"]), count(t["canvas_blocks_removed"]))]
+    w = p.writer
+    if w and not w.get("healthy", True):
+        lines.append("  ARCHIVE WRITES WAITING: %s retrying (%s held in memory), %s lost — %s"
+                     % (count(w.get("retrying", 0)), size(w.get("waiting_bytes", 0)),
+                        count(w.get("lost", 0)), w.get("last_error") or "store unavailable"))
+    return lines
+
+
+def held_sessions(held: List[HeldSession], most: int = 5) -> str:
+    """``: a1b2 (12 tool results), …`` for the conversations held in memory (none invented)."""
+    real = [h for h in held if h.active]
+    if not real:
+        return ""
+    shown = ["%s (%s)" % (h.session, plural(h.tool_results, "tool result")) for h in real[-most:][::-1]]
+    return ": " + ", ".join(shown) + (", …" if len(real) > most else "")
+
+
+def _store_lines(report: StatusReport) -> List[str]:
+    if report.store_problem:
+        return ["  archive: UNAVAILABLE — %s" % report.store_problem]
+    store = report.store
+    if store is None:
+        return ["  no store yet: the plugin has not archived anything with this "
+                "HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR"]
+    st, comp = store.stats, store.compactions
+    lines = ["  archive: %s, %s chars (%s of text) from %s of the %s the store knows; database %s"
+             % (plural(st.archived_items, "item"), count(st.archived_chars), size(st.archived_chars),
+                count(st.archived_sessions), plural(len(store.sessions), "session"), size(st.db_bytes))]
+    if gateway_in_use(report.settings, report.gateway, st):
+        lines.append("  store: " + store_figures(st))
+    lines.append("  compactions (every process): %s (Gateway %s, local %s); levels: %s; tokens saved %s"
+                 % (count(comp.total), count(comp.gateway), count(comp.local),
+                    ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
+                    count(comp.tokens_saved)))
+    lines += _sessions_and_recent(store)
+    lines += ["  error (%s, %s): %s" % (e["source"], when(e["ts"]), str(e["error"])[:200])
+              for e in store.errors[:5]]
+    return lines
+
+
+def _sessions_and_recent(store: StoreView) -> List[str]:
+    lines = []
+    if store.sessions:
+        lines.append("  sessions (newest first):")
+        for r in store.sessions[:15]:
+            lines.append("    %s: %s, %s, saved %s tokens, %s waiting, last %s"
+                         % (r.session, plural(r.archived_items, "item"), plural(r.compactions, "compaction"),
+                            count(r.tokens_saved), count(r.backlog), when(r.last_activity)))
+        if len(store.sessions) > 15:
+            lines.append("    … and %s more" % plural(len(store.sessions) - 15, "session"))
+    if store.compactions.recent:
+        lines.append("  recent compactions:")
+        for ev in store.compactions.recent:
+            lines.append("    %s %s: %s" % (when(ev["ts"]), ev["session"], Compaction.from_json(ev).describe()))
+    return lines
+
+
+def _gateway_lines(report: StatusReport) -> List[str]:
+    s, gw = report.settings, report.gateway
+    if gw is None:
+        if s.gateway_url and not s.gateway_configured:
+            return ["  " + _unused_default(s.gateway_url)]
+        return ["  %s%s" % (gateway_text(s.gateway_url, s.gateway_configured),
+                            " (instance %s)" % s.instance_id if s.gateway_url else "")]
+    if gw.looks_unused:
+        return ["  " + _unused_default(gw.url)]
+    lines = ["  %s (instance %s), health %s%s; breaker %s%s"
+             % (gateway_text(gw.url, gw.configured), gw.instance_id, gw.health,
+                " (version %s)" % gw.version if gw.version else "", gw.breaker_state,
+                " (retry in %.0f s)" % gw.retry_in_s if gw.breaker_state == "open" else "")]
+    if gw.config_error:
+        lines.append("  CONFIG PROBLEM: %s — check TENCENTDB_OFFLOAD_API_KEY / _INSTANCE_ID / _GATEWAY_URL"
+                     % gw.config_error)
+    if gw.last_error:
+        lines.append("  last Gateway error: %s" % gw.last_error)
+    return lines
+
+
+def _unused_default(url: str) -> str:
+    return ("%s: compaction runs here; a %s is used only if one answers there "
+            "(TENCENTDB_OFFLOAD_GATEWAY_URL=off stops looking)" % (NO_GATEWAY, gateway_text(url, False)))
+
+
+def announce_line(approx: Any, target: int, via_gateway: bool, last: Optional[Compaction],
+                  gateway_note: str = "") -> str:
+    """What the user reads when a compaction starts (Hermes asks before it runs); ``approx``
+    is Hermes' estimate, and the line says so."""
+    size = ("~%s tokens (Hermes' estimate)" % kilo(approx) if isinstance(approx, int) and approx > 0
+            else "the context")
+    line = ("tencentdb-offload: compacting %s %s to the %s-token target; what leaves stays "
+            "readable (recall: tdai_read_cos, tdai_offload_search)"
+            % (size, "through the Gateway%s" % gateway_note if via_gateway else "locally",
+               kilo(target)))
+    return line + (". Last: " + last.describe() if last else "")
