@@ -183,12 +183,24 @@ class CompactionRun:
                       recallable=recallable, count=self.count, seal=rt.seal,
                       summaries=summaries, notes=notes, focus=self.focus)
         note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
-        if attempt.messages is None:
-            done, route = local_compact(clean, room, **common), Route.LOCAL
-        elif sum(map(self.count, attempt.messages)) + note_cost <= room:
+        if attempt.messages is not None and \
+                sum(map(self.count, attempt.messages)) + note_cost <= room:
             return attempt.messages, Route.GATEWAY, False
+        # the note pair may follow the result (``with_notes``): its room is kept free
+        local_room = max(256, room - note_cost)
+        if attempt.messages is None:
+            done, route = local_compact(clean, local_room, **common), Route.LOCAL
         else:
-            done, route = local_compact(attempt.messages, room, **common), Route.GATEWAY_THEN_LOCAL
+            done, route = (local_compact(attempt.messages, local_room, **common),
+                           Route.GATEWAY_THEN_LOCAL)
+            if not done.within_budget:      # the budget holds: cut from the request instead
+                ours = local_compact(clean, local_room, **common)
+                if ours.tokens_after < done.tokens_after:
+                    done, route = ours, Route.LOCAL
+        if not done.within_budget:
+            rt.note_error("compaction landed at %d of %d estimated tokens: the current user "
+                          "message and its newest step are never cut and alone exceed it"
+                          % (done.tokens_after, local_room))
         self.args_gone = list(done.departed)            # trimmed call arguments, archived
         return done.messages, route, done.notes_placed
 
