@@ -17,6 +17,11 @@ from .blocks import Block, Kind, blocks_of, content_blocks
 
 PER_MESSAGE = 4
 IMAGE_TOKENS = 1_000
+# what a calibration may claim, by physical sense: a provider counts 0.5–3 tokens per one of
+# ours (``Calibrator``'s slope band, with a margin), and what it counts beyond the messages
+# (system prompt, tool schemas) is part of a request it counted, never more than it
+SLOPE_MIN, SLOPE_MAX = 0.5, 3.0
+RATIO_MIN, RATIO_MAX = 0.25, 4.0
 
 # Weights per character class, fitted against the o200k tokenizer on English prose, Chinese,
 # code and JSON (bench/tokcheck.py; median error within ±5 % per class): letters ≈ 5.3 per
@@ -169,11 +174,12 @@ class Calibrator:
         var = sum((x - mean_x) ** 2 for x in xs)
         if n >= 2 and var > (0.05 * mean_x) ** 2:
             slope = sum((x - mean_x) * (y - mean_y) for x, y in pts) / var
-            slope = min(3.0, max(0.5, slope))
+            slope = min(SLOPE_MAX, max(SLOPE_MIN, slope))
         else:
             # one distinct size: proportional scaling is the safer reading (tokenizer ratio)
-            slope = min(3.0, max(0.5, mean_y / mean_x))
-        overhead = max(0.0, mean_y - slope * mean_x)
+            slope = min(SLOPE_MAX, max(SLOPE_MIN, mean_y / mean_x))
+        # the overhead is part of every request counted: never more than the smallest one
+        overhead = min(max(0.0, mean_y - slope * mean_x), min(p[1] for p in pts))
         return slope, overhead
 
     @property
@@ -203,19 +209,25 @@ class Calibrator:
         with self._lock:
             return [[x, y] for x, y in self._points]
 
-    def seed(self, points: Any) -> None:
-        """Start from ``export()``ed points, unless this one has observed something itself;
-        anything not a list of positive number pairs is ignored."""
+    def seed(self, points: Any) -> str:
+        """Start from ``export()``ed points, unless this one has observed something itself.
+        Only physically sensible points are taken: positive number pairs whose ratio is in
+        ``RATIO_MIN``–``RATIO_MAX`` (an overhead of ten windows is not a provider's count).
+        Returns what was ignored and why ("" when nothing was)."""
         if not isinstance(points, list):
-            return
+            return "" if points is None else "calibration ignored: not a list of points"
         good = [(float(p[0]), float(p[1])) for p in points[-self._window:]
                 if isinstance(p, list) and len(p) == 2
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                        and 0 < v < 1e9 for v in p)]
+                        and 0 < v < 1e9 for v in p)
+                and RATIO_MIN <= p[1] / p[0] <= RATIO_MAX]
         with self._lock:
             if good and not self._points:
                 self._points = good
                 self._fit = self._solve()
+        dropped = len(points[-self._window:]) - len(good)
+        return ("calibration: %d of %d inherited points ignored (not a plausible provider "
+                "count)" % (dropped, len(points[-self._window:]))) if dropped else ""
 
     def snapshot(self) -> Dict[str, Any]:
         return {"slope": round(self.slope, 3), "overhead": self.overhead,

@@ -1,0 +1,49 @@
+"""A calibration handed over by another process (or a damaged row) is trusted only as far as
+physics allows: a provider counts 0.5–3 tokens per one of ours, and what it counts beyond the
+messages is part of a request it counted (issue 27, item 3)."""
+
+import tencentdb_offload as plugin
+from tencentdb_offload.context.tokens import Calibrator, messages_tokens
+
+from helpers import conversation, env_for, make_engine
+
+WINDOW = 64_000
+TEN_WINDOWS = [[3_700.0, 10 * WINDOW + 3_700.0], [3_800.0, 10 * WINDOW + 3_800.0]]
+
+
+def test_seed_ignores_an_overhead_of_ten_windows_and_says_so():
+    cal = Calibrator()
+    ignored = cal.seed(TEN_WINDOWS)
+    assert "2 of 2" in ignored and cal.points == 0
+    assert cal.to_real(3_700) < 2 * 3_700
+
+
+def test_seed_keeps_the_plausible_points_of_a_damaged_row():
+    cal = Calibrator()
+    ignored = cal.seed([[20_000.0, 24_000.0], [30_000.0, 34_000.0], [30_500.0, 1e8]])
+    assert "1 of 3" in ignored and cal.points == 2
+    assert cal.to_real(30_000) <= 40_000
+
+
+def test_the_fit_never_yields_an_overhead_beyond_what_was_counted():
+    cal = Calibrator()
+    cal.observe(10_000, 40_000)
+    cal.observe(30_000, 5_000)          # a damaged pair: the slope floor leaves 12,500
+    assert cal.overhead <= 5_000 and cal.to_real(0) <= 5_000
+
+
+def test_a_new_process_on_that_conversation_neither_compacts_early_nor_cuts_to_nothing(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    key = eng._state().key
+    rt.hand_over(key, "calibration", TEN_WINDOWS)
+    rt.flush_writes()
+    rt.close()
+    rt2 = plugin.build_runtime(env=env_for(tmp_path))
+    eng2 = plugin.open_session(rt2, "s1", WINDOW, model="m")
+    small = conversation(2, 200)
+    assert not eng2.should_compress(eng2._state().calibrator.to_real(messages_tokens(small)))
+    big = conversation(30, 6_000)
+    out = eng2.compress(big, current_tokens=messages_tokens(big))
+    assert messages_tokens(out) > 8_000           # compacted to the target, not to nothing
+    assert any("calibration" in e and "ignored" in e for e in rt2.errors)
+    rt2.close()
