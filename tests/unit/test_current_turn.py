@@ -67,3 +67,15 @@ def test_repair_keeps_the_current_turn_apart_from_an_older_request():
     assert M.validation_errors(out) == []
     assert [m["role"] for m in out] == ["user", "assistant", "user", "assistant"]
     assert out[0]["content"] == "first\n\nsecond" and out[2] == {"role": "user", "content": "now"}
+
+
+def test_replay_tells_our_summaries_by_their_seal_not_by_our_prefix():
+    from tencentdb_offload.context.provenance import Seal
+    from tencentdb_offload.ops.replay import original_stream
+    seal = Seal(b"r" * 32)
+    ours = seal.seal_text("digest", "[tencentdb-offload] Digest of earlier turns.")
+    rows = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
+            {"role": "assistant", "content": ours}, {"role": "user", "content": PASTED}]
+    kept, _copies, summaries, _runs = original_stream(rows, [0, 1, 2, 3], seal)
+    assert summaries == 1 and ours not in [m["content"] for m in kept]
+    assert [m["content"] for m in kept if m["role"] == "user"] == ["first", PASTED]
