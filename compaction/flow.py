@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .ahead import GatewayAttempt
 from .record import Compaction, Level, Route
 from ..host.compat import HOST_SELECTS_CONTEXT
-from ..context import canvas, departures, focus, recall_blocks
+from ..context import canvas, departures, durable_pointers, focus, recall_blocks
 from ..context import digest as D
 from ..context import messages as M
 from ..context.fallback import local_compact
@@ -118,6 +118,7 @@ class CompactionRun:
         if self.cancelled():                        # a discarded attempt publishes nothing
             return self.messages, None
         archived = self.publish(clean, result, attempt)
+        result = self.only_durable_pointers(clean, result)
         after = self.state.calibrator.to_real(budget.overhead + sum(map(self.count, result)))
         record = Compaction(
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
@@ -222,6 +223,26 @@ class CompactionRun:
         if gone.items:
             self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
         return gone.count
+
+
+    def only_durable_pointers(self, clean: List[Message], result: List[Message]) -> List[Message]:
+        """A trimmed result keeps its recall pointer only when the archive durably holds its
+        text (committed, read back); else it goes back whole: nothing promised is lost."""
+        rt = self.rt
+        if not durable_pointers.pointed(result, rt.seal):
+            return result
+        rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)    # at once when the store is failing
+
+        def held(tid: str) -> bool:
+            try:
+                return rt.store is not None and rt.store.holds(self.state.key, tid)
+            except Exception:                       # unreadable: not promised
+                return False
+        result, restored = durable_pointers.restore(result, clean, rt.seal, held)
+        if restored:
+            rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
+                          "them (%s)" % (restored, rt.writer.last_error or "not written"))
+        return result
 
 
 def attempt_cancelled(engine: Any) -> Callable[[], bool]:
