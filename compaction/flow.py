@@ -82,6 +82,7 @@ class CompactionRun:
         self.memory = ""
         self.focus = focus.terms(focus_topic)           # /compress <focus>
         self.state = engine._state()
+        self.state.calibrator.bound(engine.context_length)     # an inherited fit stays physical
         self.messages = messages
         self.cancelled = cancelled
         self.count = TokenMemo()

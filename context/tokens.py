@@ -18,10 +18,14 @@ from .blocks import Block, Kind, blocks_of, content_blocks
 PER_MESSAGE = 4
 IMAGE_TOKENS = 1_000
 # what a calibration may claim, by physical sense: a provider counts 0.5–3 tokens per one of
-# ours (``Calibrator``'s slope band, with a margin), and what it counts beyond the messages
-# (system prompt, tool schemas) is part of a request it counted, never more than it
+# ours (the slope band; an inherited point outside it is not a count of a request of ours),
+# and what it counts beyond our estimate is part of a request it counted, never more
 SLOPE_MIN, SLOPE_MAX = 0.5, 3.0
-RATIO_MIN, RATIO_MAX = 0.25, 4.0
+RATIO_MIN, RATIO_MAX = SLOPE_MIN, SLOPE_MAX
+# the fit's overhead is what the provider counts that our estimate does not see (its own
+# tools, framing): past a quarter of the window it would leave the compaction target (half
+# the window by default) no room for the conversation
+OVERHEAD_MAX_SHARE = 0.25
 
 # Weights per character class, fitted against the o200k tokenizer on English prose, Chinese,
 # code and JSON (bench/tokcheck.py; median error within ±5 % per class): letters ≈ 5.3 per
@@ -156,6 +160,7 @@ class Calibrator:
         self._default_overhead = default_overhead
         self._lock = threading.Lock()
         self._fit: Tuple[float, float] = (1.0, float(default_overhead))
+        self._window_tokens = 0             # the context window, once the engine knows it
 
     def observe(self, estimate: int, actual: int) -> None:
         if estimate <= 0 or actual <= 0:
@@ -178,9 +183,21 @@ class Calibrator:
         else:
             # one distinct size: proportional scaling is the safer reading (tokenizer ratio)
             slope = min(SLOPE_MAX, max(SLOPE_MIN, mean_y / mean_x))
-        # the overhead is part of every request counted: never more than the smallest one
+        # the overhead is part of every request counted: never more than the smallest one,
+        # nor more than a physical share of the window
         overhead = min(max(0.0, mean_y - slope * mean_x), min(p[1] for p in pts))
+        if self._window_tokens:
+            overhead = min(overhead, OVERHEAD_MAX_SHARE * self._window_tokens)
         return slope, overhead
+
+    def bound(self, window_tokens: int) -> None:
+        """The context window the requests go to: the fit's overhead stays within its share."""
+        if isinstance(window_tokens, int) and window_tokens > 0 \
+                and window_tokens != self._window_tokens:
+            with self._lock:
+                self._window_tokens = window_tokens
+                if self._points:
+                    self._fit = self._solve()
 
     @property
     def slope(self) -> float:
