@@ -64,3 +64,19 @@ def test_the_digest_stays_in_its_budget_for_any_number_of_turns(request_text):
     later = SEAL.open_text(again["content"])[1]
     assert D.tokens_of(later) <= cap and "#9000 user: " in later
     assert D.last_number([later]) == 9_000
+
+
+def test_through_the_gateway_too_the_result_lands_at_or_under_the_target(tmp_path):
+    from fakes.gateway import FakeGateway
+    msgs = ([{"role": "system", "content": "You are a helpful assistant."}]
+            + short_chat(4_000) + [{"role": "user", "content": "and now?"}])
+    with FakeGateway(api_key="k") as gw:
+        gw.tamper = lambda reply: msgs[:1] + msgs[3:]     # a reply that is still over budget
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k")
+        out = eng.compress(msgs, current_tokens=messages_tokens(msgs))
+        after = eng._state().calibrator.to_real(messages_tokens(out))
+        stats = eng.get_status()["session_stats"]
+        rt.close()
+    assert stats["gateway_compactions"] == 1          # its reply was used, then cut further
+    assert M.validation_errors(out) == []
+    assert after <= eng._target() < eng.threshold_tokens
