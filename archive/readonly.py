@@ -16,7 +16,7 @@ import json
 import sqlite3
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List, Optional, Set
 
 STORE_TABLES = {"archive", "outbox", "events"}
 
@@ -96,9 +96,12 @@ class StoreReader:
     def backlog(self) -> int:
         return int(self._one("outbox", "SELECT count(*) FROM outbox" + self._outbox_where(0)))
 
-    def events(self, kind: str, limit: int) -> List[Dict[str, Any]]:
-        rows = self._rows("events", "SELECT ts,session,kind,data FROM events WHERE kind=? "
-                          "ORDER BY id DESC LIMIT ?", (kind, limit))
+    def events(self, kind: str, limit: int, session: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Newest first; one conversation's only when ``session`` is given."""
+        where, args = ("kind=?", (kind,)) if session is None else ("kind=? AND session=?",
+                                                                   (kind, session))
+        rows = self._rows("events", "SELECT ts,session,kind,data FROM events WHERE %s "
+                          "ORDER BY id DESC LIMIT ?" % where, args + (limit,))
         out = []
         for ts, session, k, data in rows:
             try:
@@ -108,6 +111,12 @@ class StoreReader:
             out.append({**(fields if isinstance(fields, dict) else {}), "ts": ts, "session": session,
                         "kind": k})
         return out
+
+    def conversation_of(self, session_id: str) -> Optional[str]:
+        """The conversation a (Hermes 0.17 rotated) session id belongs to, if recorded."""
+        rows = self._rows("aliases", "SELECT conversation FROM aliases WHERE session_id=?",
+                          (session_id,))
+        return rows[0][0] if rows else None
 
     def archive_by_session(self) -> List[tuple]:
         """(session, items, chars, newest created) per archived session."""
