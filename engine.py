@@ -150,6 +150,8 @@ class TencentDBOffloadEngine(ContextEngine):
                 state.request_estimate = 0
                 self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
             state.record_usage(prompt, usage)
+            self.runtime.record_request(state, prompt, usage, self.context_length,
+                                        self.threshold_tokens)
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(completion, int) and completion >= 0:
             self.last_completion_tokens = completion

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from .stats import StoreStats, columns, decode_event, outbox_where, read_stats, tables
 
@@ -75,10 +75,19 @@ class StoreReader:
     def backlog(self) -> int:
         return self.stats().outbox_backlog
 
-    def events(self, kind: str, limit: int) -> List[Dict[str, Any]]:
+    def events(self, kind: str, limit: int, session: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Newest first; one conversation's only when ``session`` is given."""
+        where, args = ("kind=?", (kind,)) if session is None else ("kind=? AND session=?",
+                                                                   (kind, session))
         return [decode_event(*r) for r in self._rows(
-            "events", "SELECT ts,session,kind,data FROM events WHERE kind=? ORDER BY id DESC LIMIT ?",
-            (kind, limit))]
+            "events", "SELECT ts,session,kind,data FROM events WHERE %s ORDER BY id DESC LIMIT ?"
+            % where, args + (limit,))]
+
+    def conversation_of(self, session_id: str) -> Optional[str]:
+        """The conversation a (Hermes 0.17 rotated) session id belongs to, if recorded."""
+        rows = self._rows("aliases", "SELECT conversation FROM aliases WHERE session_id=?",
+                          (session_id,))
+        return rows[0][0] if rows else None
 
     def archive_by_session(self) -> List[tuple]:
         """(session, items, chars, newest created) per archived session."""

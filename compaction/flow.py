@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .ahead import GatewayAttempt
-from .record import Compaction, Level, Route
+from .record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session import SessionState
 from ..host.compat import HOST_SELECTS_CONTEXT
@@ -92,6 +92,7 @@ class CompactionRun:
         self.planned: Optional[Budget] = None
         self.recall_copies: List[str] = []
         self.args_gone: List[Any] = []
+        self.left: List[str] = []                       # read-back keys of what left
 
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
@@ -129,7 +130,8 @@ class CompactionRun:
             archived=archived, context_length=self.engine.context_length,
             canvas_removed=canvas_removed, error=attempt.error, at=self.rt.now(),
             trigger=self.engine.threshold_tokens,
-            ms=round((time.monotonic() - self.started) * 1000, 1))
+            ms=round((time.monotonic() - self.started) * 1000, 1),
+            left=tuple(self.left[:MAX_LEFT]))
         return result, record
 
     # -- steps ------------------------------------------------------------------------
@@ -224,6 +226,7 @@ class CompactionRun:
             gone = departures.Departures(gone.items + extra + self.args_gone, gone.left_ids,
                                          gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
+        self.left = departures.read_keys(gone)
         if gone.items:
             self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
         return gone.count

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Tuple
 
 from ..common.humanize import count, plural, printable
 
@@ -58,6 +58,18 @@ def _int(raw: Any) -> int:
     return int(_num(raw))
 
 
+MAX_LEFT = 200              # keys of what left kept in a record (``archived`` has the total)
+MAX_KEY = 256               # chars of one key (a tool_call_id or msg-...)
+
+
+def _keys(raw: Any) -> Tuple[str, ...]:
+    """The read-back keys of a stored row: strings only, bounded (the store is editable)."""
+    if not isinstance(raw, (list, tuple)):
+        return ()
+    return tuple(printable(k, MAX_KEY, newlines=False) for k in raw[:MAX_LEFT]
+                 if isinstance(k, str) and k)
+
+
 @dataclass(frozen=True)
 class Compaction:
     route: Route
@@ -72,6 +84,7 @@ class Compaction:
     at: float = 0.0             # wall-clock time it landed
     ms: float = 0.0             # how long compress() took
     trigger: int = 0            # where compaction started on this window (0: an older record)
+    left: Tuple[str, ...] = ()  # keys to read back what left (tdai_read_cos), at most MAX_LEFT
 
     @property
     def via_gateway(self) -> bool:
@@ -96,6 +109,7 @@ class Compaction:
     def to_json(self) -> Dict[str, Any]:
         out = asdict(self)
         out["route"], out["level"] = self.route.value, self.level.value
+        out["left"] = list(self.left)
         return out
 
     @classmethod
@@ -114,4 +128,5 @@ class Compaction:
                    context_length=_int(data.get("context_length")),
                    canvas_removed=_int(data.get("canvas_removed")),
                    error=printable(data.get("error") or "", 500),
-                   at=_num(data.get("at")), ms=_num(data.get("ms")), trigger=_int(data.get("trigger")))
+                   at=_num(data.get("at")), ms=_num(data.get("ms")), trigger=_int(data.get("trigger")),
+                   left=_keys(data.get("left")))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
+from . import item_key
 from . import messages as M
 from .provenance import Seal
 
@@ -92,6 +93,18 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
                 items.append(Departed("tool_result", text, tid, name, "tool", call_args))
                 left.add(tid)
     return Departures(items, left, summarised, count)
+
+
+def read_keys(gone: Departures) -> List[str]:
+    """The keys ``tdai_read_cos`` reads what left back by (a tool result its
+    ``tool_call_id``, anything else its ``msg-`` key, as the archive shows them), in order."""
+    keys: List[str] = []
+    for d in gone.items:
+        keys.append(d.tool_call_id if d.kind == "tool_result" and d.tool_call_id
+                    else item_key.message_key(d.role, d.content))
+    listed = set(keys)
+    keys += sorted(t for t in gone.left_ids if t not in listed)  # archived when they arrived
+    return keys
 
 
 def gateway_summaries(messages: List[Message]) -> Dict[str, str]:

@@ -204,6 +204,17 @@ class Runtime:
         self.writer.submit(Store.op_event(state.key, "compaction", record.to_json(), self.now()))
         log.info("tencentdb-offload: %s: %s", state.key, record.describe())
 
+    def record_request(self, state: SessionState, prompt: int, usage: Dict[str, Any],
+                       context_length: int, threshold: int) -> None:
+        """One request's size as the provider counted it, for ``report``'s picture; the
+        cached share only where the host reported it (0.22's ``cache_read_tokens``)."""
+        data = {"prompt_tokens": prompt, "context_length": context_length,
+                "threshold_tokens": threshold}
+        cached = usage.get("cache_read_tokens")
+        if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0:
+            data["cache_read_tokens"] = cached
+        self.writer.submit(Store.op_event(state.key, "request", data, self.now()))
+
     # -- what an earlier process learned about a conversation -----------------------------
     def inherit(self, state: SessionState) -> None:
         """A new SessionState starts from what the last process on this conversation left: its

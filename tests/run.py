@@ -81,6 +81,37 @@ def ensure_venv(name: str, requirements: list) -> Path:
     return py
 
 
+BROWSERS = ("chromium", "chromium-browser")
+APT_TIMEOUT_S = 600
+RETRY_AFTER_S = 86_400     # a failed install is retried a day later, not on every run
+
+
+def ensure_chromium() -> str:
+    """Headless Chromium for the report's browser test: installed with apt-get when missing
+    and we are root. Returns "" when there is one, else why not (the test skips with it)."""
+    if any(shutil.which(name) for name in BROWSERS):
+        return ""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return "no chromium on PATH, and not root with apt-get to install it"
+    failed = venv_root() / "chromium-install-failed"
+    if failed.exists() and time.time() - failed.stat().st_mtime < RETRY_AFTER_S:
+        return failed.read_text(errors="replace").strip()
+    print("[setup] installing chromium with apt-get (for the report's browser test)", flush=True)
+    log = venv_root() / "chromium-install.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        with open(log, "w") as out:
+            for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+                subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=True,
+                               timeout=APT_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as exc:
+        why = "apt-get install chromium failed (%s; log: %s)" % (exc, log)
+        failed.write_text(why)
+        return why
+    return "" if any(shutil.which(name) for name in BROWSERS) else "chromium installed but not on PATH"
+
+
 SLOWEST_SHOWN = 20
 
 
@@ -138,7 +169,9 @@ def main() -> int:
             totals[i] += v
 
     unit_py = ensure_venv("unit", [PYTEST])
-    add(run_pytest(unit_py, "unit", ["tests/unit"], extra, {}, timings))
+    no_browser = ensure_chromium()
+    add(run_pytest(unit_py, "unit", ["tests/unit"], extra,
+                   {"TDO_NO_CHROMIUM": no_browser} if no_browser else {}, timings))
     if not args.unit:
         for version in args.hermes or HERMES_VERSIONS:
             py = ensure_venv("hermes-" + version, hermes_requirements(version))

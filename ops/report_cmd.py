@@ -1,0 +1,82 @@
+"""``report``: write one conversation's picture (``report_html``) from the store to an HTML file.
+
+Read-only on the store; the page is written next to its final name and moved into place, so
+an interrupted run never leaves half a page under that name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..common.humanize import printable
+from .env import CliError, resolve_settings
+from .report_data import NothingYet, figures
+from .report_html import render_page
+
+DEFAULT_OUT = "tencentdb-offload-report.html"
+
+
+def add_parser(sub: Any) -> None:
+    rp = sub.add_parser("report", help="one conversation as an HTML page (context per request, "
+                        "compactions, what left)",
+                        description="Write one self-contained HTML page (inline SVG, no script, "
+                        "no network) of a conversation, read from the store: the context size of "
+                        "every request against the window and the trigger, each compaction with "
+                        "its level and before → after, the cached share per request where the "
+                        "host reported it, and what left the context at each compaction with the "
+                        "key to read it back (tdai_read_cos). The same records status and "
+                        "/tencentdb-offload read.")
+    rp.add_argument("conversation", nargs="?", metavar="CONVERSATION",
+                    help="conversation (or Hermes session id) to draw (default: the newest)")
+    rp.add_argument("--out", metavar="FILE", default=DEFAULT_OUT,
+                    help="where to write the page (default: %s in the current directory)"
+                         % DEFAULT_OUT)
+    rp.add_argument("--store", metavar="DIR", help="store directory (default: the configured one)")
+    rp.add_argument("--json", action="store_true",
+                    help="also print the page's figures as JSON")
+
+
+def _write(path: Path, text: str) -> None:
+    target = path.expanduser()
+    if target.is_dir():
+        raise CliError("--out %s is a directory; give a file name such as %s"
+                       % (path, target / DEFAULT_OUT))
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise CliError("cannot write %s: the folder %s does not exist" % (path, folder))
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tdo-report-", suffix=".html", dir=str(folder))
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, str(target))
+    except OSError as exc:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise CliError("cannot write %s: %s" % (path, exc.strerror or exc))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
+    env, _config, settings, _warnings = resolve_settings(overrides)
+    try:
+        fig = figures(settings.resolved_store_dir(env), settings, args.conversation)
+    except NothingYet as exc:     # as status: nothing recorded yet is not an error
+        print("%s; no page written" % exc)
+        return 0
+    _write(Path(args.out), render_page(fig))
+    if args.json:
+        print(json.dumps(dict(fig, out=str(Path(args.out).expanduser().resolve())),
+                         ensure_ascii=False, indent=2, default=str))
+    else:
+        s = fig["summary"]
+        print("wrote %s: conversation %s, %d requests, %d compactions (open it in a browser)"
+              % (Path(args.out).expanduser().resolve(), printable(fig["conversation"], 200, False),
+                 s["requests"],
+                 s["compactions"]))
+    return 0

@@ -1,0 +1,237 @@
+"""``report``'s page: one self-contained HTML file (inline SVG, no script, no network) of a conversation.
+
+Every figure is also an attribute of the element that draws it (``data-tokens`` on a request's
+bar, ``data-before``/``data-after``/``data-level`` on a compaction's mark, ``data-*`` on the
+summary), so a test or a script reads exactly what a person sees. Everything that came from
+the store or a peer goes through ``esc``: control characters dropped, HTML escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import Any, Dict, List
+
+from ..common.humanize import count, kilo, plural, printable
+
+WIDTH, LEFT, RIGHT, TOP = 1000, 70, 20, 40
+MAIN_H, CACHE_H, BOTTOM = 360, 110, 34
+SHOWN_KEYS = 40             # keys listed per compaction; the rest are one `archive list` away
+
+STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2330;background:#fff}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:22px 0 6px}
+table{border-collapse:collapse;margin-top:6px}td,th{border:1px solid #ccd;padding:4px 8px;
+vertical-align:top;text-align:left}th{background:#eef1f7}code{font-size:12px;background:#f3f4f8;
+padding:0 3px}.num{text-align:right;white-space:nowrap}.muted{color:#667}
+svg{display:block;margin-top:6px}svg text{font:11px system-ui,sans-serif;fill:#333}"""
+
+
+def esc(value: Any, limit: int = 300) -> str:
+    """Store or peer text made safe for the page: no control characters, HTML escaped."""
+    return html.escape(printable(value, limit, newlines=False), quote=True)
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts)) if ts else "unknown time"
+
+
+class Scale:
+    """Request number → x, tokens → y, for a panel ``height`` tall whose top is at ``top``."""
+
+    def __init__(self, requests: int, top_tokens: int, top: int, height: int) -> None:
+        self.step = (WIDTH - LEFT - RIGHT) / float(max(1, requests))
+        self.top_tokens = max(1, top_tokens)
+        self.top, self.height = top, height
+
+    def x(self, position: float) -> float:
+        """Left edge of the slot of request ``position + 1``."""
+        return round(LEFT + position * self.step, 2)
+
+    def y(self, tokens: float) -> float:
+        return round(self.top + self.height * (1 - min(tokens, self.top_tokens) / self.top_tokens), 2)
+
+
+def _ticks(top: int) -> List[int]:
+    raw = top / 4.0
+    unit = 10 ** max(0, len(str(int(raw))) - 1)
+    step = max(1, int(round(raw / unit)) * unit)
+    return list(range(0, top + 1, step))
+
+
+def _axes(sc: Scale, n_requests: int) -> List[str]:
+    out = ['<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#99a"/>'
+           % (LEFT, sc.y(0), WIDTH - RIGHT, sc.y(0))]
+    for tick in _ticks(sc.top_tokens):
+        y = sc.y(tick)
+        out.append('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#e4e6ee"/>'
+                   '<text x="%d" y="%s" text-anchor="end">%s</text>'
+                   % (LEFT, y, WIDTH - RIGHT, y, LEFT - 6, y + 4, kilo(tick)))
+    every = max(1, n_requests // 10)
+    for n in range(1, n_requests + 1, every):
+        out.append('<text x="%s" y="%s" text-anchor="middle">%d</text>'
+                   % (sc.x(n - 0.5), sc.y(0) + 16, n))
+    out.append('<text x="%d" y="%s" text-anchor="end">request →</text>'
+               % (WIDTH - RIGHT, sc.y(0) + 30))
+    return out
+
+
+def _limit_line(sc: Scale, requests: List[Dict[str, Any]], field: str, css: str, name: str) -> str:
+    points = []
+    for i, r in enumerate(requests):
+        if r[field]:
+            points += ["%s,%s" % (sc.x(i), sc.y(r[field])), "%s,%s" % (sc.x(i + 1), sc.y(r[field]))]
+    if not points:
+        return ""
+    last = requests[-1][field]
+    return ('<polyline class="%s" data-tokens="%d" points="%s" fill="none" %s><title>%s %s tokens'
+            '</title></polyline><text x="%d" y="%s" text-anchor="end">%s %s</text>'
+            % (name, last, " ".join(points), css, name, count(last), WIDTH - RIGHT - 2,
+               sc.y(last) - 4, name, kilo(last)))
+
+
+def _request_bars(sc: Scale, requests: List[Dict[str, Any]]) -> List[str]:
+    out, width = [], max(0.6, sc.step * 0.8)
+    for i, r in enumerate(requests):
+        over = r["threshold_tokens"] and r["prompt_tokens"] >= r["threshold_tokens"]
+        y = sc.y(r["prompt_tokens"])
+        cached = "" if r["cached_share"] is None else ' data-cached="%s"' % r["cached_share"]
+        out.append('<rect class="request" data-n="%d" data-tokens="%d"%s x="%s" y="%s" width="%s" '
+                   'height="%s" fill="%s"><title>request %d, %s: %s tokens</title></rect>'
+                   % (r["n"], r["prompt_tokens"], cached, sc.x(i) + (sc.step - width) / 2, y,
+                      round(width, 2), round(sc.y(0) - y, 2), "#e8913a" if over else "#4a78c2",
+                      r["n"], _when(r["ts"]), count(r["prompt_tokens"])))
+    return out
+
+
+def _compaction_marks(sc: Scale, compactions: List[Dict[str, Any]]) -> List[str]:
+    out = []
+    for c in compactions:
+        x = sc.x(c["after_request"])
+        label_y = TOP - 26 + 12 * (c["n"] % 2)
+        out.append(
+            '<g class="compaction" data-n="%d" data-level="%s" data-route="%s" data-before="%d" '
+            'data-after="%d" data-after-request="%d"><title>compaction %d: %s</title>'
+            '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-dasharray="3 3"/>'
+            '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-width="2.5" '
+            'marker-end="url(#down)"/><text x="%s" y="%s" text-anchor="middle" fill="#7a3fb0">'
+            '#%d %s %s→%s</text></g>'
+            % (c["n"], esc(c["level"], 40), esc(c["route"], 40), c["tokens_before"],
+               c["tokens_after"], c["after_request"], c["n"], esc(c["describe"]),
+               x, TOP, x, sc.y(0), x, sc.y(c["tokens_before"]), x, sc.y(c["tokens_after"]),
+               x, label_y, c["n"], esc(c["level"], 40), kilo(c["tokens_before"]),
+               kilo(c["tokens_after"])))
+    return out
+
+
+def main_chart(fig: Dict[str, Any]) -> str:
+    requests, compactions = fig["requests"], fig["compactions"]
+    top = max([r["prompt_tokens"] for r in requests] + [r["context_length"] for r in requests]
+              + [c["tokens_before"] for c in compactions] + [1000])
+    sc = Scale(len(requests), int(top * 1.05), TOP, MAIN_H)
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" class="context-chart" '
+             'width="%d" height="%d" viewBox="0 0 %d %d"><defs><marker id="down" markerWidth="8" '
+             'markerHeight="8" refX="8" refY="4" orient="auto"><path d="M0,0 L8,4 L0,8 z" '
+             'fill="#7a3fb0"/></marker></defs>' % (WIDTH, TOP + MAIN_H + BOTTOM, WIDTH,
+                                                   TOP + MAIN_H + BOTTOM)]
+    parts += _axes(sc, len(requests)) + _request_bars(sc, requests)
+    parts.append(_limit_line(sc, requests, "context_length", 'stroke="#c0392b" stroke-width="2"',
+                             "window"))
+    parts.append(_limit_line(sc, requests, "threshold_tokens", 'stroke="#e8913a" stroke-width="2" '
+                             'stroke-dasharray="6 4"', "trigger"))
+    parts += _compaction_marks(sc, compactions)
+    return "".join(parts) + "</svg>"
+
+
+def cache_chart(fig: Dict[str, Any]) -> str:
+    requests = fig["requests"]
+    if not any(r["cached_share"] is not None for r in requests):
+        return ('<p class="muted" data-cache-reported="0">The host reported no cached tokens for '
+                'these requests (Hermes reports them from 0.22 on, where the provider does).</p>')
+    sc = Scale(len(requests), 100, 16, CACHE_H)
+    parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" class="cache-chart" width="%d" '
+             'height="%d" viewBox="0 0 %d %d">' % (WIDTH, CACHE_H + 16 + BOTTOM, WIDTH,
+                                                   CACHE_H + 16 + BOTTOM)]
+    for tick in (0, 50, 100):
+        parts.append('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#e4e6ee"/><text x="%d" y="%s" '
+                     'text-anchor="end">%d%%</text>' % (LEFT, sc.y(tick), WIDTH - RIGHT, sc.y(tick),
+                                                      LEFT - 6, sc.y(tick) + 4, tick))
+    width = max(0.6, sc.step * 0.8)
+    for i, r in enumerate(requests):
+        if r["cached_share"] is None:
+            continue
+        y = sc.y(100 * r["cached_share"])
+        parts.append('<rect class="cached" data-n="%d" data-share="%s" x="%s" y="%s" width="%s" '
+                     'height="%s" fill="#2e9e6a"><title>request %d: %.0f%% cached</title></rect>'
+                     % (r["n"], r["cached_share"], sc.x(i) + (sc.step - width) / 2, y,
+                        round(width, 2), round(sc.y(0) - y, 2), r["n"], 100 * r["cached_share"]))
+    return "".join(parts) + "</svg>"
+
+
+def _summary(fig: Dict[str, Any]) -> str:
+    s = fig["summary"]
+    levels = ", ".join("%s %d" % (esc(k, 40), v) for k, v in sorted(s["levels"].items())) or "none"
+    pct = "" if s["largest_request_pct"] is None else " = %.1f%% of the window" % s["largest_request_pct"]
+    cached = ("not reported by the host" if s["cached_share"] is None else
+              "%.1f%% of the prompt tokens of the %s that reported it"
+              % (100 * s["cached_share"], plural(s["cache_reported_requests"], "request")))
+    rows = [("requests", "requests", count(s["requests"])),
+            ("window", "context_length", "%s tokens" % count(s["context_length"])),
+            ("compaction trigger", "threshold_tokens", "%s tokens" % count(s["threshold_tokens"])),
+            ("largest request", "largest_request_tokens",
+             "%s tokens%s" % (count(s["largest_request_tokens"]), pct)),
+            ("compactions", "compactions", "%s (levels: %s)" % (count(s["compactions"]), levels)),
+            ("tokens saved", "tokens_saved", count(s["tokens_saved"])),
+            ("items archived", "archived_items", count(s["archived_items"])),
+            ("cached", "cached_share", cached)]
+    body = "".join('<tr><th>%s</th><td class="figure" data-name="%s" data-value="%s">%s</td></tr>'
+                   % (label, name, "" if s[name] is None else s[name], text)
+                   for label, name, text in rows)
+    return '<table class="summary">%s</table>' % body
+
+
+def _left_cell(c: Dict[str, Any], conversation: str) -> str:
+    keys = c["left"]
+    if not keys:
+        return ('<span class="muted">%s; keys not recorded for this compaction (an older '
+                'version wrote it): <code>archive list --session %s</code></span>'
+                % (plural(c["archived"], "item"), esc(conversation)))
+    shown = " ".join('<code class="left-key">%s</code>' % esc(k) for k in keys[:SHOWN_KEYS])
+    more = len(keys) - SHOWN_KEYS
+    rest = (' <span class="muted">and %s more: <code>archive list --session %s</code></span>'
+            % (count(more), esc(conversation)) if more > 0 else "")
+    return ('<p class="left" data-left="%d">%s%s</p>Read one back: the model calls '
+            '<code>tdai_read_cos(key="%s")</code>; you run <code>python3 &lt;plugin dir&gt; '
+            'archive show %s</code>' % (len(keys), shown, rest, esc(keys[0]), esc(keys[0])))
+
+
+def compaction_table(fig: Dict[str, Any]) -> str:
+    if not fig["compactions"]:
+        return '<p class="muted">No compaction yet in this conversation.</p>'
+    head = ("<tr><th>#</th><th>when</th><th>after request</th><th>how</th>"
+            "<th>tokens before → after (target)</th><th>saved</th><th>what left, and how to read "
+            "it back</th></tr>")
+    rows = []
+    for c in fig["compactions"]:
+        rows.append('<tr class="compaction-row" data-n="%d"><td class="num">%d</td><td>%s</td>'
+                    '<td class="num">%d</td><td>%s</td><td class="num">%s → %s (%s)</td>'
+                    '<td class="num">%s</td><td>%s</td></tr>'
+                    % (c["n"], c["n"], _when(c["ts"]), c["after_request"], esc(c["describe"], 400),
+                       count(c["tokens_before"]), count(c["tokens_after"]), count(c["target"]),
+                       count(c["saved"]), _left_cell(c, fig["conversation"])))
+    return '<table class="compactions">%s%s</table>' % (head, "".join(rows))
+
+
+def render_page(fig: Dict[str, Any]) -> str:
+    """The whole page for ``report_data.figures``' result."""
+    conv = esc(fig["conversation"])
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>tencentdb-offload report: %s</title><style>%s</style></head><body>"
+            "<h1>Conversation <code>%s</code></h1><p class=\"muted\">tencentdb-offload report from "
+            "the store %s, written %s. Sizes are provider tokens as the provider counted each "
+            "request.</p>%s<h2>Context size of every request</h2><p class=\"muted\">Bars: each "
+            "request (orange: at or over the trigger). Red line: the window; dashed orange: the "
+            "compaction trigger; purple arrows: each compaction, from its size before to after."
+            "</p>%s<h2>Cached share per request</h2>%s<h2>Compactions: what left the context</h2>"
+            "%s</body></html>\n"
+            % (conv, STYLE, conv, esc(fig["store_dir"]), _when(time.time()), _summary(fig),
+               main_chart(fig), cache_chart(fig), compaction_table(fig)))

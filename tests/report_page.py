@@ -1,0 +1,59 @@
+"""For the ``report`` tests: run the CLI as users do, keep a demo's store, read a page's figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
+    env.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8")
+    return subprocess.run([sys.executable, str(ROOT)] + list(args), capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=str(home.parent))
+
+
+def json_of(proc: subprocess.CompletedProcess) -> Any:
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
+    return json.loads(proc.stdout)
+
+
+def demo_store(tmp: Path, turns: int = 20) -> Dict[str, Any]:
+    """A demo kept in ``tmp/store`` (a few compactions), its ``--json`` report, and the page."""
+    home = tmp / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    store = tmp / "store"
+    demo = json_of(run_cli("demo", "--turns", str(turns), "--store", str(store), "--json", home=home))
+    page = tmp / "page.html"
+    proc = run_cli("report", "--out", str(page), "--store", str(store), home=home)
+    assert proc.returncode == 0, proc.stderr
+    return {"home": home, "store": store, "demo": demo, "page": page}
+
+
+class Elements(HTMLParser):
+    """Every element's tag and attributes, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: List[Dict[str, Any]] = []
+
+    def handle_starttag(self, tag: str, attrs: List[Any]) -> None:
+        self.found.append(dict(attrs, tag=tag))
+
+
+def elements(page: Path, css_class: str) -> List[Dict[str, Any]]:
+    parser = Elements()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return [e for e in parser.found if css_class in (e.get("class") or "").split()]
+
+
+def figures(page: Path) -> Dict[str, str]:
+    """The summary's ``data-name`` → ``data-value``."""
+    return {e["data-name"]: e["data-value"] for e in elements(page, "figure")}
