@@ -203,6 +203,28 @@ def test_the_plugin_ran_and_every_request_was_valid(story):
     harness.assert_all_valid(story["plugin"]["llm"])
 
 
+def test_no_request_over_the_window_and_no_history_lost_across_resume(story):
+    """The session is the suite's one long local-mode session per host: what
+    test_e2e_local's own sessions checked before (budget, continuity, no loop) is asked of it."""
+    conv = story["plugin"]["conv"]
+    harness.assert_budget(conv, CONTEXT)
+    harness.assert_history_continuity(conv, int(CONTEXT * THRESHOLD))
+    harness.assert_no_loop(conv)
+    assert (story["plugin"]["home"] / "tencentdb-offload").is_dir(), "no $HERMES_HOME/tencentdb-offload"
+
+
+def test_at_most_one_notice_per_request(story):
+    for n, e in story["plugin"]["conv"].main_with_turns():
+        notices = sum(harness.NOTICE_MARKER in harness.request_text({"messages": [m]}) for m in e.messages)
+        assert notices <= 1, "turn %d: %d messages carry %s" % (n, notices, harness.NOTICE_MARKER)
+
+
+def test_compactions_come_at_most_once_per_two_turns(story):
+    """Landing at the target leaves room for more than one turn before the next trigger."""
+    drops = harness.compactions([e.body for e in story["plugin"]["conv"].main_exchanges])
+    assert len(drops) <= TURNS // 2 + 1, story["line"]
+
+
 def test_compaction_happened_at_least_four_times(story):
     drops = harness.compactions([e.body for e in story["plugin"]["conv"].main_exchanges])
     assert len(drops) >= 4, story["line"]
