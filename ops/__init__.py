@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 from .env import MIN_WINDOW, PROG, CliError
 from .status import cmd_status
-from . import archive_cmd
+from . import archive_cmd, outbox_cmd
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="recent compactions and errors to list (default 10)")
     st.add_argument("--json", action="store_true", help="print as JSON")
     archive_cmd.add_parser(sub)
+    outbox_cmd.add_parser(sub)
     return ap
 
 
@@ -138,6 +139,8 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
             return cmd_status(args)
         if args.command == "archive":
             return archive_cmd.cmd_archive(args)
+        if args.command == "outbox":
+            return outbox_cmd.cmd_outbox(args)
         if args.command == "doctor":
             from .doctor import cmd_doctor
             return cmd_doctor(args)

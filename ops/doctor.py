@@ -25,7 +25,7 @@ from ..settings.config import GATEWAY_OFF, PREFIX
 from ..engine import NAME
 from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..common.humanize import count, plural, printable
-from ..archive import readonly
+from ..archive import readonly, refused
 from .doctor_memory import memory_checks
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
@@ -316,6 +316,7 @@ def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Pa
         reader = readonly.StoreReader(directory)
         try:
             st = reader.stats()
+            reasons = refused.refused_by_reason(reader.conn, 3) if st["outbox_dead"] else []
         finally:
             reader.close()
     except sqlite3.Error as exc:  # a broken database is a finding, not a crash
@@ -326,7 +327,10 @@ def check_store(c: Checks, settings: Any, env: Mapping[str, str], plugin_dir: Pa
         plural(st["outbox_backlog"], "row"), count(st["outbox_dead"]),
         count(st["delivered"]), plural(st["archived_items"], "item"))
     if st["outbox_dead"]:
-        c.add("outbox", WARN, msg, "python3 %s status   (shows the Gateway's errors)" % plugin_dir)
+        why = "; ".join("%s: %s" % (plural(r["rows"], "row"), printable(r["reason"], 200, False))
+                        for r in reasons)
+        c.add("outbox", WARN, "%s (%s)" % (msg, why),
+              "%s   (after fixing the cause)" % refused.requeue_command(plugin_dir))
     elif st["outbox_backlog"] and not settings.gateway_url:
         c.add("outbox", WARN, msg + " but the Gateway is off",
               "nothing to do: the archive keeps them; a Gateway URL in TENCENTDB_OFFLOAD_GATEWAY_URL "

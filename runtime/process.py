@@ -12,6 +12,7 @@ import collections
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
@@ -24,6 +25,7 @@ from ..context.tokens import TokenMemo
 from ..archive.store import ArchiveItem, Store, StoreError
 from ..archive.writer import StoreWriter
 from ..archive.recall import RecallTools
+from ..archive.refused import requeue_command
 from ..archive.seal_key import load_seal
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.record import Compaction, Level
@@ -265,6 +267,10 @@ class Runtime:
         if self.store is not None:
             try:
                 out["store"] = self.store.stats()
+                if out["store"].get("outbox_dead"):
+                    out["outbox_refused"] = {
+                        "rows": out["store"]["outbox_dead"], "reasons": self.store.refused(),
+                        "requeue": requeue_command(Path(__file__).resolve().parent.parent)}
             except Exception as exc:
                 out["store"] = {"error": str(exc)}
         if self.client is not None:
