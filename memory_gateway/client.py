@@ -129,8 +129,8 @@ class GatewayClient:
             raise
         try:
             data = json.loads(payload.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise GatewayProtocolError("health reply is not JSON") from exc
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise GatewayProtocolError("health reply is not JSON (or nested too deeply)") from None
         if status != 200 or not isinstance(data, dict) or data.get("status") not in ("ok", "degraded"):
             raise GatewayProtocolError("health says %r (HTTP %d)" % (
                 str(data.get("status") if isinstance(data, dict) else data)[:80], status))
@@ -251,6 +251,8 @@ class GatewayClient:
             env = json.loads(raw.decode("utf-8")) if raw else None
         except (ValueError, UnicodeDecodeError):
             env = None
+        except RecursionError:      # nested past the parser's depth: a broken reply, not a crash
+            raise GatewayProtocolError("reply to %s is nested too deeply to read" % path) from None
         if status == 404:
             raise GatewayNotSupported(404, "no route %s on this Gateway" % path)
         if status != 200:

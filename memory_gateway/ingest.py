@@ -155,6 +155,11 @@ class IngestWorker:
                 session = sessions.pop(0)
                 try:
                     ok, more_here = self._deliver_session(session)
+                except Exception as exc:    # one session's failure is that session's alone
+                    ok, more_here = False, False
+                    self.last_error = "delivering %s failed: %s" % (session, exc)
+                    log.warning("tencentdb-offload: %s", self.last_error, exc_info=True)
+                    self._retry_at[session] = time.monotonic() + CONFIG_RETRY_S
                 finally:
                     self.store.release(session, self.owner)
                 more = more or more_here
