@@ -22,7 +22,7 @@ from .breaker import CircuitBreaker
 from .shared_health import SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
                      GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
-                     int_code)
+                     int_code, is_envelope)
 from .transport import (BadReply, BaseURL, Connection, PeerClosed, ReplyTooLarge, build_request,
                         host_header, unsafe_credentials)
 
@@ -241,6 +241,11 @@ class GatewayClient:
         except GatewayProtocolError as exc:
             self.last_error = str(exc)
             raise
+        except GatewayUnavailable as exc:   # an answer, but not from the Gateway
+            self.last_error = str(exc)
+            self.breaker.record_outage(str(exc))
+            self._share(False, str(exc))
+            raise
         self.breaker.record_success()
         self.config_error = ""
         self._heard()
@@ -254,6 +259,10 @@ class GatewayClient:
         except RecursionError:      # nested past the parser's depth: a broken reply, not a crash
             raise GatewayProtocolError("reply to %s is nested too deeply to read" % path) from None
         if status == 404:
+            if not is_envelope(env):    # a proxy's page while the Gateway restarts: not its verdict
+                raise GatewayUnavailable("%s answered HTTP 404 with a page that is not the "
+                                         "Gateway's (a proxy in front of a restarting Gateway?)"
+                                         % path)
             raise GatewayNotSupported(404, "no route %s on this Gateway" % path)
         if status != 200:
             message = ""
