@@ -9,7 +9,6 @@ older hosts get it through ``pre_llm_call`` and with the compacted list.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -23,8 +22,9 @@ from .context.tokens import TokenMemo, messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
 from .session import announce_line
 from .host.thresholds import model_threshold, small_window_trigger
+from .common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.engine")
+log = plugin_logger("tencentdb_offload.engine")
 
 NAME = "tencentdb-offload"
 PREPARE_FROM = 0.8          # a Gateway compaction is prepared ahead from 80 % of the trigger

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import uuid
 from typing import Any, Dict, List, Optional
 
@@ -24,8 +23,9 @@ from .common.humanize import printable
 from .context.tokens import request_tokens
 from .memory_gateway.timestamps import gateway_timestamp
 from .archive.recall import READ, SEARCH
+from .common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.hooks")
+log = plugin_logger("tencentdb_offload.hooks")
 
 ENGINE_TOOLS = (READ, SEARCH)
 # Another recall tool's traffic is not the user's work: the memory provider's tools (Hermes

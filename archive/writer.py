@@ -11,7 +11,6 @@ counted as lost, reported in ``stats()`` and, once the store works again, in the
 from __future__ import annotations
 
 import atexit
-import logging
 import queue
 import sqlite3
 import threading
@@ -20,8 +19,9 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .repair import is_broken
+from ..common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.store")
+log = plugin_logger("tencentdb_offload.store")
 
 Op = Callable[[sqlite3.Connection], Any]
 Group = Tuple[int, Tuple[Op, ...]]          # (bytes held, the operations of one submit)

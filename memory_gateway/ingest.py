@@ -16,7 +16,6 @@ what the Gateway returned for each (``Canvas``).
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -28,8 +27,9 @@ from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
 from ..archive.outbox import OutboxHead, OutboxRow
 from .timestamps import gateway_timestamp
+from ..common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.ingest")
+log = plugin_logger("tencentdb_offload.ingest")
 
 MAX_PAIRS_PER_BATCH = 100
 ROWS_PER_PASS = 1000        # row heads (no content) read per session and pass

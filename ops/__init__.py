@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..common.peer_text import printable_output
 from .env import MIN_WINDOW, PROG, CliError
 from .status import cmd_status
 from . import archive_cmd, outbox_cmd
@@ -117,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _prints_data(args: argparse.Namespace) -> bool:
+    """JSON (which escapes control characters itself) and an export to standard output are
+    data: written byte for byte."""
+    return bool(getattr(args, "json", False)) or (
+        getattr(args, "archive_command", None) == "export" and not getattr(args, "out", None))
+
+
 def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None) -> int:
     for stream in (sys.stdout, sys.stderr):      # never die on a terminal without UTF-8
         try:
@@ -134,6 +142,11 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
         parser.print_help()
         return 2
     args.plugin_dir = plugin_dir or str(Path(__file__).resolve().parent.parent)
+    with printable_output(stdout=not _prints_data(args)):  # ids, keys, the Gateway's words
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "status":
             return cmd_status(args)

@@ -9,7 +9,6 @@ deep-copied state.
 from __future__ import annotations
 
 import collections
-import logging
 import sys
 import time
 from pathlib import Path
@@ -30,8 +29,9 @@ from ..archive.seal_key import load_seal
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.record import Compaction, Level
 from ..context import departures
+from ..common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload")
+log = plugin_logger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
 
 

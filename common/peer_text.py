@@ -1,0 +1,69 @@
+"""Where peer text leaves the plugin: every CLI line and every log record made printable.
+
+Tool-call ids, conversation ids, config keys and the Gateway's words (a level, a refusal)
+are written by others; an ESC or BEL in them must not reach the operator's terminal or a
+log file raw (ESC clears the screen, fakes a prompt or a log line). Rather than wrapping
+each value where it is formatted (one missed call site is enough), the CLI's output streams
+and the plugin's loggers pass everything through ``humanize.printable`` here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from typing import Any, Iterator
+
+from .humanize import printable
+
+
+class PrintableStream:
+    """A text stream whose writes reach the terminal without control characters (newlines
+    and tabs stay: they are the CLI's own layout)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        self._raw.write(printable(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:      # flush, isatty, encoding, fileno ...
+        return getattr(self._raw, name)
+
+
+@contextlib.contextmanager
+def printable_output(stdout: bool = True) -> Iterator[None]:
+    """While it lasts, what is printed to stderr (and stdout unless it carries data) is
+    printable; the streams are restored after."""
+    saved = sys.stdout, sys.stderr
+    if stdout:
+        sys.stdout = PrintableStream(sys.stdout)     # type: ignore[assignment]
+    sys.stderr = PrintableStream(sys.stderr)         # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+class PrintableRecords(logging.Filter):
+    """Makes a record's message printable on one line (a newline would fake a record)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:           # a bad format: let logging report it as it does
+            return True
+        record.msg, record.args = printable(message, newlines=False), None
+        return True
+
+
+_FILTER = PrintableRecords()
+
+
+def plugin_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)`` whose records are printable whatever the peer wrote."""
+    logger = logging.getLogger(name)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
+    return logger
