@@ -143,11 +143,11 @@ class HookHandlers:
         ops = [Store.op_archive(state.key, [ArchiveItem(
             kind="tool_result", content=text, tool_call_id=clean_text(call_id), tool_name=name,
             role="tool", args=params)], rt.now())]
-        rt.counters["tool_pairs_recorded"] += 1
+        rt.counters.add("tool_pairs_recorded")
         if session_id in self._heartbeat_turns or is_heartbeat_call(name, params):
-            rt.counters["heartbeat_pairs_skipped"] += 1     # archived, not the user's work
+            rt.counters.add("heartbeat_pairs_skipped")     # archived, not the user's work
         elif name.startswith(RECALL_TOOL_PREFIXES):
-            rt.counters["recall_pairs_skipped"] += 1
+            rt.counters.add("recall_pairs_skipped")
         elif rt.client is not None:
             pair: Dict[str, Any] = {"tool_name": name or "unknown",
                                     "tool_call_id": clean_text(call_id),
@@ -181,7 +181,7 @@ class HookHandlers:
         else:
             self._heartbeat_turns.discard(session_id)
         if not prompt or is_internal_prompt(prompt):
-            rt.counters["internal_prompts_skipped"] += 1
+            rt.counters.add("internal_prompts_skipped")
             return None
         state = rt.registry.for_session_id(session_id)
         recent = [{"role": m["role"], "content": clean_text(m["content"])}
@@ -236,7 +236,7 @@ class HookHandlers:
         if fixed is None and not copies:
             return None
         state.record_canvas_removed(removed)
-        rt.counters["recall_copies_dropped"] += len(copies)
+        rt.counters.add("recall_copies_dropped", len(copies))
         out = dict(request)
         out["messages"] = fixed if fixed is not None else deduped
         return {"request": out}

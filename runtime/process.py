@@ -30,6 +30,7 @@ from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.record import Compaction, Level
 from ..context import departures
 from ..common.peer_text import plugin_logger
+from ..common.tally import Tally
 
 log = plugin_logger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
@@ -43,7 +44,7 @@ class Runtime:
         self.warnings = list(warnings or [])
         self.started = time.time()
         self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
-        self.counters: "collections.Counter[str]" = collections.Counter()
+        self.counters = Tally()          # bumped on hook threads
         self.last_overhead_estimate = 0
         self.closed = False
         self.store: Optional[Store] = None
@@ -111,7 +112,7 @@ class Runtime:
         traceback at debug level when called from an ``except`` block."""
         stamp = time.strftime("%H:%M:%S")
         self.errors.append("%s %s" % (stamp, message))
-        self.counters["errors_caught"] += 1
+        self.counters.add("errors_caught")
         log.warning("tencentdb-offload: %s", message)
         if sys.exc_info()[0] is not None:
             log.debug("tencentdb-offload: traceback of: %s", message, exc_info=True)
@@ -253,7 +254,7 @@ class Runtime:
             "sessions_evicted": self.registry.evictions,
             "compactions_ahead": self.ahead.status(),
             "totals": totals,
-            "counters": dict(self.counters),
+            "counters": self.counters.as_dict(),
             "pending_writes": self.writer.pending(),
             "writer": self.writer.stats(),
             "store_error": self.store_error or self.writer.last_error,
