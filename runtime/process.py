@@ -26,6 +26,7 @@ from ..archive.writer import StoreWriter
 from ..archive.recall import RecallTools
 from ..archive.refused import requeue_command
 from ..archive.seal_key import load_seal
+from ..host.compat import HOST_IMPORT_ERROR
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.record import Compaction, Level
 from ..context import departures
@@ -42,6 +43,8 @@ class Runtime:
         import os
         self.settings = settings
         self.warnings = list(warnings or [])
+        if HOST_IMPORT_ERROR:               # Hermes is there but rejects this engine: say so
+            self.warnings.append(HOST_IMPORT_ERROR)
         self.started = time.time()
         self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
         self.counters = Tally()          # bumped on hook threads
