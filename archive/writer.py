@@ -143,6 +143,11 @@ class StoreWriter:
         self._thread.join(timeout)
         _LIVE.discard(self)
 
+    def abandon(self) -> None:
+        """In a forked child: this writer's thread and queue are the parent's (it commits
+        them); the child neither writes nor waits for them at exit."""
+        _LIVE.discard(self)
+
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
         if self.on_idle is not None:

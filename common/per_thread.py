@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 Entry = Tuple[threading.Thread, Any]
+_INHERITED: List[Any] = []      # a forked child's copies of the parent's resources
 
 
 def _ended(owner: threading.Thread) -> bool:
@@ -73,6 +74,13 @@ class PerThread(Generic[T]):
             self._items = {}
             closable = self._take_closable(me)
         self._close_each(closable)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: every resource belongs to the parent (its socket, its SQLite
+        connection); forget them without closing or using them, and never hand them out."""
+        _INHERITED.append((self._items, self._retired))    # referenced: never closed here
+        self._lock = threading.Lock()       # the parent's may have been held by a lost thread
+        self._items, self._retired = {}, []
 
     def __len__(self) -> int:
         with self._lock:

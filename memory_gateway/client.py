@@ -197,6 +197,10 @@ class GatewayClient:
         """Close every kept-alive connection, whichever (maybe finished) thread opened it."""
         self._conns.close_all()
 
+    def after_fork(self) -> None:
+        """In a forked child: the kept-alive sockets are the parent's; open our own."""
+        self._conns.forget_after_fork()
+
     def _drop(self) -> None:  # this thread's connection, after an error or a closing reply
         self._conns.drop()
 

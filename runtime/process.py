@@ -18,6 +18,7 @@ from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from ..memory_gateway.compaction import GatewayCompactor
 from ..memory_gateway.ingest import IngestWorker
+from . import after_fork
 from .ingest_policy import SessionIngestPolicy
 from ..session import Reclaimer, SessionRegistry, SessionState
 from ..context.tokens import TokenMemo
@@ -76,9 +77,8 @@ class Runtime:
                                    settings.retention_days)
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
-        self.writer = StoreWriter(self.store, on_commit=self._after_commit,
-                                  on_idle=self.reclaimer.maybe_run if self.store else None,
-                                  opener=None if self.store else (lambda: Store(store_dir)))
+        self.store_dir = store_dir
+        self.writer = self.new_writer()
         if settings.gateway_enabled and self.store is not None:
             self.client = GatewayClient(
                 settings.gateway_url, settings.api_key, settings.instance_id,
@@ -86,9 +86,7 @@ class Runtime:
                 body_limit=settings.body_limit, breaker=CircuitBreaker(),
                 probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0),
                 shared_dir=self.store.directory)
-            self.worker = IngestWorker(self.client, self.store,
-                                       SessionIngestPolicy(self.registry, canvas=settings.canvas,
-                                                           on_answer=self._gateway_answered))
+            self.worker = self.new_worker()
         elif settings.gateway_enabled:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
@@ -96,6 +94,19 @@ class Runtime:
                                  read_ref=self._read_ref if self.client else None)
         for w in self.warnings:
             log.warning("tencentdb-offload: %s", w)
+        after_fork.watch(self)
+
+    def new_writer(self) -> StoreWriter:
+        return StoreWriter(self.store, on_commit=self._after_commit,
+                           on_idle=self.reclaimer.maybe_run if self.store else None,
+                           opener=None if self.store else (lambda: Store(self.store_dir)))
+
+    def new_worker(self) -> Optional[IngestWorker]:
+        if self.client is None or self.store is None:
+            return None
+        return IngestWorker(self.client, self.store,
+                            SessionIngestPolicy(self.registry, canvas=self.settings.canvas,
+                                                on_answer=self._gateway_answered))
 
     # -- helpers used by hooks and engines --------------------------------------------
     @staticmethod
