@@ -17,15 +17,23 @@ from typing import Any, Iterator
 from .humanize import printable
 
 
+# what ``printable`` removes, as JSON escapes: in JSON output such a character can only be
+# inside a string (the syntax is ASCII), where ``\u009b`` means the same as the raw one
+_JSON_ESCAPES = {c: "\\u%04x" % c for c in list(range(0xA0)) + list(range(0x2000, 0x2070))
+                 if not printable(chr(c))}
+
+
 class PrintableStream:
     """A text stream whose writes reach the terminal without control characters (newlines
-    and tabs stay: they are the CLI's own layout)."""
+    and tabs stay: they are the CLI's own layout). ``json=True``: the output is JSON (data),
+    so they are escaped instead of removed and every value reads back unchanged."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, json: bool = False) -> None:
         self._raw = raw
+        self._json = json
 
     def write(self, text: str) -> int:
-        self._raw.write(printable(text))
+        self._raw.write(text.translate(_JSON_ESCAPES) if self._json else printable(text))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:      # flush, isatty, encoding, fileno ...
@@ -33,12 +41,11 @@ class PrintableStream:
 
 
 @contextlib.contextmanager
-def printable_output(stdout: bool = True) -> Iterator[None]:
-    """While it lasts, what is printed to stderr (and stdout unless it carries data) is
-    printable; the streams are restored after."""
+def printable_output(json_stdout: bool = False) -> Iterator[None]:
+    """While it lasts, what is printed is printable (stdout's control characters escaped
+    when it carries JSON); the streams are restored after."""
     saved = sys.stdout, sys.stderr
-    if stdout:
-        sys.stdout = PrintableStream(sys.stdout)     # type: ignore[assignment]
+    sys.stdout = PrintableStream(sys.stdout, json=json_stdout)     # type: ignore[assignment]
     sys.stderr = PrintableStream(sys.stderr)         # type: ignore[assignment]
     try:
         yield

@@ -118,9 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _prints_data(args: argparse.Namespace) -> bool:
-    """JSON (which escapes control characters itself) and an export to standard output are
-    data: written byte for byte."""
+def _prints_json(args: argparse.Namespace) -> bool:
+    """``--json`` and an export to standard output print JSON: data, escaped not stripped."""
     return bool(getattr(args, "json", False)) or (
         getattr(args, "archive_command", None) == "export" and not getattr(args, "out", None))
 
@@ -142,7 +141,7 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
         parser.print_help()
         return 2
     args.plugin_dir = plugin_dir or str(Path(__file__).resolve().parent.parent)
-    with printable_output(stdout=not _prints_data(args)):  # ids, keys, the Gateway's words
+    with printable_output(json_stdout=_prints_json(args)):  # ids, keys, the Gateway's words
         return _dispatch(args)
 
 

@@ -56,8 +56,13 @@ def test_ids_with_control_characters_print_clean_in_every_archive_view(tmp_path)
     for view in views:
         proc = run_cli(home, *view)
         assert not raw(proc.stdout) and not raw(proc.stderr), (view, proc.stdout, proc.stderr)
-    as_json = run_cli(home, "--help")
-    assert as_json.returncode == 0
+    # JSON is data: the characters are escaped, not removed, and read back unchanged
+    for view in (("archive", "--json", "show", call), ("archive", "export", session)):
+        proc = run_cli(home, *view)
+        assert proc.returncode == 0 and not raw(proc.stdout), (view, proc.stdout, proc.stderr)
+        out = proc.stdout.strip()
+        objs = [json.loads(out)] if view[1] == "--json" else [json.loads(x) for x in out.splitlines()]
+        assert any(o.get("content") == "needle text " + EVIL for o in objs), (view, objs)
 
 
 def test_the_gateways_refusal_reaches_the_log_without_control_characters(tmp_path, caplog):
