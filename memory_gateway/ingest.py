@@ -120,12 +120,6 @@ class IngestWorker:
                 self._wake.set()
                 self._cond.wait_for(lambda: self._passes > seen, timeout=min(left, 1.0))
 
-    def backing_off(self) -> int:
-        """Sessions waiting out a retry backoff now."""
-        with self._retry_lock:
-            now = time.monotonic()
-            return sum(1 for t in self._retry_at.values() if t > now)
-
     def _retry_now(self, session: str) -> None:
         with self._retry_lock:
             self._retry_at.pop(session, None)
