@@ -157,6 +157,14 @@ class AheadOfNeed:
         return GatewayAttempt(list(got.messages) + list(clean[len(job.keys):]), got.level,
                               got.report, got.cut, got.error)
 
+    def drop(self, key: str) -> None:
+        """This conversation ended: its preparation no longer matters (if still queued, it is
+        never sent)."""
+        with self._lock:
+            job = self._jobs.pop(key, None)
+        if job is not None:
+            job.done.set()
+
     def status(self) -> Dict[str, int]:
         with self._lock:
             running = sum(1 for j in self._jobs.values() if not j.done.is_set())

@@ -148,7 +148,9 @@ class Runtime:
         return self.worker.flush(session, max(0.0, deadline - time.monotonic()))
 
     def session_ended(self, session: str, timeout: float = 2.0) -> None:
-        """A real session boundary: its rows reach disk (bounded), then the sender goes."""
+        """A real session boundary: its rows reach disk (bounded), then the sender goes; a
+        compaction prepared for it is not needed any more."""
+        self.ahead.drop(session)
         self.writer.flush(timeout)
         if self.worker is not None:
             self.worker.kick(session)

@@ -59,3 +59,24 @@ def test_close_joins_the_pool_and_queued_jobs_are_never_sent(tmp_path):
         time.sleep(0.5)
         assert len([r for r in gw.requests if r.path.endswith("/compact")]) == sent
         assert sent <= MAX_RUNNING + 1
+
+
+def test_a_conversation_that_ended_before_its_turn_sends_no_compact(tmp_path):
+    with FakeGateway(api_key="k1") as gw:
+        gw.slow_compact(3.0)
+        rt = plugin.build_runtime(env=env_for(tmp_path, gateway_url=gw.url, api_key="k1"))
+        try:
+            conv = [{"role": "system", "content": "sys"}] + conversation(12, 6000)
+            engines = []
+            for i in range(MAX_RUNNING + 3):        # the pool is busy: the last ones queue
+                eng = plugin.open_session(rt, "conv-%d" % i, 64_000, model="m")
+                eng.prune_tool_results_only(list(conv), current_tokens=int(eng.threshold_tokens * 0.9))
+                engines.append(eng)
+            ended = engines[-1]
+            ended.on_session_end("conv-%d" % (len(engines) - 1))
+            assert wait_for(lambda: rt.ahead.status()["preparing"] == 0, 60)
+            sent = {c[0].get("session_id") for c in gw.compact_calls()}
+            assert len(sent) == len(engines) - 1, sent
+            assert not any(s.endswith("conv-%d" % (len(engines) - 1)) for s in sent), sent
+        finally:
+            rt.close()
