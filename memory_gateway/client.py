@@ -299,6 +299,9 @@ class GatewayClient:
         where = self.base_url + path
         for attempt in (1, 2):
             conn: Optional[Connection] = self._conns.get()
+            if conn is not None and not conn.idle():    # closed, or sent bytes nobody asked for
+                self._drop()
+                conn = None
             reused = conn is not None
             try:
                 if conn is None:

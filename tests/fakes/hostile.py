@@ -28,6 +28,8 @@ class HostilePeer:
     ``hang`` (read the request, never answer), ``reset`` (RST after the request), ``raw`` (arg =
     the body bytes, sent as a 200), ``for_session`` (arg = (text, behaviour): that behaviour
     for a request whose ``session_id`` contains text, an empty success for the others).
+    ``trailing`` (arg = (object, bytes): the reply, then bytes past its end), ``sequence``
+    (arg = a list of behaviours: the n-th request to the path gets the n-th, the last repeats).
     ``sessions`` lists the ``session_id`` of every POST, in order."""
 
     def __init__(self, routes: Optional[Dict[str, Tuple[str, Any]]] = None) -> None:
@@ -36,6 +38,7 @@ class HostilePeer:
         self.default: Tuple[str, Any] = ("json", envelope({}))
         self.requests: List[Tuple[str, str, Dict[str, str]]] = []
         self.sessions: List[str] = []
+        self._served: Dict[str, int] = {}
         self.sent_bytes = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -100,6 +103,11 @@ class HostilePeer:
                 behaviour = self.routes.get(path, self.default)
                 session = _session_of(body) if method == "POST" else ""
                 self.sessions.append(session)
+                if behaviour[0] == "sequence":     # the n-th request gets the n-th answer
+                    answers = behaviour[1]
+                    with self._lock:
+                        n = self._served[path] = self._served.get(path, 0) + 1
+                    behaviour = answers[min(n, len(answers)) - 1]
                 if behaviour[0] == "for_session":
                     text, chosen = behaviour[1]
                     behaviour = chosen if text in session else ("json", envelope({}))
@@ -119,6 +127,10 @@ class HostilePeer:
             return True
         if kind == "raw":
             conn.sendall(_head(len(arg)) + arg)
+            return True
+        if kind == "trailing":      # a reply, then bytes past its end (arg = (object, bytes))
+            body = json.dumps(arg[0]).encode("utf-8")
+            conn.sendall(_head(len(body)) + body + arg[1])
             return True
         if kind == "hang":
             self._stop.wait()
