@@ -24,6 +24,7 @@ from .context.tokens import request_tokens
 from .memory_gateway.timestamps import gateway_timestamp
 from .archive.recall import READ, SEARCH
 from .common.peer_text import plugin_logger
+from .common.recent_set import RecentSet
 
 log = plugin_logger("tencentdb_offload.hooks")
 
@@ -109,7 +110,9 @@ class HookHandlers:
 
     def __init__(self, runtime: Any) -> None:
         self.rt = runtime
-        self._heartbeat_turns: set = set()      # session ids whose current turn is a poll
+        # session ids whose current turn is a poll; bounded: a session that only ever polls
+        # (a cron chat) would otherwise stay here for the life of the process
+        self._heartbeat_turns = RecentSet(4 * runtime.settings.max_sessions)
 
     def _failed(self, where: str, exc: BaseException) -> None:
         # the error text may quote a tool's name or a peer's words: no terminal controls

@@ -89,3 +89,20 @@ def test_kicks_on_many_threads_never_cost_the_sender_a_pass(tmp_path, busy_switc
             assert wait_for(lambda: len(rt.worker._retry_at) == 0, 5), "the retry table is never pruned"
         finally:
             rt.close()
+
+
+def test_sessions_that_only_poll_do_not_grow_the_hooks_memory(tmp_path, busy_switching):
+    rt = plugin.build_runtime(env=env_for(tmp_path, max_sessions="20"))
+    hooks = HookHandlers(rt)
+
+    def poll(worker):
+        for i in range(500):
+            hooks.pre_llm_call(session_id="cron-%d-%d" % (worker, i), user_message="HEARTBEAT",
+                               conversation_history=[])
+    try:
+        in_threads(poll)
+        assert len(hooks._heartbeat_turns) <= 4 * 20
+        hooks.pre_llm_call(session_id="cron-last", user_message="HEARTBEAT", conversation_history=[])
+        assert "cron-last" in hooks._heartbeat_turns       # the current poll is still known
+    finally:
+        rt.close()
