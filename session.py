@@ -20,6 +20,9 @@ from .context import canvas
 from .common.humanize import kilo
 from .context.tokens import Calibrator
 from .memory_gateway.session_ids import gateway_session_id
+from .common.peer_text import plugin_logger
+
+log = plugin_logger("tencentdb_offload")
 
 MAX_INHERITED_CANVAS = 100_000      # chars: a pin read back from the store beyond this is ignored
 
@@ -340,6 +343,7 @@ class Reclaimer:
         except Exception as exc:
             self.last_error = "reclaim failed: %s" % exc
             self.last_result = {}
+            log.warning("tencentdb-offload: %s", self.last_error, exc_info=True)
         return self.last_result
 
     def maybe_run(self) -> None:

@@ -62,9 +62,12 @@ class PrintableRecords(logging.Filter):
         except Exception:           # a bad format: let logging report it as it does
             return True
         record.msg, record.args = printable(message, newlines=False), None
+        if record.exc_info and not record.exc_text:     # the traceback quotes the error text
+            record.exc_text = printable(_TRACEBACKS.formatException(record.exc_info))
         return True
 
 
+_TRACEBACKS = logging.Formatter()
 _FILTER = PrintableRecords()
 
 

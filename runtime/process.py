@@ -122,14 +122,12 @@ class Runtime:
         return "gateway" if self.client.available else "local (gateway unavailable)"
 
     def note_error(self, message: str) -> None:
-        """A guard caught something: keep the line for status, count it, and log it with the
-        traceback at debug level when called from an ``except`` block."""
+        """A guard caught something: keep the line for status, count it, and log it (with
+        the traceback when called from an ``except`` block: the cause must be findable)."""
         stamp = time.strftime("%H:%M:%S")
         self.errors.append("%s %s" % (stamp, message))
         self.counters.add("errors_caught")
-        log.warning("tencentdb-offload: %s", message)
-        if sys.exc_info()[0] is not None:
-            log.debug("tencentdb-offload: traceback of: %s", message, exc_info=True)
+        log.warning("tencentdb-offload: %s", message, exc_info=sys.exc_info()[0] is not None)
 
     @staticmethod
     def near_threshold(state: SessionState) -> bool:
