@@ -26,6 +26,7 @@ from ..archive.store import ArchiveItem, Store, StoreError
 from ..archive.writer import StoreWriter
 from ..archive.recall import RecallTools
 from ..archive.refused import requeue_command
+from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
 from ..host.compat import HOST_IMPORT_ERROR
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
@@ -68,7 +69,7 @@ class Runtime:
         self.registry = SessionRegistry(
             settings.max_sessions,
             alias_lookup=self.store.get_alias if self.store else None,
-            alias_store=self.store.set_alias if self.store else None,
+            alias_store=self._store_alias if self.store else None,
             on_error=self.note_error, on_create=self.inherit)
         self.client: Optional[GatewayClient] = None
         self.worker: Optional[IngestWorker] = None
@@ -95,6 +96,10 @@ class Runtime:
         for w in self.warnings:
             log.warning("tencentdb-offload: %s", w)
         after_fork.watch(self)
+
+    def _store_alias(self, session_id: str, conversation: str) -> None:
+        """Queued for the writer: Hermes' thread never waits on the store's write lock."""
+        self.writer.submit(op_alias(session_id, conversation, time.time()))
 
     def new_writer(self) -> StoreWriter:
         return StoreWriter(self.store, on_commit=self._after_commit,

@@ -106,3 +106,25 @@ def test_sessions_that_only_poll_do_not_grow_the_hooks_memory(tmp_path, busy_swi
         assert "cron-last" in hooks._heartbeat_turns       # the current poll is still known
     finally:
         rt.close()
+
+
+def test_a_session_rotation_never_waits_for_another_processs_write_lock(tmp_path):
+    import sqlite3
+    rt = plugin.build_runtime(env=env_for(tmp_path))
+    try:
+        eng = plugin.open_session(rt, "first-id", 64_000, model="m")
+        other = sqlite3.connect(str(rt.store.path), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")        # another process is writing, for a while
+        try:
+            started = time.monotonic()
+            eng.on_session_start("rotated-id", old_session_id="first-id",
+                                 boundary_reason="compression")
+            took = time.monotonic() - started
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert took < 0.5, "Hermes' thread waited %.1f s on the store" % took
+        assert rt.writer.flush(30)
+        assert rt.store.get_alias("rotated-id") == rt.registry.conversation_of("first-id")
+    finally:
+        rt.close()
