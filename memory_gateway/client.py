@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..common.per_thread import PerThread
 from .breaker import CircuitBreaker
@@ -70,6 +70,7 @@ class GatewayClient:
                              % " and ".join(bad)) if bad else ""
         self.config_error = self.fatal_config
         self._conns: PerThread[Connection] = PerThread(lambda c: c.close())
+        self._served: Set[str] = set()      # routes that answered code 0 in this process
 
     def __repr__(self) -> str:
         return "GatewayClient(%s, instance=%s)" % (self.base_url, self.instance_id)
@@ -232,7 +233,7 @@ class GatewayClient:
             raise
         self.last_latency_ms = (time.monotonic() - started) * 1000
         try:
-            data = self._parse(path, status, raw)
+            data = self._judged(path, status, raw)
         except GatewayRejected as exc:
             self.last_error = str(exc)
             if exc.config_problem and not isinstance(exc, (GatewayNotSupported, BodyTooLarge)):
@@ -253,7 +254,20 @@ class GatewayClient:
         self.breaker.record_success()
         self.config_error = ""
         self._heard()
+        self._served.add(path)
         return data
+
+    def _judged(self, path: str, status: int, raw: bytes) -> Dict[str, Any]:
+        """``_parse``, knowing this process's history: a route that answered before does not
+        vanish for good, its 404 is a Gateway restarting (routes not mounted yet)."""
+        try:
+            return self._parse(path, status, raw)
+        except GatewayNotSupported:
+            if path not in self._served:
+                raise
+            raise GatewayUnavailable("%s answered 404 for %s, a route it served before "
+                                     "(restarting?)" % (self.base_url, path)) from None
+
     @staticmethod
     def _parse(path: str, status: int, raw: bytes) -> Dict[str, Any]:
         try:

@@ -86,3 +86,25 @@ def test_rows_the_gateway_refuses_are_reported_and_can_be_requeued(tmp_path):
             assert rt.store.stats()["outbox_dead"] == 0
         finally:
             rt.close()
+
+
+def test_the_gateways_own_404_for_a_route_it_served_before_loses_nothing(tmp_path):
+    # while a restarting Gateway has not mounted its routes yet, it answers its own JSON 404
+    with FakeGateway(api_key="k1") as gw:
+        rt = plugin.build_runtime(env=env_for(tmp_path, gateway_url=gw.url, api_key="k1"))
+        try:
+            record(rt, "s1", 1)
+            assert rt.flush("s1", 10)               # the route has answered once
+            gw.set_fault("route_404", paths=(INGEST,))
+            before = len(gw.requests)
+            HookHandlers(rt).post_tool_call(tool_name="cat", args={}, result="during the restart",
+                                            session_id="s1", tool_call_id="late")
+            assert rt.writer.flush(10)
+            rt.worker.wake()
+            assert wait_for(lambda: any(r.status == 404 for r in gw.requests[before:]), 10)
+            assert rt.store.stats()["outbox_dead"] == 0
+            gw.clear_fault()
+            assert wait_for(lambda: rt.store.backlog("s1") == 0, 20)
+            assert len(gw.ingested_pairs("hermes-s1")) == 2
+        finally:
+            rt.close()

@@ -269,6 +269,10 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
             rec.status = 404
             h.reply(404, b"<html><body>default backend - 404</body></html>", "text/html")
             return
+        if f.kind == "route_404":
+            rec.status = 404
+            h.reply(404, json.dumps({"error": "Not found: %s %s" % (h.command, path)}).encode())
+            return
         if f.kind == "garbage":
             rec.status = 200
             h.reply(200, b"<html>oops", "text/html")
