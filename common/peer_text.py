@@ -36,6 +36,10 @@ class PrintableStream:
         self._raw.write(text.translate(_JSON_ESCAPES) if self._json else printable(text))
         return len(text)
 
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
     def __getattr__(self, name: str) -> Any:      # flush, isatty, encoding, fileno ...
         return getattr(self._raw, name)
 
