@@ -9,7 +9,6 @@ makes Hermes fall back to its built-in compressor without telling the user.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from .host.command import HELP, make_command
@@ -17,9 +16,10 @@ from .host.compat import HOST_SELECTS_CONTEXT
 from .engine import NAME, TencentDBOffloadEngine
 from .hooks import HookHandlers
 from .host.wiring import build_runtime, first_time, open_session, shared_runtime
+from .common.peer_text import plugin_logger
 
 __version__ = "0.3.0"
-log = logging.getLogger("tencentdb_offload")
+log = plugin_logger("tencentdb_offload")
 
 
 def register(ctx: Any) -> None:

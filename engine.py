@@ -9,7 +9,6 @@ older hosts get it through ``pre_llm_call`` and with the compacted list.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
@@ -23,8 +22,9 @@ from .runtime.process import Runtime
 from .session import SessionState
 from .status.render import announce_line
 from .host.thresholds import applying_trigger, model_threshold
+from .common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.engine")
+log = plugin_logger("tencentdb_offload.engine")
 
 NAME = "tencentdb-offload"
 PREPARE_FROM = 0.8          # a Gateway compaction is prepared ahead from 80 % of the trigger

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import uuid
 from typing import Any, Dict, List, Optional
 
@@ -25,8 +24,10 @@ from .context.tokens import request_tokens
 from .memory_gateway.timestamps import gateway_timestamp
 from .runtime.process import Runtime
 from .archive.recall import READ, SEARCH
+from .common.peer_text import plugin_logger
+from .common.recent_set import RecentSet
 
-log = logging.getLogger("tencentdb_offload.hooks")
+log = plugin_logger("tencentdb_offload.hooks")
 
 ENGINE_TOOLS = (READ, SEARCH)
 # Another recall tool's traffic is not the user's work: the memory provider's tools (Hermes
@@ -110,7 +111,9 @@ class HookHandlers:
 
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
-        self._heartbeat_turns: set = set()      # session ids whose current turn is a poll
+        # session ids whose current turn is a poll; bounded: a session that only ever polls
+        # (a cron chat) would otherwise stay here for the life of the process
+        self._heartbeat_turns = RecentSet(4 * runtime.settings.max_sessions)
 
     def _failed(self, where: str, exc: BaseException) -> None:
         # the error text may quote a tool's name or a peer's words: no terminal controls
@@ -144,11 +147,11 @@ class HookHandlers:
         ops = [Store.op_archive(state.key, [ArchiveItem(
             kind="tool_result", content=text, tool_call_id=clean_text(call_id), tool_name=name,
             role="tool", args=params)], rt.now())]
-        rt.counters["tool_pairs_recorded"] += 1
+        rt.counters.add("tool_pairs_recorded")
         if session_id in self._heartbeat_turns or is_heartbeat_call(name, params):
-            rt.counters["heartbeat_pairs_skipped"] += 1     # archived, not the user's work
+            rt.counters.add("heartbeat_pairs_skipped")     # archived, not the user's work
         elif name.startswith(RECALL_TOOL_PREFIXES):
-            rt.counters["recall_pairs_skipped"] += 1
+            rt.counters.add("recall_pairs_skipped")
         elif rt.client is not None:
             pair: Dict[str, Any] = {"tool_name": name or "unknown",
                                     "tool_call_id": clean_text(call_id),
@@ -182,7 +185,7 @@ class HookHandlers:
         else:
             self._heartbeat_turns.discard(session_id)
         if not prompt or is_internal_prompt(prompt):
-            rt.counters["internal_prompts_skipped"] += 1
+            rt.counters.add("internal_prompts_skipped")
             return None
         state = rt.registry.for_session_id(session_id)
         recent = [{"role": m["role"], "content": clean_text(m["content"])}
@@ -237,7 +240,7 @@ class HookHandlers:
         if fixed is None and not copies:
             return None
         state.record_canvas_removed(removed)
-        rt.counters["recall_copies_dropped"] += len(copies)
+        rt.counters.add("recall_copies_dropped", len(copies))
         out = dict(request)
         out["messages"] = fixed if fixed is not None else deduped
         return {"request": out}

@@ -20,6 +20,9 @@ from .context import canvas
 from .host.thresholds import Trigger
 from .context.tokens import Calibrator
 from .memory_gateway.session_ids import gateway_session_id
+from .common.peer_text import plugin_logger
+
+log = plugin_logger("tencentdb_offload")
 
 MAX_INHERITED_CANVAS = 100_000      # chars: a pin read back from the store beyond this is ignored
 
@@ -198,6 +201,12 @@ class SessionRegistry:
         self.evictions = 0
         self.totals = SessionStats()   # survives eviction
 
+    def forget_store(self) -> None:
+        """In a forked child: aliases from memory only (the store is not used there), and a
+        fresh lock (the parent's may have been held by a thread the child does not have)."""
+        self._lock = threading.Lock()
+        self._alias_lookup = self._alias_store = None
+
     def conversation_of(self, session_id: str) -> str:
         """The conversation key for a Hermes session id (itself unless aliased; text the store
         can hold: a lone surrogate becomes U+FFFD)."""
@@ -334,6 +343,7 @@ class Reclaimer:
         except Exception as exc:
             self.last_error = "reclaim failed: %s" % exc
             self.last_result = {}
+            log.warning("tencentdb-offload: %s", self.last_error, exc_info=True)
         return self.last_result
 
     def maybe_run(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 from ..common.text import clean_text
 from .lookup import prefix
+from .refused import refused_by_reason
 
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox(
@@ -193,6 +194,10 @@ class Outbox:
             conn.executemany("UPDATE outbox SET attempts=attempts+1, last_error=?, dead=? WHERE id=?",
                              [(error[:500], 1 if dead else 0, i) for i in ids])
         self.transaction([op])
+
+    def refused(self, limit: int = 5) -> List[Dict[str, Any]]:
+        """Why rows were refused for good (reason, rows, sessions), commonest first."""
+        return refused_by_reason(self._conn(), limit)
 
     def backlog(self, session: Optional[str] = None) -> int:
         if session is None:

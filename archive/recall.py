@@ -14,8 +14,11 @@ import json
 import re
 from typing import Any, Callable, Dict, List, Optional
 
+from ..common.peer_text import plugin_logger
 from .lcm_history import KEY as LCM_KEY, LcmHistory, LcmUnavailable, unavailable
 from .store import Store
+
+log = plugin_logger("tencentdb_offload.recall")
 
 READ = "tdai_read_cos"
 SEARCH = "tdai_offload_search"
@@ -138,7 +141,8 @@ class RecallTools:
                 return self._read(args, session_key, gateway_session)
             if name == SEARCH:
                 return self._search(args, session_key)
-        except Exception as exc:  # a tool call must always get an answer
+        except Exception as exc:  # a tool call must always get an answer, the log the cause
+            log.warning("tencentdb-offload: the %s tool failed: %s", name, exc, exc_info=True)
             return _error("%s failed: %s" % (name, _echo(str(exc))))
         return _error("unknown tool %s" % _echo(name))
 

@@ -10,7 +10,6 @@ raises into a turn.
 from __future__ import annotations
 
 import json
-import logging
 import reprlib
 import sqlite3
 import threading
@@ -26,8 +25,9 @@ from . import lookup, repair
 from .stats import StoreStats, decode_event, read_stats
 from ..context import item_key
 from ..common.per_thread import PerThread
+from ..common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.store")
+log = plugin_logger("tencentdb_offload.store")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS archive(

@@ -11,7 +11,6 @@ counted as lost, reported in ``stats()`` and, once the store works again, in the
 from __future__ import annotations
 
 import atexit
-import logging
 import queue
 import sqlite3
 import threading
@@ -21,8 +20,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .repair import is_broken
 from .store import Store
+from ..common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.store")
+log = plugin_logger("tencentdb_offload.store")
 
 Op = Callable[[sqlite3.Connection], Any]
 Group = Tuple[int, Tuple[Op, ...]]          # (bytes held, the operations of one submit)
@@ -142,6 +142,11 @@ class StoreWriter:
         self.flush(timeout)
         self._queue.put(None)
         self._thread.join(timeout)
+        _LIVE.discard(self)
+
+    def abandon(self) -> None:
+        """In a forked child: this writer's thread and queue are the parent's (it commits
+        them); the child neither writes nor waits for them at exit."""
         _LIVE.discard(self)
 
     # -- the thread ---------------------------------------------------------------------

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from .record import Level
 from .engine_view import CompactingEngine
@@ -24,7 +24,7 @@ from ..session import SessionState
 
 Message = Dict[str, Any]
 REFRESH_TAIL_SHARE = 0.25   # a ready result stays usable while what came since is this small
-MAX_RUNNING = 2             # the Gateway is the bottleneck: more at once only queue there
+MAX_RUNNING = 2             # threads; the Gateway is the bottleneck: more at once only queue there
 
 
 @dataclass(frozen=True)
@@ -59,16 +59,20 @@ class _Job:
 
 
 class AheadOfNeed:
-    """Per conversation at most one prepared (or preparing) Gateway compaction."""
+    """Per conversation at most one prepared (or preparing) Gateway compaction, run by a
+    pool of at most ``MAX_RUNNING`` threads (started when there is work, gone when idle):
+    100 conversations queue, they do not each get a thread. A queued job that no longer
+    matters (dropped for a newer conversation, or the runtime closed) is never sent."""
 
     def __init__(self, ask: Callable[..., GatewayAttempt], max_sessions: int = 20) -> None:
         self._ask = ask                     # runtime.gateway_attempt
         self._jobs: "OrderedDict[str, _Job]" = OrderedDict()
         self._lock = threading.Lock()
-        self._slots = threading.Semaphore(MAX_RUNNING)
+        self._queue: Deque[Tuple[str, _Job, Tuple[Any, ...]]] = deque()
+        self._threads: List[threading.Thread] = []
         self._max = max(1, max_sessions)
         self.closed = False
-        self.used = self.started_jobs = 0
+        self.used = self.started_jobs = self.skipped = 0
 
     def busy(self, key: str) -> bool:
         """No new job for this conversation now (one is running, or the runtime closed):
@@ -100,22 +104,40 @@ class AheadOfNeed:
             self._jobs[state.key] = job
             self._jobs.move_to_end(state.key)
             while len(self._jobs) > self._max:
-                self._jobs.popitem(last=False)
+                _key, dropped = self._jobs.popitem(last=False)
+                dropped.done.set()          # whoever waits on it stops waiting
             self.started_jobs += 1
-        snapshot = list(clean)
-        threading.Thread(target=self._run, args=(job, state, snapshot, engine, overhead),
-                         name="tdo-compact-ahead", daemon=True).start()
+            self._queue.append((state.key, job, (state, list(clean), engine, overhead)))
+            self._threads = [t for t in self._threads if t.is_alive()]
+            if len(self._threads) < MAX_RUNNING:
+                worker = threading.Thread(target=self._work, name="tdo-compact-ahead", daemon=True)
+                self._threads.append(worker)
+                worker.start()
         return True
 
-    def _run(self, job: _Job, state: SessionState, snapshot: List[Message], engine: CompactingEngine,
-             overhead: int) -> None:
-        try:
-            with self._slots:
+    def _next(self) -> Optional[Tuple[_Job, Tuple[Any, ...]]]:
+        """The next job that still matters; None when there is nothing to do (the thread ends)."""
+        with self._lock:
+            while self._queue and not self.closed:
+                key, job, args = self._queue.popleft()
+                if self._jobs.get(key) is job:
+                    return job, args
+                self.skipped += 1           # dropped or replaced while it waited: not sent
+            self._threads = [t for t in self._threads if t is not threading.current_thread()]
+            return None
+
+    def _work(self) -> None:
+        while True:
+            found = self._next()
+            if found is None:
+                return
+            job, (state, snapshot, engine, overhead) = found
+            try:
                 job.attempt = self._ask(state, snapshot, engine, overhead, None)
-        except Exception as exc:            # the runtime's own guard logs; never kill a thread
-            job.attempt = GatewayAttempt.failed("prepared compaction failed: %s" % exc)
-        finally:
-            job.done.set()
+            except Exception as exc:        # the runtime's own guard logs; never kill a thread
+                job.attempt = GatewayAttempt.failed("prepared compaction failed: %s" % exc)
+            finally:
+                job.done.set()
 
     def take(self, state: SessionState, clean: List[Message], wait_s: float) -> Optional[GatewayAttempt]:
         """The prepared result applied to ``clean`` (its messages, then what came since), or
@@ -137,16 +159,35 @@ class AheadOfNeed:
         return GatewayAttempt(list(got.messages) + list(clean[len(job.keys):]), got.level,
                               got.report, got.cut, got.error)
 
+    def drop(self, key: str) -> None:
+        """This conversation ended: its preparation no longer matters (if still queued, it is
+        never sent)."""
+        with self._lock:
+            job = self._jobs.pop(key, None)
+        if job is not None:
+            job.done.set()
+
     def status(self) -> Dict[str, int]:
         with self._lock:
             running = sum(1 for j in self._jobs.values() if not j.done.is_set())
+            threads = sum(1 for t in self._threads if t.is_alive())
         return {"prepared_started": self.started_jobs, "prepared_used": self.used,
-                "preparing": running}
+                "prepared_skipped": self.skipped, "preparing": running, "threads": threads}
 
-    def close(self) -> None:
+    def close(self, timeout: float = 2.0) -> None:
+        """Drop every job (queued ones are never sent) and join the pool's threads; one in
+        the middle of a /compact gets ``timeout`` to finish (it is a daemon after that)."""
         with self._lock:
             self.closed = True
+            for job in self._jobs.values():
+                job.done.set()
             self._jobs.clear()
+            self._queue.clear()
+            threads, self._threads = list(self._threads), []
+        deadline = time.monotonic() + timeout
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
 
 
 def _tail(clean: List[Message], job: _Job, count: Callable[[Any], int]) -> int:

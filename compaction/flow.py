@@ -9,7 +9,6 @@ through ``context``.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -25,9 +24,10 @@ from ..context import messages as M
 from ..context.fallback import local_compact
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
+from ..common.peer_text import plugin_logger
 
 Message = Dict[str, Any]
-log = logging.getLogger("tencentdb_offload.compaction")
+log = plugin_logger("tencentdb_offload.compaction")
 # Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
 # refuses compactions while all are busy: there we wait this long for the Gateway, at most.
 POOL_GATEWAY_WAIT_S = 0.5

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..common.per_thread import PerThread
 from .breaker import CircuitBreaker
 from .shared_health import SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
                      GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
-                     int_code)
+                     int_code, is_envelope)
 from .transport import (BadReply, BaseURL, Connection, PeerClosed, ReplyTooLarge, build_request,
                         host_header, unsafe_credentials)
 
@@ -70,6 +70,7 @@ class GatewayClient:
                              % " and ".join(bad)) if bad else ""
         self.config_error = self.fatal_config
         self._conns: PerThread[Connection] = PerThread(lambda c: c.close())
+        self._served: Set[str] = set()      # routes that answered code 0 in this process
 
     def __repr__(self) -> str:
         return "GatewayClient(%s, instance=%s)" % (self.base_url, self.instance_id)
@@ -129,8 +130,8 @@ class GatewayClient:
             raise
         try:
             data = json.loads(payload.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise GatewayProtocolError("health reply is not JSON") from exc
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise GatewayProtocolError("health reply is not JSON (or nested too deeply)") from None
         if status != 200 or not isinstance(data, dict) or data.get("status") not in ("ok", "degraded"):
             raise GatewayProtocolError("health says %r (HTTP %d)" % (
                 str(data.get("status") if isinstance(data, dict) else data)[:80], status))
@@ -233,7 +234,7 @@ class GatewayClient:
             raise
         self.last_latency_ms = (time.monotonic() - started) * 1000
         try:
-            data = self._parse(path, status, raw)
+            data = self._judged(path, status, raw)
         except GatewayRejected as exc:
             self.last_error = str(exc)
             if exc.config_problem and not isinstance(exc, (GatewayNotSupported, BodyTooLarge)):
@@ -246,17 +247,41 @@ class GatewayClient:
         except GatewayProtocolError as exc:
             self.last_error = str(exc)
             raise
+        except GatewayUnavailable as exc:   # an answer, but not from the Gateway
+            self.last_error = str(exc)
+            self.breaker.record_outage(str(exc))
+            self._share(False, str(exc))
+            raise
         self.breaker.record_success()
         self.config_error = ""
         self._heard()
+        self._served.add(path)
         return data
+
+    def _judged(self, path: str, status: int, raw: bytes) -> Dict[str, Any]:
+        """``_parse``, knowing this process's history: a route that answered before does not
+        vanish for good, its 404 is a Gateway restarting (routes not mounted yet)."""
+        try:
+            return self._parse(path, status, raw)
+        except GatewayNotSupported:
+            if path not in self._served:
+                raise
+            raise GatewayUnavailable("%s answered 404 for %s, a route it served before "
+                                     "(restarting?)" % (self.base_url, path)) from None
+
     @staticmethod
     def _parse(path: str, status: int, raw: bytes) -> Dict[str, Any]:
         try:
             env = json.loads(raw.decode("utf-8")) if raw else None
         except (ValueError, UnicodeDecodeError):
             env = None
+        except RecursionError:      # nested past the parser's depth: a broken reply, not a crash
+            raise GatewayProtocolError("reply to %s is nested too deeply to read" % path) from None
         if status == 404:
+            if not is_envelope(env):    # a proxy's page while the Gateway restarts: not its verdict
+                raise GatewayUnavailable("%s answered HTTP 404 with a page that is not the "
+                                         "Gateway's (a proxy in front of a restarting Gateway?)"
+                                         % path)
             raise GatewayNotSupported(404, "no route %s on this Gateway" % path)
         if status != 200:
             message = ""
@@ -289,6 +314,9 @@ class GatewayClient:
         where = self.base_url + path
         for attempt in (1, 2):
             conn: Optional[Connection] = self._conns.get()
+            if conn is not None and not conn.idle():    # closed, or sent bytes nobody asked for
+                self._drop()
+                conn = None
             reused = conn is not None
             try:
                 if conn is None:

@@ -111,3 +111,9 @@ class GatewayNotSupported(GatewayRejected):
 def int_code(value: Any) -> Optional[int]:
     """The envelope's code when it is an integer (JSON ``true`` is not)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_envelope(value: Any) -> bool:
+    """A reply body the Gateway itself wrote: a JSON object with its ``code`` or ``error``
+    (a proxy's or ingress' HTML page is not)."""
+    return isinstance(value, dict) and ("code" in value or "error" in value)

@@ -16,7 +16,6 @@ what the Gateway returned for each (``Canvas``).
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -29,8 +28,9 @@ from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
 from ..archive.outbox import OutboxHead, OutboxRow
 from ..archive.store import Store
 from .timestamps import gateway_timestamp
+from ..common.peer_text import plugin_logger
 
-log = logging.getLogger("tencentdb_offload.ingest")
+log = plugin_logger("tencentdb_offload.ingest")
 
 MAX_PAIRS_PER_BATCH = 100
 ROWS_PER_PASS = 1000        # row heads (no content) read per session and pass
@@ -86,7 +86,8 @@ class IngestWorker:
         self._wake = threading.Event()
         self._cond = threading.Condition()
         self._passes = 0
-        self._retry_at: Dict[str, float] = {}
+        self._retry_at: Dict[str, float] = {}     # session -> monotonic time of its next try
+        self._retry_lock = threading.Lock()         # kick()/flush() change it on other threads
         self._boundary: Dict[str, str] = {}     # session -> when its last prompt was accepted
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="tencentdb-offload-ingest",
@@ -99,14 +100,14 @@ class IngestWorker:
 
     def kick(self, session: str) -> None:
         """Deliver this session now, skipping any retry backoff it is in."""
-        self._retry_at.pop(session, None)
+        self._retry_now(session)
         self._wake.set()
 
     def flush(self, session: Optional[str] = None, timeout: float = 5.0) -> bool:
         """Wait until the session's (or every) backlog is delivered; False on timeout/outage."""
         deadline = time.monotonic() + timeout
         if session is not None:
-            self._retry_at.pop(session, None)
+            self._retry_now(session)
         while True:
             if self.store.backlog(session) == 0:
                 return True
@@ -119,6 +120,22 @@ class IngestWorker:
                 seen = self._passes
                 self._wake.set()
                 self._cond.wait_for(lambda: self._passes > seen, timeout=min(left, 1.0))
+
+    def _retry_now(self, session: str) -> None:
+        with self._retry_lock:
+            self._retry_at.pop(session, None)
+
+    def _retry_later(self, session: str, seconds: float) -> None:
+        with self._retry_lock:
+            self._retry_at[session] = time.monotonic() + seconds
+
+    def _waiting(self) -> frozenset:
+        """Sessions still in backoff; the ones whose backoff ended are forgotten (the table
+        would otherwise hold every session that ever failed once)."""
+        now = time.monotonic()
+        with self._retry_lock:
+            self._retry_at = {s: t for s, t in self._retry_at.items() if t > now}
+            return frozenset(self._retry_at)
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stop = True
@@ -146,9 +163,7 @@ class IngestWorker:
         if not breaker.allow():
             if not breaker.probe_due() or not self.client.probe():
                 return
-        now = time.monotonic()
-        waiting = frozenset(s for s, t in self._retry_at.items() if t > now)
-        sessions = self.store.claim(self.owner, self.lease_s, time.time(), skip=waiting)
+        sessions = self.store.claim(self.owner, self.lease_s, time.time(), skip=self._waiting())
         refreshed = set()
         more = False
         try:
@@ -156,6 +171,11 @@ class IngestWorker:
                 session = sessions.pop(0)
                 try:
                     ok, more_here = self._deliver_session(session)
+                except Exception as exc:    # one session's failure is that session's alone
+                    ok, more_here = False, False
+                    self.last_error = "delivering %s failed: %s" % (session, exc)
+                    log.warning("tencentdb-offload: %s", self.last_error, exc_info=True)
+                    self._retry_later(session, CONFIG_RETRY_S)
                 finally:
                     self.store.release(session, self.owner)
                 more = more or more_here
@@ -231,7 +251,7 @@ class IngestWorker:
         except GatewayRejected as exc:
             self.last_error = str(exc)
             if exc.auth_refused:
-                self._retry_at[session] = time.monotonic() + CONFIG_RETRY_S
+                self._retry_later(session, CONFIG_RETRY_S)
                 return False
             if exc.config_problem:
                 if len(batch) > 1:      # find the row the Gateway refuses, deliver the rest
@@ -286,7 +306,7 @@ class IngestWorker:
 
     def _backoff(self, session: str, batch: List[OutboxRow]) -> None:
         attempts = max(r.attempts for r in batch) + 1
-        self._retry_at[session] = time.monotonic() + min(60.0, 0.5 * (2 ** min(attempts, 7)))
+        self._retry_later(session, min(60.0, 0.5 * (2 ** min(attempts, 7))))
 
     def _refresh_canvases(self, delivered: Set[str]) -> None:
         for session, gid in self.policy.canvases_due(delivered):

@@ -8,6 +8,7 @@ read-to-close bodies, keep-alive) and checks the deadline before every socket op
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 import time
@@ -123,9 +124,20 @@ class Connection:
         status, headers = _parse_head(self._head())
         body = self._body(headers, deadline, max_reply)
         if headers.get("connection", "").lower() == "close" or "content-length" not in headers \
-                and headers.get("transfer-encoding", "").lower() != "chunked":
-            self.close()
+                and headers.get("transfer-encoding", "").lower() != "chunked" or self.buf:
+            self.close()        # (bytes past the reply's end: the next reply would be theirs)
         return status, headers, body
+
+    def idle(self) -> bool:
+        """Nothing arrived since the last reply was read to its end: safe to reuse. Bytes
+        sent after it (or the peer's close) make the connection unusable."""
+        if not self.reusable or self.buf:
+            return False
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
 
     def _head(self) -> bytes:
         end = self.buf.find(b"\r\n\r\n")

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..common.peer_text import printable_output
 from .env import MIN_WINDOW, PROG, CliError
 from .status import cmd_status
-from . import archive_cmd, report_cmd
+from . import archive_cmd, outbox_cmd, report_cmd
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description="tencentdb-offload command line: run a synthetic "
                  "session (demo), replay a real one (replay), check an installation (doctor), "
                  "show what the store knows (status), list, read, search, export or forget what "
-                 "was archived (archive).",
+                 "was archived (archive), draw a conversation as an HTML page (report), see and "
+                 "re-queue what the Gateway refused (outbox).",
                  epilog="Every command takes --json; demo, replay, doctor, status and archive "
                  "take --store DIR (before or after an archive action). COMMAND --help for more.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -119,7 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="print as JSON")
     archive_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
+    outbox_cmd.add_parser(sub)
     return ap
+
+
+def _prints_json(args: argparse.Namespace) -> bool:
+    """``--json`` and an export to standard output print JSON: data, escaped not stripped."""
+    return bool(getattr(args, "json", False)) or (
+        getattr(args, "archive_command", None) == "export" and not getattr(args, "out", None))
 
 
 def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None) -> int:
@@ -139,6 +148,11 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
         parser.print_help()
         return 2
     args.plugin_dir = plugin_dir or str(Path(__file__).resolve().parent.parent)
+    with printable_output(json_stdout=_prints_json(args)):  # ids, keys, the Gateway's words
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "status":
             return cmd_status(args)
@@ -146,6 +160,8 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
             return archive_cmd.cmd_archive(args)
         if args.command == "report":
             return report_cmd.cmd_report(args)
+        if args.command == "outbox":
+            return outbox_cmd.cmd_outbox(args)
         if args.command == "doctor":
             from .doctor import cmd_doctor
             return cmd_doctor(args)

@@ -8,7 +8,8 @@ from pathlib import Path
 from shlex import quote
 from typing import Any, Mapping
 
-from ..archive import readonly
+from ..archive import readonly, refused
+from ..common.humanize import plural, printable
 from ..status.render import store_figures
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -52,6 +53,7 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
         reader = readonly.StoreReader(directory)
         try:
             st = reader.stats()
+            reasons = refused.refused_by_reason(reader.conn, 3) if st.outbox_dead else []
         finally:
             reader.close()
     except sqlite3.Error as exc:  # a broken database is a finding, not a crash
@@ -60,7 +62,10 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
         return
     msg = store_figures(st)     # the words and figures status and the slash command print
     if st.outbox_dead:
-        c.add("outbox", WARN, msg, "python3 %s status   # shows the Gateway's errors" % quote(str(plugin_dir)))
+        why = "; ".join("%s: %s" % (plural(r["rows"], "row"), printable(r["reason"], 200, False))
+                        for r in reasons)
+        c.add("outbox", WARN, "%s (%s)" % (msg, why),
+              "%s   # after fixing the cause" % refused.requeue_command(plugin_dir))
     elif st.outbox_backlog and not settings.gateway_url:
         c.add("outbox", WARN, msg + " but the Gateway is off",
               "nothing to do: the archive keeps them; a Gateway URL in TENCENTDB_OFFLOAD_GATEWAY_URL "

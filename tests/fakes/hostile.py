@@ -25,13 +25,20 @@ class HostilePeer:
     """Behaviours (``(kind, arg)``): ``json`` (arg = object, sent fast), ``slow_headers`` and
     ``slow_body`` (arg = seconds between bytes), ``huge`` (arg = declared Content-Length; bytes
     are streamed until the client leaves), ``huge_chunked`` (no length, endless chunks),
-    ``hang`` (read the request, never answer), ``reset`` (RST after the request)."""
+    ``hang`` (read the request, never answer), ``reset`` (RST after the request), ``raw`` (arg =
+    the body bytes, sent as a 200), ``for_session`` (arg = (text, behaviour): that behaviour
+    for a request whose ``session_id`` contains text, an empty success for the others).
+    ``trailing`` (arg = (object, bytes): the reply, then bytes past its end), ``sequence``
+    (arg = a list of behaviours: the n-th request to the path gets the n-th, the last repeats).
+    ``sessions`` lists the ``session_id`` of every POST, in order."""
 
     def __init__(self, routes: Optional[Dict[str, Tuple[str, Any]]] = None) -> None:
         self.routes: Dict[str, Tuple[str, Any]] = {"/health": HEALTH_OK}
         self.routes.update(routes or {})
         self.default: Tuple[str, Any] = ("json", envelope({}))
         self.requests: List[Tuple[str, str, Dict[str, str]]] = []
+        self.sessions: List[str] = []
+        self._served: Dict[str, int] = {}
         self.sent_bytes = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -91,9 +98,20 @@ class HostilePeer:
                     if not data:
                         return
                     buf += data
-                buf = buf[need:]
+                body, buf = buf[:need], buf[need:]
                 self.requests.append((method, path, headers))
-                if not self._answer(conn, self.routes.get(path, self.default)):
+                behaviour = self.routes.get(path, self.default)
+                session = _session_of(body) if method == "POST" else ""
+                self.sessions.append(session)
+                if behaviour[0] == "sequence":     # the n-th request gets the n-th answer
+                    answers = behaviour[1]
+                    with self._lock:
+                        n = self._served[path] = self._served.get(path, 0) + 1
+                    behaviour = answers[min(n, len(answers)) - 1]
+                if behaviour[0] == "for_session":
+                    text, chosen = behaviour[1]
+                    behaviour = chosen if text in session else ("json", envelope({}))
+                if not self._answer(conn, behaviour):
                     return
         except OSError:
             return
@@ -106,6 +124,13 @@ class HostilePeer:
         if kind == "json":
             body = json.dumps(arg).encode("utf-8")
             conn.sendall(_head(len(body)) + body)
+            return True
+        if kind == "raw":
+            conn.sendall(_head(len(arg)) + arg)
+            return True
+        if kind == "trailing":      # a reply, then bytes past its end (arg = (object, bytes))
+            body = json.dumps(arg[0]).encode("utf-8")
+            conn.sendall(_head(len(body)) + body + arg[1])
             return True
         if kind == "hang":
             self._stop.wait()
@@ -139,3 +164,10 @@ class HostilePeer:
 def _head(length: int) -> bytes:
     return ("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
             "Connection: keep-alive\r\n\r\n" % length).encode("ascii")
+
+
+def _session_of(body: bytes) -> str:
+    try:
+        return str(json.loads(body.decode("utf-8")).get("session_id", ""))
+    except (ValueError, AttributeError, RecursionError):
+        return ""

@@ -254,3 +254,28 @@ def test_a_refused_reply_is_a_gateway_failure_and_our_bug_is_raised(tmp_path, ca
         out = eng.compress(conv, current_tokens=60_000)
         rt.close()
     assert M.validation_errors(out) == []
+
+
+# -- a connection is reused only after its reply was read exactly to its end -----------------
+
+def _reply_bytes(obj):
+    body = __import__("json").dumps(obj).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_bytes_past_a_reply_are_never_read_as_the_next_reply(late):
+    smuggled = _reply_bytes(envelope({"mmds": [{"filename": "evil.mmd", "content": "smuggled"}]}))
+    first = ("trailing", (envelope({"mmds": []}), b"" if late else smuggled))
+    honest = ("json", envelope({"mmds": [{"filename": "real.mmd", "content": "honest"}]}))
+    with HostilePeer({"/v2/offload/query-mmd": ("sequence", [first, honest])}) as peer:
+        c = client(peer.url)
+        assert c.query_mmd("hermes-s1")["mmds"] == []
+        if late:        # the extra bytes arrive after the reply was read
+            time.sleep(0.05)
+            with peer._lock:
+                conns = list(peer._conns)
+            conns[-1].sendall(smuggled)
+            time.sleep(0.05)
+        second = c.query_mmd("hermes-s1")
+    assert second["mmds"][0]["content"] == "honest", second

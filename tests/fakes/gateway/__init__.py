@@ -14,7 +14,7 @@ Gateway v2.0.1-beta.2), including its bugs, because the plugin must survive them
 * compaction (§4) step by step: overhead, fast-path replay (incl. the OpenAI dangling
   ``tool_calls`` gap), mild / aggressive / emergency (incl. MMD messages put back at
   index 0, before the system message), history and active canvas injection;
-* faults: ``refuse``, ``hang``, ``5xx``, ``409``, ``reset``, ``garbage``, ``wrong_shape``;
+* faults: ``refuse``, ``hang``, ``5xx``, ``409``, ``reset``, ``garbage``, ``wrong_shape``, ``proxy_404``, ``route_404``;
   ``latency_s`` delays every answer (a slow but healthy Gateway); ``tamper`` (a function of
   the reply's message list) makes a lying Gateway that answers well-formed JSON; ``slow_compact()`` makes
   ``/compact`` take as long as the real one did on a loaded 2-core machine (3.2 s per 100K

@@ -15,7 +15,9 @@ from typing import Any
 # ─── Constants (gateway defaults, contract §4) ──────────────────────────────────
 
 INGEST, COMPACT, QUERY_MMD = "/v2/offload/ingest", "/v2/offload/compact", "/v2/offload/query-mmd"
-FAULT_KINDS = frozenset({"refuse", "hang", "5xx", "409", "reset", "garbage", "wrong_shape"})
+FAULT_KINDS = frozenset({"refuse", "hang", "5xx", "409", "reset", "garbage", "wrong_shape",
+                         "proxy_404",    # an ingress's HTML "default backend" page
+                         "route_404"})   # its own JSON 404, as while its routes are not mounted
 
 MILD_RATIO, AGGRESSIVE_RATIO, EMERGENCY_RATIO = 0.5, 0.85, 0.95
 MILD_SCAN_RATIO, MILD_SCORE_FLOOR = 0.7, 4

@@ -265,6 +265,14 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
         if f.kind == "reset":
             h.drop(reset=True)
             return
+        if f.kind == "proxy_404":   # what an ingress answers while the Gateway restarts
+            rec.status = 404
+            h.reply(404, b"<html><body>default backend - 404</body></html>", "text/html")
+            return
+        if f.kind == "route_404":
+            rec.status = 404
+            h.reply(404, json.dumps({"error": "Not found: %s %s" % (h.command, path)}).encode())
+            return
         if f.kind == "garbage":
             rec.status = 200
             h.reply(200, b"<html>oops", "text/html")

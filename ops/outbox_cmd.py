@@ -1,0 +1,61 @@
+"""``outbox``: the rows the Gateway refused for good, and re-queueing them once fixed.
+
+``outbox refused`` lists why rows were refused; ``outbox requeue [--session ID]`` puts them
+back in line (the running sender picks them up within a second or so). Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..archive import browse, refused
+from ..common.humanize import plural, printable
+from .env import CliError, resolve_settings
+
+
+def add_parser(sub: Any) -> None:
+    ap = sub.add_parser("outbox", help="rows the Gateway refused for good; re-queue them",
+                        description="Rows the Gateway refused for good (a bad request, a missing "
+                        "route) are kept, not deleted. List the reasons, fix the cause, then "
+                        "re-queue them for delivery.")
+    ap.add_argument("--store", metavar="DIR", help="store directory (default: the configured one)")
+    ap.add_argument("--json", action="store_true", help="print as JSON")
+    cmds = ap.add_subparsers(dest="outbox_command", metavar="ACTION")
+    cmds.add_parser("refused", help="why rows were refused, with counts")
+    again = cmds.add_parser("requeue", help="send the refused rows again")
+    again.add_argument("--session", metavar="ID", help="only this conversation's rows")
+
+
+def cmd_outbox(args: argparse.Namespace) -> int:
+    action = getattr(args, "outbox_command", None)
+    if not action:
+        raise CliError("say what to do: refused, or requeue [--session ID]")
+    overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
+    env, _config, settings, _warnings = resolve_settings(overrides)
+    directory = settings.resolved_store_dir(env)
+    try:
+        if action == "requeue":
+            moved = refused.requeue(directory, args.session)
+            print(json.dumps({"requeued": moved}) if args.json else
+                  "%s waiting for the Gateway again" % plural(moved, "refused row"))
+            return 0
+        conn = browse.open_readonly(directory)
+    except browse.BrowseError as exc:
+        raise CliError(str(exc))
+    try:
+        reasons = refused.refused_by_reason(conn, limit=20)
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps(reasons, ensure_ascii=False))
+        return 0
+    for r in reasons:
+        print("%s (%s): %s" % (plural(r["rows"], "row"), plural(r["sessions"], "session"),
+                               printable(r["reason"], 300, False)))
+    if not reasons:
+        print("no refused rows")
+    else:
+        print("fix the cause, then: %s" % (refused.requeue_command(args.plugin_dir)))
+    return 0

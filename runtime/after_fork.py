@@ -1,0 +1,62 @@
+"""A host that forks after loading the plugin: the child says plainly that it archives nothing.
+
+``fork()`` copies only the calling thread. A lock another thread held at that moment stays
+held in the child for good, and SQLite keeps process-wide locks of its own: measured here, a
+child that opened the store again hung in ``sqlite3.connect`` (1 run in 8 under load) because
+the parent's sender was inside SQLite when the host forked. The same holds for Hermes' own
+threads, so no reopening can be made safe. The child therefore never touches SQLite or the
+Gateway again: its hooks and compactions go on locally, nothing is promised that the archive
+does not hold (a trimmed result stays whole), and status and the log say why.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+from ..archive.recall import RecallTools
+from ..archive.writer import StoreWriter
+from ..common.peer_text import plugin_logger
+
+log = plugin_logger("tencentdb_offload")
+_RUNTIMES: "weakref.WeakSet[Any]" = weakref.WeakSet()
+FORKED = ("this process was forked from one that had already loaded the plugin: SQLite and "
+          "the Gateway are not used here (a lock held at the fork would hang the process), so "
+          "nothing is archived or sent from it; compaction goes on locally")
+
+
+def watch(runtime: Any) -> None:
+    """Disarm ``runtime`` in any child this process forks from now on."""
+    _RUNTIMES.add(runtime)
+
+
+def disarm(rt: Any) -> None:
+    """``rt`` in a forked child: no store, no Gateway, no inherited thread; said plainly."""
+    if rt.closed:
+        return
+    rt.writer.abandon()                 # its thread and queue are the parent's
+    rt.writer = StoreWriter(None)       # no opener: rows are counted lost, never written
+    rt.store = None
+    rt.registry.forget_store()
+    rt.client, rt.worker = None, None
+    rt.ahead = type(rt.ahead)(rt.gateway_attempt, rt.settings.max_sessions)
+    rt.tools = RecallTools(None, rt.flush_writes)
+    rt.store_error = FORKED
+    rt.warnings.append(FORKED)
+    rt.counters.add("forked")
+
+
+def _in_child() -> None:
+    for rt in list(_RUNTIMES):
+        try:
+            disarm(rt)
+        except Exception as exc:    # never break the host's child
+            rt.closed = True
+            log.error("tencentdb-offload: after fork: %s", exc, exc_info=True)
+    if _RUNTIMES:
+        log.error("tencentdb-offload: %s", FORKED)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_in_child)
