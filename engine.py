@@ -10,12 +10,13 @@ older hosts get it through ``pre_llm_call`` and with the compacted list.
 from __future__ import annotations
 
 import logging
-import time
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
 from .host.command import explain_unchanged
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
+from .compaction import idle
 from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
 from .context import messages as M
 from .context.fallback import has_compressible
@@ -50,6 +51,7 @@ class TencentDBOffloadEngine(ContextEngine):
         self._key = "default"
         self._session_id = ""
         self._last_compress_aborted = self._last_compression_made_progress = False
+        self._landing_deep = False       # this compress() runs on a cold cache: land deeper
 
     @property
     def name(self) -> str:
@@ -70,6 +72,7 @@ class TencentDBOffloadEngine(ContextEngine):
             setattr(twin, attr, getattr(self, attr, None))
         twin._last_compress_aborted = False
         twin._last_compression_made_progress = False
+        twin._landing_deep = False
         return twin
 
     def clone_for_agent(self) -> "TencentDBOffloadEngine":
@@ -142,7 +145,11 @@ class TencentDBOffloadEngine(ContextEngine):
     def _take_usage(self, usage: Dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
         state = self._state()
+        rt = self.runtime
         if isinstance(prompt, int) and prompt > 0:
+            after_compaction = state.cache.responded(prompt, usage, rt.settings.cache_ttl_s,
+                                                     rt.now(), rt.monotonic())
+            rt.hand_over(state.key, "cache_clock", state.cache.export())
             self.last_prompt_tokens = prompt
             self.last_real_prompt_tokens = prompt
             state.last_usage = prompt
@@ -150,7 +157,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 state.calibrator.observe(state.request_estimate, prompt)
                 state.request_estimate = 0
                 self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
-            state.record_usage(prompt, usage)
+            state.record_usage(prompt, usage, after_compaction)
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(completion, int) and completion >= 0:
             self.last_completion_tokens = completion
@@ -168,7 +175,8 @@ class TencentDBOffloadEngine(ContextEngine):
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
         if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
                 or tokens < self.threshold_tokens):
-            return False, None          # unknown after a compaction, or simply below the trigger
+            # 0.17/0.19 ask only this at a turn start (0.22 asks should_compress_preflight)
+            return (not HOST_SELECTS_CONTEXT and self._idle_wanted(tokens)), None
         if not self.runtime.settings.enabled:
             return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED=false)"
         return True, None
@@ -198,10 +206,14 @@ class TencentDBOffloadEngine(ContextEngine):
         if not self.runtime.settings.enabled:
             return messages
         try:
+            reason = "manual" if force else "idle" if self._idle_due() else "threshold"
+            if reason == "idle":     # one idle compaction per pause, whatever comes of it
+                self._state().cache.spend()
+            self._landing_deep = reason == "idle"
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic)
             result, record = run.run(current_tokens, bool(force))
             if record is not None:
-                self._landed(record)
+                self._landed(replace(record, reason=reason))
             elif force and run.planned is not None and not cancelled():
                 # Hermes only prints "No changes from compression": say why, where it logs
                 log.warning("%s", explain_unchanged(run.planned.before, self._target(),
@@ -210,6 +222,8 @@ class TencentDBOffloadEngine(ContextEngine):
         except Exception as exc:
             log.debug("compress failed", exc_info=True)
             self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
+        finally:
+            self._landing_deep = False
         result = plain_local(self, messages, cancelled)   # the last resort
         if result is not messages:
             with self._state().lock:
@@ -222,10 +236,24 @@ class TencentDBOffloadEngine(ContextEngine):
             self.compression_count += 1
             state.canvas_repin = True       # the next request may show the current canvas
         self._last_compression_made_progress = True
+        state.cache.compaction_landed()
         self.runtime.record_compaction(state, record)
 
     def _target(self) -> int:
-        return self.runtime.settings.target_tokens(self.context_length or 128_000)
+        target = self.runtime.settings.target_tokens(self.context_length or 128_000)
+        return idle.idle_target(target) if self._landing_deep else target
+
+    # -- idle compaction: where the provider's cache is cold anyway ------------------------
+    def _idle_due(self) -> bool:
+        """A pause longer than the cache TTL since the last response, not yet used."""
+        rt = self.runtime
+        return rt.settings.enabled and self._state().cache.idle_due(
+            rt.settings.cache_ttl_s, rt.now(), rt.monotonic())
+
+    def _idle_wanted(self, tokens: Any) -> bool:
+        """Past the idle trigger on a cold cache: compacting now costs no extra cache write."""
+        return (isinstance(tokens, (int, float)) and self.threshold_tokens > 0
+                and tokens >= idle.idle_trigger(self.threshold_tokens) and self._idle_due())
 
     def _estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
@@ -239,8 +267,9 @@ class TencentDBOffloadEngine(ContextEngine):
         if not isinstance(messages, list) or self.threshold_tokens <= 0:
             return False
         try:
-            return (self.runtime.settings.enabled
-                    and self._estimate_real(messages) >= self.threshold_tokens)
+            estimate = self._estimate_real(messages)
+            return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
+                                                      or self._idle_wanted(estimate))
         except Exception:
             log.debug("preflight estimate failed", exc_info=True)
             return False
@@ -325,6 +354,7 @@ class TencentDBOffloadEngine(ContextEngine):
         ctx = self.context_length
         last = max(0, self.last_prompt_tokens)
         state = self._state()
+        rt = self.runtime
         return {
             "last_prompt_tokens": last,
             "threshold_tokens": self.threshold_tokens,
@@ -334,5 +364,6 @@ class TencentDBOffloadEngine(ContextEngine):
             "engine": NAME,
             "mode": self.runtime.mode,
             **state.status(),
-            "runtime": self.runtime.status(),
+            "prompt_cache": state.cache.snapshot(rt.settings.cache_ttl_s, rt.now(), rt.monotonic()),
+            "runtime": rt.status(),
         }

@@ -45,6 +45,9 @@ class Level(str, enum.Enum):
             return cls.UNKNOWN
 
 
+REASONS = {r: r for r in ("threshold", "idle", "manual")}   # an unknown one reads as threshold
+
+
 def _num(raw: Any) -> float:
     """A count from a stored row: finite and non-negative, else 0 (rows may be old or odd)."""
     try:
@@ -71,6 +74,11 @@ class Compaction:
     error: str = ""             # why the Gateway was not used or not enough ("" if it was)
     at: float = 0.0             # wall-clock time it landed
     ms: float = 0.0             # how long compress() took
+    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual
+
+    @property
+    def idle(self) -> bool:
+        return self.reason == "idle"
 
     @property
     def via_gateway(self) -> bool:
@@ -86,8 +94,8 @@ class Compaction:
         how = ("through the Gateway (%s)" % self.level.value if self.route is Route.GATEWAY else
                "through the Gateway (%s), finished locally" % self.level.value
                if self.route is Route.GATEWAY_THEN_LOCAL else "locally")
-        line = "compacted %s: %s → %s tokens (target %s), %s archived" % (
-            how, count(self.tokens_before), count(self.tokens_after), count(self.target),
+        line = "compacted %s%s: %s → %s tokens (target %s), %s archived" % (
+            how, " at a turn start after a pause (prompt cache cold)" if self.idle else "", count(self.tokens_before), count(self.tokens_after), count(self.target),
             plural(self.archived, "item"))
         return line + ("; Gateway: %s" % printable(self.error, 160, newlines=False)
                        if self.error else "")
@@ -113,4 +121,5 @@ class Compaction:
                    context_length=_int(data.get("context_length")),
                    canvas_removed=_int(data.get("canvas_removed")),
                    error=printable(data.get("error") or "", 500),
-                   at=_num(data.get("at")), ms=_num(data.get("ms")))
+                   at=_num(data.get("at")), ms=_num(data.get("ms")),
+                   reason=REASONS.get(str(data.get("reason") or ""), "threshold"))

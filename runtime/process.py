@@ -99,6 +99,10 @@ class Runtime:
     def now() -> float:
         return time.time()
 
+    @staticmethod
+    def monotonic() -> float:
+        return time.monotonic()
+
     @property
     def mode(self) -> str:
         if not self.settings.enabled:
@@ -197,8 +201,9 @@ class Runtime:
     # -- what an earlier process learned about a conversation -----------------------------
     def inherit(self, state: SessionState) -> None:
         """A new SessionState starts from what the last process on this conversation left: its
-        calibration (so a fresh agent's first estimate is already calibrated) and, on 0.22,
-        where its requests carried the canvas (so they keep the same bytes)."""
+        calibration (so a fresh agent's first estimate is already calibrated), when its last
+        provider response came (so a pause is seen across processes) and, on 0.22, where its
+        requests carried the canvas (so they keep the same bytes)."""
         if self.store is None:
             return
         try:
@@ -207,7 +212,8 @@ class Runtime:
             self.note_error("what an earlier process left for %r is unreadable (%s)"
                             % (state.key[:80], exc))
             return
-        state.inherit(found.get("calibration"), found.get("pin") if self.settings.canvas else None)
+        state.inherit(found.get("calibration"), found.get("pin") if self.settings.canvas else None,
+                      found.get("cache_clock"))
 
     def hand_over(self, key: str, name: str, value: Any) -> None:
         if self.store is not None:
@@ -254,6 +260,10 @@ class Runtime:
             "sessions_evicted": self.registry.evictions,
             "compactions_ahead": self.ahead.status(),
             "totals": totals,
+            "prompt_cache": {"ttl_s": self.settings.cache_ttl_s,
+                             "cached_share": totals["cache_hit_share"],
+                             "compaction_cache_write_tokens": totals["compaction_cache_write_tokens"],
+                             "idle_compactions": totals["idle_compactions"]},
             "counters": dict(self.counters),
             "pending_writes": self.writer.pending(),
             "writer": self.writer.stats(),
