@@ -208,7 +208,7 @@ class TencentDBOffloadEngine(ContextEngine):
         try:
             reason = "manual" if force else "idle" if self._idle_due() else "threshold"
             if reason == "idle":     # one idle compaction per pause, whatever comes of it
-                self._state().cache.spend()
+                self._spend_pause()
             self._landing_deep = reason == "idle"
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic)
             result, record = run.run(current_tokens, bool(force))
@@ -249,6 +249,12 @@ class TencentDBOffloadEngine(ContextEngine):
         rt = self.runtime
         return rt.settings.enabled and self._state().cache.idle_due(
             rt.settings.cache_ttl_s, rt.now(), rt.monotonic())
+
+    def _spend_pause(self) -> None:
+        """This pause has had its idle compaction, in this process and the next ones."""
+        state = self._state()
+        state.cache.spend()
+        self.runtime.hand_over(state.key, "cache_clock", state.cache.export())
 
     def _idle_wanted(self, tokens: Any) -> bool:
         """Past the idle trigger on a cold cache: compacting now costs no extra cache write."""
