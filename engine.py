@@ -70,9 +70,7 @@ class TencentDBOffloadEngine(ContextEngine):
         twin.runtime = self.runtime                 # shared, never copied
         for attr in PER_AGENT:
             setattr(twin, attr, getattr(self, attr, None))
-        twin._last_compress_aborted = False
-        twin._last_compression_made_progress = False
-        twin._landing_deep = False
+        twin._last_compress_aborted = twin._last_compression_made_progress = twin._landing_deep = False
         return twin
 
     def clone_for_agent(self) -> "TencentDBOffloadEngine":
@@ -145,11 +143,8 @@ class TencentDBOffloadEngine(ContextEngine):
     def _take_usage(self, usage: Dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
         state = self._state()
-        rt = self.runtime
         if isinstance(prompt, int) and prompt > 0:
-            after_compaction = state.cache.responded(prompt, usage, rt.settings.cache_ttl_s,
-                                                     rt.now(), rt.monotonic())
-            rt.hand_over(state.key, "cache_clock", state.cache.export())
+            after_compaction = idle.responded(self.runtime, state, prompt, usage)
             self.last_prompt_tokens = prompt
             self.last_real_prompt_tokens = prompt
             state.last_usage = prompt
@@ -175,8 +170,8 @@ class TencentDBOffloadEngine(ContextEngine):
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
         if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
                 or tokens < self.threshold_tokens):
-            # 0.17/0.19 ask only this at a turn start (0.22 asks should_compress_preflight)
-            return (not HOST_SELECTS_CONTEXT and self._idle_wanted(tokens)), None
+            return (not HOST_SELECTS_CONTEXT and    # 0.17/0.19's turn start (0.22: preflight)
+                    idle.wanted(self.runtime, self._state(), self.threshold_tokens, tokens)), None
         if not self.runtime.settings.enabled:
             return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED=false)"
         return True, None
@@ -206,9 +201,7 @@ class TencentDBOffloadEngine(ContextEngine):
         if not self.runtime.settings.enabled:
             return messages
         try:
-            reason = "manual" if force else "idle" if self._idle_due() else "threshold"
-            if reason == "idle":     # one idle compaction per pause, whatever comes of it
-                self._spend_pause()
+            reason = "manual" if force else idle.start(self.runtime, self._state())
             self._landing_deep = reason == "idle"
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic)
             result, record = run.run(current_tokens, bool(force))
@@ -236,30 +229,11 @@ class TencentDBOffloadEngine(ContextEngine):
             self.compression_count += 1
             state.canvas_repin = True       # the next request may show the current canvas
         self._last_compression_made_progress = True
-        state.cache.compaction_landed()
         self.runtime.record_compaction(state, record)
 
     def _target(self) -> int:
         target = self.runtime.settings.target_tokens(self.context_length or 128_000)
         return idle.idle_target(target) if self._landing_deep else target
-
-    # -- idle compaction: where the provider's cache is cold anyway ------------------------
-    def _idle_due(self) -> bool:
-        """A pause longer than the cache TTL since the last response, not yet used."""
-        rt = self.runtime
-        return rt.settings.enabled and self._state().cache.idle_due(
-            rt.settings.cache_ttl_s, rt.now(), rt.monotonic())
-
-    def _spend_pause(self) -> None:
-        """This pause has had its idle compaction, in this process and the next ones."""
-        state = self._state()
-        state.cache.spend()
-        self.runtime.hand_over(state.key, "cache_clock", state.cache.export())
-
-    def _idle_wanted(self, tokens: Any) -> bool:
-        """Past the idle trigger on a cold cache: compacting now costs no extra cache write."""
-        return (isinstance(tokens, (int, float)) and self.threshold_tokens > 0
-                and tokens >= idle.idle_trigger(self.threshold_tokens) and self._idle_due())
 
     def _estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
@@ -273,9 +247,9 @@ class TencentDBOffloadEngine(ContextEngine):
         if not isinstance(messages, list) or self.threshold_tokens <= 0:
             return False
         try:
-            estimate = self._estimate_real(messages)
-            return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
-                                                      or self._idle_wanted(estimate))
+            estimate = self._estimate_real(messages)    # past the trigger, or idle on a cold cache
+            return self.runtime.settings.enabled and (estimate >= self.threshold_tokens or idle.wanted(
+                self.runtime, self._state(), self.threshold_tokens, estimate))
         except Exception:
             log.debug("preflight estimate failed", exc_info=True)
             return False
@@ -360,7 +334,6 @@ class TencentDBOffloadEngine(ContextEngine):
         ctx = self.context_length
         last = max(0, self.last_prompt_tokens)
         state = self._state()
-        rt = self.runtime
         return {
             "last_prompt_tokens": last,
             "threshold_tokens": self.threshold_tokens,
@@ -370,6 +343,6 @@ class TencentDBOffloadEngine(ContextEngine):
             "engine": NAME,
             "mode": self.runtime.mode,
             **state.status(),
-            "prompt_cache": state.cache.snapshot(rt.settings.cache_ttl_s, rt.now(), rt.monotonic()),
-            "runtime": rt.status(),
+            "prompt_cache": idle.snapshot(self.runtime, state),
+            "runtime": self.runtime.status(),
         }

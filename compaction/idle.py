@@ -124,3 +124,38 @@ class CacheClock:
         return {"seconds_since_last_response": None if gap is None else round(gap, 1),
                 "cold": self.cold(ttl, wall, mono),
                 "warm_reported_after_s": round(self.warm_after, 1)}
+
+
+# -- for the engine: one conversation's state on the runtime's clocks -----------------------
+def due(rt: Any, state: Any) -> bool:
+    """A pause longer than the cache TTL since the last response, not yet used."""
+    return rt.settings.enabled and state.cache.idle_due(rt.settings.cache_ttl_s, rt.now(),
+                                                        rt.monotonic())
+
+
+def wanted(rt: Any, state: Any, trigger_tokens: int, tokens: Any) -> bool:
+    """Past the idle trigger (``IDLE_FROM`` of ``trigger_tokens``) on a cold, unused pause."""
+    return (isinstance(tokens, (int, float)) and trigger_tokens > 0
+            and tokens >= idle_trigger(trigger_tokens) and due(rt, state))
+
+
+def start(rt: Any, state: Any) -> str:
+    """Why a compaction starts now: "idle" on a cold cache (the pause is then used up, in this
+    process and the next ones, whatever comes of it), else "threshold"."""
+    if not due(rt, state):
+        return "threshold"
+    state.cache.spend()
+    rt.hand_over(state.key, "cache_clock", state.cache.export())
+    return "idle"
+
+
+def responded(rt: Any, state: Any, prompt: int, usage: Mapping[str, Any]) -> bool:
+    """A provider response: note its time (handed over) and what its cache report teaches;
+    True when it is the first after a compaction."""
+    after = state.cache.responded(prompt, usage, rt.settings.cache_ttl_s, rt.now(), rt.monotonic())
+    rt.hand_over(state.key, "cache_clock", state.cache.export())
+    return after
+
+
+def snapshot(rt: Any, state: Any) -> Dict[str, Any]:
+    return state.cache.snapshot(rt.settings.cache_ttl_s, rt.now(), rt.monotonic())

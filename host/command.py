@@ -65,8 +65,7 @@ def last_compaction(runtime: Any) -> Optional[Dict[str, Any]]:
 
 
 def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> str:
-    s = st["settings"]
-    t = st["totals"]
+    s, t = st["settings"], st["totals"]
     store = st.get("store") or {}
     lines: List[str] = [
         "tencentdb-offload — mode: %s" % st["mode"],
@@ -88,8 +87,9 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
         "  tokens: %s before → %s after (saved %s); archived this process: %s"
         % (count(t["tokens_before"]), count(t["tokens_after"]), count(t["tokens_saved"]),
            plural(t["archived"], "item")),
-        "  canvas: injected %s, stale blocks removed %s"
-        % (count(t["canvas_injections"]), count(t["canvas_blocks_removed"])),
+        "  canvas: injected %s, stale blocks removed %s" % (count(t["canvas_injections"]),
+                                                            count(t["canvas_blocks_removed"])),
+        prompt_cache_line(st.get("prompt_cache") or {}),
     ]
     if "error" in store or st.get("store_error"):
         lines.append("  archive: UNAVAILABLE — %s" % (st.get("store_error") or store.get("error")))
@@ -124,6 +124,18 @@ def render_status(st: Dict[str, Any], last: Optional[Dict[str, Any]] = None) -> 
     for e in st.get("recent_errors", [])[-3:]:
         lines.append("  error: %s" % e)
     return "\n".join(printable(line, newlines=False) for line in lines)   # peers' text, one line each
+
+
+def prompt_cache_line(pc: Dict[str, Any]) -> str:
+    """The provider's prompt cache: the share read from it, what compactions' rewrites wrote,
+    and the compactions done where the cache was cold anyway."""
+    share = pc.get("cached_share")
+    return ("  prompt cache: %s of prompt tokens read from it; compactions' rewrites wrote %s "
+            "tokens; %s after a pause over %s" % (
+                "%.0f%%" % (share * 100) if isinstance(share, (int, float)) else "not reported",
+                count(pc.get("compaction_cache_write_tokens", 0)),
+                plural(pc.get("idle_compactions", 0), "idle compaction"),
+                "%s s (cache TTL)" % count(pc.get("ttl_s", 0)) if pc.get("ttl_s") else "the TTL (off)"))
 
 
 def held_sessions(held: List[Dict[str, Any]], most: int = 5) -> str:

@@ -47,12 +47,13 @@ def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[s
     except sqlite3.Error as exc:
         raise CliError("cannot read %s: %s" % (db, exc))
     levels: Dict[str, int] = {}
-    saved = gateway = 0
+    saved = gateway = idle = 0
     for ev in events:
         rec = Compaction.from_json(ev)
         gain = rec.saved
         saved += gain
         gateway += 1 if rec.via_gateway else 0
+        idle += rec.idle
         levels[rec.level.value] = levels.get(rec.level.value, 0) + 1
         row = sessions.setdefault(ev.get("session") or "?", _session_row(ev.get("session") or "?",
                                                                         ev.get("ts")))
@@ -66,7 +67,7 @@ def status_data(store_dir: Path, settings: Settings, recent: int = 10) -> Dict[s
     out["sessions"] = sorted(sessions.values(), key=lambda r: r["last_activity"] or 0, reverse=True)
     out["compactions"] = {
         "total": len(events), "gateway": gateway, "local": len(events) - gateway,
-        "levels": levels, "tokens_saved": saved,
+        "levels": levels, "tokens_saved": saved, "idle": idle,
         "recent": [dict(Compaction.from_json(ev).to_json(), ts=ev.get("ts"),
                         session=ev.get("session")) for ev in events[:recent]]}
     out["errors"] = errors[:recent]
@@ -104,8 +105,9 @@ def render_status_text(st: Dict[str, Any]) -> str:
                     plural(store["archived_sessions"], "session"), store["db_bytes"] / 1e3))
     lines.append("  outbox: %s waiting, %s refused for good, %s delivered"
                  % (count(store["outbox_backlog"]), count(store["outbox_dead"]), count(store["delivered"])))
-    lines.append("  compactions: %s (Gateway %s, local %s); levels: %s; tokens saved %s"
-                 % (count(comp["total"]), count(comp["gateway"]), count(comp["local"]),
+    lines.append("  compactions: %s (Gateway %s, local %s; %s idle, after a pause over the cache TTL); "
+                 "levels: %s; tokens saved %s"
+                 % (count(comp["total"]), count(comp["gateway"]), count(comp["local"]), count(comp["idle"]),
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp["levels"].items())) or "none",
                     count(comp["tokens_saved"])))
     if st["sessions"]:

@@ -195,6 +195,7 @@ class Runtime:
 
     def record_compaction(self, state: SessionState, record: Compaction) -> None:
         state.record_compaction(record)
+        state.cache.compaction_landed()         # the next response writes its rewrite
         self.writer.submit(Store.op_event(state.key, "compaction", record.to_json(), self.now()))
         log.info("tencentdb-offload: %s: %s", state.key, record.describe())
 

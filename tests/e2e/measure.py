@@ -82,9 +82,10 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
     read_max: Dict[str, int] = {}
     last_at: Optional[float] = None
     for ex in exchanges:
-        if ttl is not None and last_at is not None and ex.at - last_at > ttl:
-            cache = PrefixCache()           # expired: everything is written again
-        last_at = ex.at
+        if ttl is not None:
+            if last_at is not None and ex.at - last_at > ttl:
+                cache = PrefixCache()       # expired: everything is written again
+            last_at = ex.at
         tokens = prompt_tokens(ex.body)
         cached = cache.add(ex.body)
         out.prompt += tokens

@@ -228,3 +228,22 @@ def test_an_edited_handover_row_is_checked(raw):
     clock.seed(raw)
     assert clock.last_wall >= 0 and clock.warm_after <= idle.LEARNED_CAP_S
     assert clock.pause(1e9, 1.0) is None or clock.pause(1e9, 1.0) >= 0
+
+
+def test_the_slash_command_and_the_cli_status_show_idle_compactions(tmp_path):
+    from tencentdb_offload.host.command import render_status
+    from tencentdb_offload.ops.status import render_status_text, status_data
+    clock = Clock()
+    rt, eng = engine(tmp_path, clock)
+    conv = between_triggers(eng)
+    answered(eng, conv, cache_read_tokens=10, cache_write_tokens=500)
+    clock.pause(TTL + 1)
+    eng.compress(conv, current_tokens=eng._estimate_real(conv))
+    text = render_status(rt.status())
+    assert "1 idle compaction after a pause over 300 s (cache TTL)" in text
+    assert "prompt cache: 0% of prompt tokens read from it" in text
+    rt.flush()
+    data = status_data(rt.store.directory, rt.settings)
+    assert data["compactions"]["idle"] == 1
+    assert "1 idle, after a pause over the cache TTL" in render_status_text(data)
+    assert "prompt cache cold" in render_status_text(data)
