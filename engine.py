@@ -171,7 +171,7 @@ class TencentDBOffloadEngine(ContextEngine):
         if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
                 or tokens < self.threshold_tokens):
             return (not HOST_SELECTS_CONTEXT and    # 0.17/0.19's turn start (0.22: preflight)
-                    idle.wanted(self.runtime, self._state(), self.threshold_tokens, tokens)), None
+                    idle.wanted(self, tokens)), None
         if not self.runtime.settings.enabled:
             return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED=false)"
         return True, None
@@ -248,8 +248,8 @@ class TencentDBOffloadEngine(ContextEngine):
             return False
         try:
             estimate = self._estimate_real(messages)    # past the trigger, or idle on a cold cache
-            return self.runtime.settings.enabled and (estimate >= self.threshold_tokens or idle.wanted(
-                self.runtime, self._state(), self.threshold_tokens, estimate))
+            return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
+                                                      or idle.wanted(self, estimate))
         except Exception:
             log.debug("preflight estimate failed", exc_info=True)
             return False

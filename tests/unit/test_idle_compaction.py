@@ -40,7 +40,7 @@ def between_triggers(eng):
     """A conversation past the idle trigger and under the ordinary one (by our estimate)."""
     for turns in range(10, 400, 5):
         conv = conversation(turns, 1000)
-        if eng._estimate_real(conv) >= idle.idle_trigger(eng.threshold_tokens) + 2_000:
+        if eng._estimate_real(conv) >= idle.idle_trigger(eng.threshold_tokens, eng._target()) + 2_000:
             assert eng._estimate_real(conv) < eng.threshold_tokens
             return conv
     raise AssertionError("no size between the triggers")
@@ -99,12 +99,12 @@ def test_the_host_asks_should_compress_at_turn_start_on_older_hosts(tmp_path, mo
     monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", False)       # 0.17 / 0.19
     clock = Clock()
     rt, eng = engine(tmp_path, clock)
-    rough = idle.idle_trigger(eng.threshold_tokens) + 1
+    rough = idle.idle_trigger(eng.threshold_tokens, eng._target()) + 1
     eng.update_from_response({"prompt_tokens": rough})
     assert not eng.should_compress(rough)
     clock.pause(TTL + 1)
     assert eng.should_compress(rough)
-    assert not eng.should_compress(idle.idle_trigger(eng.threshold_tokens) - 1)
+    assert not eng.should_compress(idle.idle_trigger(eng.threshold_tokens, eng._target()) - 1)
 
 
 def test_a_warm_cache_report_after_a_long_pause_suppresses_it(tmp_path):
