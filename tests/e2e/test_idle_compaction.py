@@ -56,7 +56,8 @@ def _run_engine(engine: str, tmp: Path) -> measure.Row:
             first_files.append(batch[0])
             _say(conv, "DO read " + " ".join(p for p, _ in batch), failed, f"done: read {READS} file(s)")
         call_of = {args.get("path"): cid for cid, name, args in llm.tool_calls_issued if name == "read_file"}
-        wanted = [call_of[p] for p, _ in first_files[:RECALLS_PER_TURN * RECALL_TURNS]]
+        # a file never read (its turn failed: see the answers bar) cannot be asked for
+        wanted = [call_of[p] for p, _ in first_files[:RECALLS_PER_TURN * RECALL_TURNS] if p in call_of]
         needle_of = {call_of[p]: n for p, n in supply.files if p in call_of}
         markers: Dict[str, bool] = {}
         for k in range(RECALL_TURNS):
@@ -106,5 +107,9 @@ def test_idle_plugin_recalls_every_marker(idle):
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
 
 
+@measure.unmet_on(["0.22"], "(issue 31's bar) cost <= 0.85x the built-in's — measured 0.41M vs 0.46M units "
+                  "(0.90x): every cold turn start from turn 3 on compacts to ~17.5K of which ~11.4K are "
+                  "system prompt and tool schemas, and each turn still writes its ~19K of new results; "
+                  "landing at 0.2 of the window trimmed the new user message itself")
 def test_idle_plugin_costs_at_most_085_of_the_builtin(idle):
     measure.assert_cost_within(idle["plugin"], idle["builtin"], share=0.85)
