@@ -9,11 +9,13 @@ older hosts get it through ``pre_llm_call`` and with the compacted list.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
 from .host.command import explain_unchanged
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
+from .compaction import idle
 from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
 from .context.fallback import has_compressible
 from .context.tokens import TokenMemo, messages_tokens, request_tokens
@@ -50,6 +52,7 @@ class TencentDBOffloadEngine(ContextEngine):
         self._key = "default"
         self._session_id = ""
         self._last_compress_aborted = self._last_compression_made_progress = False
+        self._landing_deep = False       # this compress() runs on a cold cache: land deeper
 
     @property
     def name(self) -> str:
@@ -68,8 +71,7 @@ class TencentDBOffloadEngine(ContextEngine):
         twin.runtime = self.runtime                 # shared, never copied
         for attr in PER_AGENT:
             setattr(twin, attr, getattr(self, attr, None))
-        twin._last_compress_aborted = False
-        twin._last_compression_made_progress = False
+        twin._last_compress_aborted = twin._last_compression_made_progress = twin._landing_deep = False
         return twin
 
     def clone_for_agent(self) -> "TencentDBOffloadEngine":
@@ -142,6 +144,7 @@ class TencentDBOffloadEngine(ContextEngine):
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
         state = self.current_state()
         if isinstance(prompt, int) and prompt > 0:
+            after_compaction = idle.responded(self.runtime, state, prompt, usage)
             self.last_prompt_tokens = prompt
             self.last_real_prompt_tokens = prompt
             state.last_usage = prompt
@@ -149,7 +152,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 state.calibrator.observe(state.request_estimate, prompt)
                 state.request_estimate = 0
                 self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
-            state.record_usage(prompt, usage)
+            state.record_usage(prompt, usage, after_compaction)
             self.runtime.record_request(state, prompt, usage, self.context_length,
                                         self.threshold_tokens)
         completion = usage.get("completion_tokens", usage.get("output_tokens"))
@@ -169,7 +172,8 @@ class TencentDBOffloadEngine(ContextEngine):
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
         if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
                 or tokens < self.threshold_tokens):
-            return False, None          # unknown after a compaction, or simply below the trigger
+            return (not HOST_SELECTS_CONTEXT and    # 0.17/0.19's turn start (0.22: preflight)
+                    idle.wanted(self, tokens)), None
         if not self.runtime.settings.enabled:
             return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED=false)"
         return True, None
@@ -199,10 +203,12 @@ class TencentDBOffloadEngine(ContextEngine):
         if not self.runtime.settings.enabled:
             return messages
         try:
+            reason = "manual" if force else idle.start(self.runtime, self.current_state())
+            self._landing_deep = reason == "idle"
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic)
             result, record = run.run(current_tokens, bool(force))
             if record is not None:
-                self._landed(record)
+                self._landed(replace(record, reason=reason))
             elif force and run.planned is not None and not cancelled():
                 # Hermes only prints "No changes from compression": say why, where it logs
                 log.warning("%s", explain_unchanged(run.planned.before, self.compaction_target(),
@@ -211,6 +217,8 @@ class TencentDBOffloadEngine(ContextEngine):
         except Exception as exc:
             log.debug("compress failed", exc_info=True)
             self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
+        finally:
+            self._landing_deep = False
         result = plain_local(self, messages, cancelled)   # the last resort
         if result is not messages:
             with self.current_state().lock:
@@ -226,7 +234,8 @@ class TencentDBOffloadEngine(ContextEngine):
         self.runtime.record_compaction(state, record)
 
     def compaction_target(self) -> int:
-        return self.runtime.settings.target_tokens(self.context_length or 128_000)
+        target = self.runtime.settings.target_tokens(self.context_length or 128_000)
+        return idle.idle_target(target) if self._landing_deep else target
 
     def _estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
@@ -241,8 +250,9 @@ class TencentDBOffloadEngine(ContextEngine):
         if not isinstance(messages, list) or self.threshold_tokens <= 0:
             return False
         try:
-            return (self.runtime.settings.enabled
-                    and self._estimate_real(messages) >= self.threshold_tokens)
+            estimate = self._estimate_real(messages)    # past the trigger, or idle on a cold cache
+            return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
+                                                      or idle.wanted(self, estimate))
         except Exception:
             log.debug("preflight estimate failed", exc_info=True)
             return False
@@ -336,5 +346,6 @@ class TencentDBOffloadEngine(ContextEngine):
             "engine": NAME,
             "mode": self.runtime.mode,
             **state.status(),
+            "prompt_cache": idle.snapshot(self.runtime, state),
             "runtime": self.runtime.status(),
         }

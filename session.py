@@ -14,6 +14,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
+from .compaction.idle import CacheClock
 from .compaction.record import Compaction
 from .common.text import clean_text
 from .context import canvas
@@ -48,6 +49,8 @@ class SessionStats:
     prompt_tokens: int = 0          # provider usage, for the prompt-cache hit share
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    compaction_cache_write_tokens: int = 0   # written by the first response after a compaction
+    idle_compactions: int = 0       # compactions at a turn start after a pause (cache cold)
     last_compaction: Optional[Compaction] = None
 
     def _add_compaction(self, rec: Compaction) -> None:
@@ -59,6 +62,7 @@ class SessionStats:
         self.tokens_before += rec.tokens_before
         self.tokens_after += rec.tokens_after
         self.archived += rec.archived
+        self.idle_compactions += rec.idle
         self.levels[rec.level.value] += 1
         self.last_level = rec.level.value
         self.canvas_blocks_removed += rec.canvas_removed
@@ -66,14 +70,17 @@ class SessionStats:
             self.last_error = rec.error
         self.last_compaction = rec
 
-    def _add_usage(self, prompt: int, usage: Dict[str, Any]) -> None:
-        """``cache_read_tokens``/``cache_write_tokens`` are 0.22's canonical buckets (absent
-        on older hosts)."""
+    def _add_usage(self, prompt: int, usage: Dict[str, Any], after_compaction: bool) -> None:
+        """``cache_read_tokens``/``cache_write_tokens`` are the hosts' canonical buckets (0 or
+        absent when the provider reports none); the first response after a compaction writes
+        that compaction's rewrite."""
         self.prompt_tokens += prompt
         for bucket in ("cache_read_tokens", "cache_write_tokens"):
             value = usage.get(bucket)
             if isinstance(value, int) and value > 0:
                 setattr(self, bucket, getattr(self, bucket) + value)
+                if after_compaction and bucket == "cache_write_tokens":
+                    self.compaction_cache_write_tokens += value
 
     def as_dict(self) -> Dict[str, Any]:
         with _STATS_LOCK:
@@ -92,6 +99,8 @@ class SessionStats:
                     "cache_read_tokens": self.cache_read_tokens,
                     "cache_write_tokens": self.cache_write_tokens,
                     "cache_hit_share": None if share is None else round(min(1.0, share), 3),
+                    "compaction_cache_write_tokens": self.compaction_cache_write_tokens,
+                    "idle_compactions": self.idle_compactions,
                     "last_compaction": last.to_json() if last else {}}
 
 
@@ -118,15 +127,18 @@ class SessionState:
     threshold_tokens: int = 0        # the engine's trigger, for the warm-up flush
     trigger: Optional[Trigger] = None    # the trigger that applies, for status lines
     calibrator: Calibrator = field(default_factory=Calibrator)
+    cache: CacheClock = field(default_factory=CacheClock)      # when the prompt cache is cold
     summaries: "OrderedDict[str, str]" = field(default_factory=OrderedDict)  # Gateway summaries by call id
     stats: SessionStats = field(default_factory=SessionStats)
     totals: SessionStats = field(default_factory=SessionStats, repr=False)  # the registry's
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def inherit(self, calibration: Any, pin: Any) -> str:
-        """Start from an earlier process's calibration points and canvas pin (each checked:
-        the store is a file anyone can edit); what was ignored and why ("" if nothing)."""
+    def inherit(self, calibration: Any, pin: Any, cache_clock: Any = None) -> str:
+        """Start from an earlier process's calibration points, canvas pin and last response
+        time (each checked: the store is a file anyone can edit); what was ignored and why
+        ("" if nothing)."""
         ignored = self.calibrator.seed(calibration)
+        self.cache.seed(cache_clock)
         if (isinstance(pin, list) and len(pin) == 2 and all(isinstance(p, str) for p in pin)
                 and all(pin) and len(pin[1]) <= MAX_INHERITED_CANVAS):
             with self.lock:
@@ -144,8 +156,8 @@ class SessionState:
     def record_compaction(self, rec: Compaction) -> None:
         self._both(lambda s: s._add_compaction(rec))
 
-    def record_usage(self, prompt: int, usage: Dict[str, Any]) -> None:
-        self._both(lambda s: s._add_usage(prompt, usage))
+    def record_usage(self, prompt: int, usage: Dict[str, Any], after_compaction: bool = False) -> None:
+        self._both(lambda s: s._add_usage(prompt, usage, after_compaction))
 
     def record_canvas_shown(self) -> None:
         """The current canvas went to the model (a new one, or again after a boundary)."""

@@ -45,6 +45,9 @@ class Level(str, enum.Enum):
             return cls.UNKNOWN
 
 
+REASONS = {r: r for r in ("threshold", "idle", "manual")}   # an unknown one reads as threshold
+
+
 def _num(raw: Any) -> float:
     """A count from a stored row: finite and non-negative, else 0 (rows may be old or odd)."""
     try:
@@ -85,6 +88,11 @@ class Compaction:
     ms: float = 0.0             # how long compress() took
     trigger: int = 0            # where compaction started on this window (0: an older record)
     left: Tuple[str, ...] = ()  # keys to read back what left (tdai_read_cos), at most MAX_LEFT
+    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual
+
+    @property
+    def idle(self) -> bool:
+        return self.reason == "idle"
 
     @property
     def via_gateway(self) -> bool:
@@ -100,8 +108,8 @@ class Compaction:
         how = ("through the Gateway (%s)" % self.level.value if self.route is Route.GATEWAY else
                "through the Gateway (%s), finished locally" % self.level.value
                if self.route is Route.GATEWAY_THEN_LOCAL else "locally")
-        line = "compacted %s: %s → %s tokens (target %s), %s archived" % (
-            how, count(self.tokens_before), count(self.tokens_after), count(self.target),
+        line = "compacted %s%s: %s → %s tokens (target %s), %s archived" % (
+            how, " at a turn start after a pause (prompt cache cold)" if self.idle else "", count(self.tokens_before), count(self.tokens_after), count(self.target),
             plural(self.archived, "item"))
         return line + ("; Gateway: %s" % printable(self.error, 160, newlines=False)
                        if self.error else "")
@@ -129,4 +137,5 @@ class Compaction:
                    canvas_removed=_int(data.get("canvas_removed")),
                    error=printable(data.get("error") or "", 500),
                    at=_num(data.get("at")), ms=_num(data.get("ms")), trigger=_int(data.get("trigger")),
-                   left=_keys(data.get("left")))
+                   left=_keys(data.get("left")),
+                   reason=REASONS.get(str(data.get("reason") or ""), "threshold"))

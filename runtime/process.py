@@ -35,7 +35,8 @@ from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.engine_view import CompactingEngine
 from ..compaction.record import Compaction, Level
 from ..context import departures
-from ..status.model import GatewayView, HeldSession, ProcessView, StatusReport, read_store_view
+from ..status.model import (GatewayView, HeldSession, ProcessView, StatusReport, prompt_cache,
+                            read_store_view)
 from ..common.peer_text import plugin_logger
 from ..common.tally import Tally
 
@@ -123,6 +124,10 @@ class Runtime:
     @staticmethod
     def now() -> float:
         return time.time()
+
+    @staticmethod
+    def monotonic() -> float:
+        return time.monotonic()
 
     @property
     def mode(self) -> str:
@@ -223,6 +228,7 @@ class Runtime:
 
     def record_compaction(self, state: SessionState, record: Compaction) -> None:
         state.record_compaction(record)
+        state.cache.compaction_landed()         # the next response writes its rewrite
         self.writer.submit(Store.op_event(state.key, "compaction", record.to_json(), self.now()))
         log.info("tencentdb-offload: %s: %s", state.key, record.describe())
 
@@ -240,8 +246,9 @@ class Runtime:
     # -- what an earlier process learned about a conversation -----------------------------
     def inherit(self, state: SessionState) -> None:
         """A new SessionState starts from what the last process on this conversation left: its
-        calibration (so a fresh agent's first estimate is already calibrated) and, on 0.22,
-        where its requests carried the canvas (so they keep the same bytes)."""
+        calibration (so a fresh agent's first estimate is already calibrated), when its last
+        provider response came (so a pause is seen across processes) and, on 0.22, where its
+        requests carried the canvas (so they keep the same bytes)."""
         if self.store is None:
             return
         try:
@@ -251,7 +258,8 @@ class Runtime:
                             % (state.key[:80], exc))
             return
         ignored = state.inherit(found.get("calibration"),
-                                found.get("pin") if self.settings.canvas else None)
+                                found.get("pin") if self.settings.canvas else None,
+                                found.get("cache_clock"))
         if ignored:                     # a damaged row or another process's nonsense
             self.note_error("%s for %r" % (ignored, state.key[:80]))
 
@@ -293,10 +301,12 @@ class Runtime:
 
     def status(self) -> Dict[str, Any]:
         """The status as a dict (what Hermes' ``get_status`` carries): built from the record."""
+        totals = self.registry.totals.as_dict()
         out: Dict[str, Any] = {
             "mode": self.mode, "settings": self.settings.public(),
             "sessions_in_memory": len(self.registry), "sessions_evicted": self.registry.evictions,
-            "compactions_ahead": self.ahead.status(), "totals": self.registry.totals.as_dict(),
+            "compactions_ahead": self.ahead.status(), "totals": totals,
+            "prompt_cache": prompt_cache(totals, self.settings.cache_ttl_s),
             "counters": self.counters.as_dict(), "pending_writes": self.writer.pending(),
             "writer": self.writer.stats(), "store_error": self.store_error or self.writer.last_error,
             "warnings": list(self.warnings), "recent_errors": list(self.errors),

@@ -26,11 +26,20 @@ class SessionRow:
     backlog: int = 0
 
 
+def prompt_cache(totals: Dict[str, Any], ttl_s: int) -> Dict[str, Any]:
+    """The provider's prompt cache as this process saw it: the share of prompt tokens read from
+    it, what compactions' rewrites wrote, and the compactions done where it was cold anyway."""
+    return {"ttl_s": ttl_s, "cached_share": totals.get("cache_hit_share"),
+            "compaction_cache_write_tokens": totals.get("compaction_cache_write_tokens", 0),
+            "idle_compactions": totals.get("idle_compactions", 0)}
+
+
 @dataclass
 class CompactionSummary:
     total: int = 0
     gateway: int = 0
     local: int = 0
+    idle: int = 0               # started at a cold turn start (a pause over the cache TTL)
     levels: Dict[str, int] = field(default_factory=dict)
     tokens_saved: int = 0
     recent: List[Dict[str, Any]] = field(default_factory=list)   # newest first, with ts and session
@@ -80,6 +89,7 @@ def read_store_view(directory: Path, recent: int = 10) -> StoreView:
         row.last_activity = max(row.last_activity or 0, ev.get("ts") or 0)
         summary.tokens_saved += rec.saved
         summary.gateway += 1 if rec.via_gateway else 0
+        summary.idle += rec.idle
         summary.levels[rec.level.value] = summary.levels.get(rec.level.value, 0) + 1
         if rec.error:
             errors.append({"ts": ev.get("ts"), "session": ev.get("session"), "source": "compaction",

@@ -11,7 +11,7 @@ from ..common.humanize import count, kilo, plural, printable, size
 from ..compaction.record import Compaction
 from ..host.thresholds import trigger_text
 from ..settings.config import Settings, gateway_text
-from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView
+from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView, prompt_cache
 
 RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
 NO_GATEWAY = "local mode (no Gateway configured)"
@@ -95,13 +95,24 @@ def _process_lines(p: ProcessView, s: Settings, known: int) -> List[str]:
         % (count(t["tokens_before"]), count(t["tokens_after"]), count(t["tokens_saved"]),
            plural(t["archived"], "item")),
         "  canvas: injected %s, stale blocks removed %s"
-        % (count(t["canvas_injections"]), count(t["canvas_blocks_removed"]))]
+        % (count(t["canvas_injections"]), count(t["canvas_blocks_removed"])),
+        prompt_cache_line(prompt_cache(t, s.cache_ttl_s))]
     w = p.writer
     if w and not w.get("healthy", True):
         lines.append("  ARCHIVE WRITES WAITING: %s retrying (%s held in memory), %s lost — %s"
                      % (count(w.get("retrying", 0)), size(w.get("waiting_bytes", 0)),
                         count(w.get("lost", 0)), w.get("last_error") or "store unavailable"))
     return lines
+
+
+def prompt_cache_line(pc: Dict[str, Any]) -> str:
+    share = pc.get("cached_share")
+    return ("  prompt cache: %s of prompt tokens read from it; compactions' rewrites wrote %s "
+            "tokens; %s after a pause over %s" % (
+                "%.0f%%" % (share * 100) if isinstance(share, (int, float)) else "not reported",
+                count(pc.get("compaction_cache_write_tokens", 0)),
+                plural(pc.get("idle_compactions", 0), "idle compaction"),
+                "%s s (cache TTL)" % count(pc["ttl_s"]) if pc.get("ttl_s") else "the TTL (off)"))
 
 
 def held_sessions(held: List[HeldSession], most: int = 5) -> str:
@@ -126,8 +137,9 @@ def _store_lines(report: StatusReport) -> List[str]:
                 count(st.archived_sessions), plural(len(store.sessions), "session"), size(st.db_bytes))]
     if gateway_in_use(report.settings, report.gateway, st):
         lines.append("  store: " + store_figures(st))
-    lines.append("  compactions (every process): %s (Gateway %s, local %s); levels: %s; tokens saved %s"
-                 % (count(comp.total), count(comp.gateway), count(comp.local),
+    lines.append("  compactions (every process): %s (Gateway %s, local %s; %s idle, after a pause "
+                 "over the cache TTL); levels: %s; tokens saved %s"
+                 % (count(comp.total), count(comp.gateway), count(comp.local), count(comp.idle),
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
     lines += _sessions_and_recent(store)

@@ -21,7 +21,8 @@ in arrival order; token count = the fake model's ``ceil(chars / 4)``, see
   its longest common prefix with ANY earlier request of that conversation
   (``fake_llm.PrefixCache``, one cache per conversation, tool schemas first). Completion
   tokens and the Gateway's own summariser are not counted. **Cached share** = cached / all
-  prompt tokens.
+  prompt tokens. With a ``ttl`` (seconds) the cache expires like a provider's: a request more
+  than ``ttl`` seconds after the previous one of its conversation reads nothing from it.
 * **offered load**: the tokens the conversation would reach if nothing were ever dropped:
   the first request, plus every message first seen in a later one, except that each
   ``read_file`` result counts once, at its largest size on the wire or its file's bytes / 4
@@ -34,7 +35,7 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
@@ -73,12 +74,18 @@ def _messages(body: Dict[str, Any]) -> List[tuple]:
 
 
 def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
-                 reads: Mapping[str, str] = {}) -> Conversation:
+                 reads: Mapping[str, str] = {}, ttl: Optional[float] = None) -> Conversation:
     """Figures of ONE conversation's exchanges (``fake_llm.Exchange``, arrival order);
-    ``reads`` maps the ids of its ``read_file`` calls to the files read (for offered load)."""
+    ``reads`` maps the ids of its ``read_file`` calls to the files read (for offered load);
+    ``ttl``: the cache's idle expiry in seconds (None: it never expires)."""
     out, cache, seen, prev = Conversation(), PrefixCache(), set(), None
     read_max: Dict[str, int] = {}
+    last_at: Optional[float] = None
     for ex in exchanges:
+        if ttl is not None:
+            if last_at is not None and ex.at - last_at > ttl:
+                cache = PrefixCache()       # expired: everything is written again
+            last_at = ex.at
         tokens = prompt_tokens(ex.body)
         cached = cache.add(ex.body)
         out.prompt += tokens
@@ -189,10 +196,11 @@ class Row:
 
 def analyse(engine: str, conversations: Mapping[str, Sequence[Any]], *, window: int, trigger: int,
             turns: int, answered: int, failed: Sequence[Any] = (),
-            reads: Mapping[str, Mapping[str, str]] = {}, extra: Mapping[str, Any] = {}) -> Row:
+            reads: Mapping[str, Mapping[str, str]] = {}, extra: Mapping[str, Any] = {},
+            ttl: Optional[float] = None) -> Row:
     """One engine's :class:`Row` from ``{conversation: [exchanges]}``, the turn counts and
-    ``{conversation: {read_file call id: path}}``."""
-    convs = [conversation(exs, window=window, trigger=trigger, reads=reads.get(name, {}))
+    ``{conversation: {read_file call id: path}}``; ``ttl`` prices with an expiring cache."""
+    convs = [conversation(exs, window=window, trigger=trigger, reads=reads.get(name, {}), ttl=ttl)
              for name, exs in conversations.items()]
     return Row(engine, window, trigger, turns, answered, convs, list(failed), dict(extra))
 

@@ -62,6 +62,18 @@ def test_prefix_cache_reads_the_longest_prefix_of_any_earlier_request():
     assert 0 < cache.add(body(user("read a"), tools=TOOLS * 2)) <= len(json.dumps(TOOLS)) // 4
 
 
+def test_a_ttl_expires_the_cache_after_a_longer_pause_only():
+    first = body(user("read a"), call("c1"), result("c1", "A" * 8000))
+    grown = body(user("read a"), call("c1"), result("c1", "A" * 8000), user("next"))
+    timed = [SimpleNamespace(body=first, auxiliary=False, at=100.0),
+             SimpleNamespace(body=grown, auxiliary=False, at=102.0),      # within the TTL
+             SimpleNamespace(body=grown, auxiliary=True, at=110.0)]      # after a longer pause
+    never = measure.conversation(timed, window=64_000, trigger=48_000)
+    expiring = measure.conversation(timed, window=64_000, trigger=48_000, ttl=5)
+    assert never.cached > expiring.cached > 0 and expiring.cost > never.cost
+    assert expiring.cached == measure.conversation(timed[:2], window=64_000, trigger=48_000).cached
+
+
 def test_fake_model_reports_cached_tokens_only_when_asked():
     b = body(user("hello"))
     for report, cached in ((True, prompt_tokens(b)), (False, None)):
