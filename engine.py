@@ -338,13 +338,9 @@ class TencentDBOffloadEngine(ContextEngine):
         last = max(0, self.last_prompt_tokens)
         state = self.current_state()
         return {
-            "last_prompt_tokens": last,
-            "threshold_tokens": self.threshold_tokens,
-            "context_length": ctx,
-            "usage_percent": min(100.0, last / ctx * 100) if ctx else 0,
-            "compression_count": self.compression_count,
-            "engine": NAME,
-            "mode": self.runtime.mode,
+            "last_prompt_tokens": last, "threshold_tokens": self.threshold_tokens,
+            "context_length": ctx, "usage_percent": min(100.0, last / ctx * 100) if ctx else 0,
+            "compression_count": self.compression_count, "engine": NAME, "mode": self.runtime.mode,
             **state.status(),
             "prompt_cache": idle.snapshot(self.runtime, state),
             "runtime": self.runtime.status(),

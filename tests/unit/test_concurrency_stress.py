@@ -57,7 +57,7 @@ def test_counters_bumped_on_many_hook_threads_lose_nothing(tmp_path, busy_switch
         rt.close()
 
 
-def test_kicks_on_many_threads_never_cost_the_sender_a_pass(tmp_path, busy_switching, caplog):
+def test_kicks_on_many_threads_never_cost_the_sender_a_pass(tmp_path, caplog):
     conversations = 1500
     with FakeGateway(api_key="k1") as gw:
         gw.set_fault("409", paths=(INGEST,))        # every session fails and backs off
@@ -78,8 +78,13 @@ def test_kicks_on_many_threads_never_cost_the_sender_a_pass(tmp_path, busy_switc
                 while time.monotonic() < stop:
                     rt.worker.kick(rng.choice(keys))
                     time.sleep(0.002)
-            with caplog.at_level(logging.WARNING, logger="tencentdb_offload"):
-                in_threads(kick)
+            before = sys.getswitchinterval()
+            sys.setswitchinterval(1e-6)     # only while the kicks race the passes: the setup
+            try:                            # and the deliveries keep a normal pace under load
+                with caplog.at_level(logging.WARNING, logger="tencentdb_offload"):
+                    in_threads(kick)
+            finally:
+                sys.setswitchinterval(before)
             lost = [r.getMessage() for r in caplog.records if "pass failed" in r.getMessage()]
             assert not lost, lost[:3]
             gw.clear_fault()
