@@ -171,9 +171,9 @@ def main() -> int:
         for i, v in enumerate(result):
             totals[i] += v
 
-    unit_py = ensure_venv("unit", [PYTEST])
+    unit_py = ensure_venv("unit", [PYTEST, XDIST])
     no_browser = ensure_chromium()
-    add(run_pytest(unit_py, "unit", ["tests/unit"], extra,
+    add(run_pytest(unit_py, "unit", ["tests/unit"], ["-n", UNIT_WORKERS] + extra,
                    {"TDO_NO_CHROMIUM": no_browser} if no_browser else {}, timings))
     if not args.unit:
         for version in args.hermes or HERMES_VERSIONS:
