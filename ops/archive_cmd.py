@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 from ..archive import browse
 from ..common.humanize import count, plural, printable
 from . import archive_lcm
-from .env import CliError, resolve_settings
+from .env import CliError, resolve_settings, shared_options
 
 PAGE = 4_000                # chars ``show`` prints by default
 
@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
                         description="What the plugin archived (tool results and messages that "
                         "left the context), read from the store without Hermes. Reads are "
                         "read-only and safe while another process writes the store.")
-    _shared_options(ap, argparse.SUPPRESS)
+    shared_options(ap, argparse.SUPPRESS)
     cmds = ap.add_subparsers(dest="archive_command", metavar="ACTION")
     ls = cmds.add_parser("list", help="conversations with counts, sizes and dates")
     ls.add_argument("--session", metavar="ID", help="list this conversation's items instead")
@@ -48,15 +48,7 @@ def add_parser(sub: Any) -> None:
     gone.add_argument("session", metavar="SESSION")
     gone.add_argument("--yes", action="store_true", help="really delete (without it: say what would go)")
     for action in (ls, show, find, exp, gone):      # before or after the action, as users type them
-        _shared_options(action, argparse.SUPPRESS)
-
-
-def _shared_options(parser: argparse.ArgumentParser, default: Any) -> None:
-    """``--store`` and ``--json``; SUPPRESS keeps a value given before the action from being
-    reset by the action's parser when it is not repeated there."""
-    parser.add_argument("--store", metavar="DIR", default=default,
-                        help="store directory (default: the configured one)")
-    parser.add_argument("--json", action="store_true", default=default, help="print as JSON")
+        shared_options(action, argparse.SUPPRESS)
 
 
 def _store_dir(args: argparse.Namespace) -> Path:

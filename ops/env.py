@@ -1,12 +1,13 @@
 """What the operator commands share: the environment Hermes would give the plugin
 (process env + ``$HERMES_HOME/.env``), config.yaml (``host/hermes_config``), settings,
-``CliError`` (read-only SQLite is ``archive.readonly``)."""
+``CliError`` (read-only SQLite is ``archive.readonly``), the ``--store``/``--json`` options."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import PREFIX, Settings, load_settings
 from ..host.hermes_config import ConfigFile, hermes_home, read_config
@@ -116,3 +117,11 @@ def value_origin(flag: Optional[float], suffix: str, env: Dict[str, str], config
     if suffix.lower() in (config.block() or {}):
         return "tencentdb_offload.%s in %s" % (suffix.lower(), config.path)
     return "default"
+
+
+def shared_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """``--store`` and ``--json``; SUPPRESS keeps a value given before the action from being
+    reset by the action's parser when it is not repeated there."""
+    parser.add_argument("--store", metavar="DIR", default=default,
+                        help="store directory (default: the configured one)")
+    parser.add_argument("--json", action="store_true", default=default, help="print as JSON")

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..archive import browse, refused
 from ..common.humanize import plural, printable
-from .env import CliError, resolve_settings
+from .env import CliError, resolve_settings, shared_options
 
 
 def add_parser(sub: Any) -> None:
@@ -20,21 +20,27 @@ def add_parser(sub: Any) -> None:
                         description="Rows the Gateway refused for good (a bad request, a missing "
                         "route) are kept, not deleted. List the reasons, fix the cause, then "
                         "re-queue them for delivery.")
-    ap.add_argument("--store", metavar="DIR", help="store directory (default: the configured one)")
-    ap.add_argument("--json", action="store_true", help="print as JSON")
+    shared_options(ap, argparse.SUPPRESS)
     cmds = ap.add_subparsers(dest="outbox_command", metavar="ACTION")
-    cmds.add_parser("refused", help="why rows were refused, with counts")
+    listed = cmds.add_parser("refused", help="why rows were refused, with counts")
     again = cmds.add_parser("requeue", help="send the refused rows again")
     again.add_argument("--session", metavar="ID", help="only this conversation's rows")
+    for action in (listed, again):                  # before or after the action, as for archive
+        shared_options(action, argparse.SUPPRESS)
 
 
 def cmd_outbox(args: argparse.Namespace) -> int:
     action = getattr(args, "outbox_command", None)
     if not action:
         raise CliError("say what to do: refused, or requeue [--session ID]")
+    args.store, args.json = getattr(args, "store", None), getattr(args, "json", False)
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, _config, settings, _warnings = resolve_settings(overrides)
     directory = settings.resolved_store_dir(env)
+    if not (directory / "store.db").exists():   # nothing recorded yet is a state, not an error
+        print(json.dumps({"requeued": 0} if action == "requeue" else []) if args.json else
+              "nothing refused: no store at %s yet" % directory)
+        return 0
     try:
         if action == "requeue":
             moved = refused.requeue(directory, args.session)

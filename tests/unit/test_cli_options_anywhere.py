@@ -14,6 +14,8 @@ from test_cli import run_cli
     ["archive", "--store", "{store}", "list", "--json"],
     ["archive", "--json", "list", "--store", "{store}"],
     ["archive", "search", "retry", "--json", "--store", "{store}"],
+    ["outbox", "refused", "--store", "{store}", "--json"],
+    ["outbox", "--json", "refused", "--store", "{store}"],
 ])
 def test_archive_takes_store_and_json_before_or_after_the_action(argv, tmp_path):
     store = tmp_path / "no-store-yet"
@@ -21,6 +23,15 @@ def test_archive_takes_store_and_json_before_or_after_the_action(argv, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
     assert not store.exists()            # reading never creates a store
+
+
+def test_outbox_without_a_store_has_nothing_refused_and_creates_nothing(tmp_path):
+    store = tmp_path / "s"
+    for action in ("refused", "requeue"):
+        proc = run_cli("outbox", action, "--store", str(store), home=tmp_path / "home")
+        assert proc.returncode == 0, proc.stderr
+        assert "nothing refused" in proc.stdout
+    assert not store.exists()
 
 
 def test_archive_list_without_a_store_says_nothing_is_archived_yet(tmp_path):
