@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -92,7 +93,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
         raise CliError(str(exc))
     try:
         if action == "export":
-            return _export(args, conn)
+            return _export(args, conn, directory)
         return {"list": _list, "show": _show, "search": _search}[action](args, conn)
     finally:
         conn.close()
@@ -153,17 +154,30 @@ def _search(args: argparse.Namespace, conn: Any) -> int:
     return _print(args, hits + old, lines)
 
 
-def _export(args: argparse.Namespace, conn: Any) -> int:
-    out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
-    try:
-        n = browse.export(conn, args.session, out.write)
-    finally:
-        if args.out:
-            out.close()
-    if n == 0:
+def _export(args: argparse.Namespace, conn: Any, directory: Path) -> int:
+    """To standard output, or to ``--out`` through a file beside it that replaces it only when
+    the export is whole: a typo in the conversation's name, a full disk or an interrupt leaves
+    the user's file as it was, and no output path may land in the store itself."""
+    if next(browse.items(conn, args.session), None) is None:
         raise CliError("nothing archived in %s (see: archive list)" % args.session)
-    if args.out:
-        sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), args.out))
+    if not args.out:
+        browse.export(conn, args.session, sys.stdout.write)
+        return 0
+    out = Path(args.out)
+    store = directory.resolve()
+    if out.resolve() == store or store in out.resolve().parents:
+        raise CliError("%s is inside the store %s: export elsewhere" % (out, store))
+    partial = out.with_name(".%s.partial-%d" % (out.name, os.getpid()))
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            n = browse.export(conn, args.session, f.write)
+        os.replace(partial, out)        # a link at --out is replaced, never written through
+    except OSError as exc:
+        raise CliError("cannot write %s: %s (nothing was changed there)" % (out, exc))
+    finally:
+        if partial.exists():
+            partial.unlink()
+    sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), out))
     return 0
 
 
