@@ -255,7 +255,7 @@ def unmet_on(hosts: Sequence[str], reason: str, *, flaky: bool = False) -> Any:
     """A bar this branch does not meet yet on ``hosts`` (version prefixes): xfail there, strict
     so that it fails the day the bar holds; ``flaky`` when it was seen both met and unmet."""
     version = harness.hermes_version() or ""
-    return pytest.mark.xfail(version.startswith(tuple(hosts)), strict=not flaky, reason="issue 15: " + reason)
+    return pytest.mark.xfail(version.startswith(tuple(hosts)), strict=not flaky, reason=reason)
 
 
 def median(values: Iterable[float]) -> float:

@@ -163,7 +163,7 @@ def test_cli_plugin_rewrites_no_more_than_the_builtin(cli):
     measure.assert_rewrites_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.22"], "cost <= 0.8x the built-in's — 0.20M vs 0.19M units (1.05x); the plugin pays 0.99x "
+@measure.unmet_on(["0.22"], "issue 15: cost <= 0.8x the built-in's — 0.20M vs 0.19M units (1.05x); the plugin pays 0.99x "
                   "its lossless floor (each offered token written once), the built-in 1.06x its own; "
                   "the built-in cannot recall 4 of 4 markers, the plugin 0 of 4")
 def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
@@ -188,6 +188,9 @@ def test_cli_real_gateway_never_over_the_trigger_after_a_compaction(with_gateway
     measure.assert_never_over_the_trigger_after_a_compaction(with_gateway)
 
 
+@measure.unmet_on(["0.19"], "issue 29: with the real Gateway on 0.19, 2 of the 4 markers (the first "
+                  "files of turns 1 and 2) were not recallable in the one run so far; on 0.22 all 4 are",
+                  flaky=True)
 def test_cli_real_gateway_recalls_every_marker(with_gateway):
     markers = with_gateway.markers
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
