@@ -241,6 +241,7 @@ class TencentDBOffloadEngine(ContextEngine):
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
         state = self.current_state()
         overhead = state.overhead_estimate or self.runtime.last_overhead_estimate
+        state.calibrator.bound(self.context_length)     # an inherited fit stays physical
         return state.calibrator.to_real(overhead + messages_tokens(messages))
 
     def should_compress_preflight(self, messages: Any = None, **_: Any) -> bool:

@@ -133,16 +133,18 @@ class SessionState:
     totals: SessionStats = field(default_factory=SessionStats, repr=False)  # the registry's
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def inherit(self, calibration: Any, pin: Any, cache_clock: Any = None) -> None:
+    def inherit(self, calibration: Any, pin: Any, cache_clock: Any = None) -> str:
         """Start from an earlier process's calibration points, canvas pin and last response
-        time (each checked: the store is a file anyone can edit)."""
-        self.calibrator.seed(calibration)
+        time (each checked: the store is a file anyone can edit); what was ignored and why
+        ("" if nothing)."""
+        ignored = self.calibrator.seed(calibration)
         self.cache.seed(cache_clock)
         if (isinstance(pin, list) and len(pin) == 2 and all(isinstance(p, str) for p in pin)
                 and all(pin) and len(pin[1]) <= MAX_INHERITED_CANVAS):
             with self.lock:
                 if not self.pinned_canvas:
                     self.pinned_anchor, self.pinned_canvas = pin
+        return ignored
 
     # -- the one place counters change: this conversation's and the process totals ------
     def _both(self, apply: Callable[[SessionStats], None]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Tuple
+from typing import Optional, Tuple
 
 from ..context.provenance import Seal
 
@@ -37,3 +37,13 @@ def load_seal(directory: Path) -> Tuple[Seal, str]:
     except (OSError, ValueError) as exc:
         return Seal.ephemeral(), "seal key %s unusable (%s): this process cannot recognise " \
                                  "blocks written by earlier ones" % (KEY_FILE, exc)
+
+
+def read_seal(directory: Path) -> Optional[Seal]:
+    """The installation's seal, read only (for the CLI, which never writes): None when there
+    is no usable key, so nothing reads as the plugin's own text."""
+    try:
+        raw = (Path(directory) / KEY_FILE).read_text(encoding="ascii").strip()
+        return Seal(bytes.fromhex(raw))
+    except (OSError, ValueError):
+        return None

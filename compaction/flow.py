@@ -18,7 +18,7 @@ from .record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session import SessionState
 from ..host.compat import HOST_SELECTS_CONTEXT
-from ..context import canvas, departures, focus, recall_blocks
+from ..context import canvas, departures, durable_pointers, focus, recall_blocks
 from ..context import digest as D
 from ..context import messages as M
 from ..context.fallback import local_compact
@@ -84,6 +84,7 @@ class CompactionRun:
         self.memory = ""
         self.focus = focus.terms(focus_topic)           # /compress <focus>
         self.state = engine.current_state()
+        self.state.calibrator.bound(engine.context_length)     # an inherited fit stays physical
         self.messages = messages
         self.cancelled = cancelled
         self.count = TokenMemo()
@@ -121,6 +122,7 @@ class CompactionRun:
         if self.cancelled():                        # a discarded attempt publishes nothing
             return self.messages, None
         archived = self.publish(clean, result, attempt)
+        result = self.only_durable_pointers(clean, result)
         after = self.state.calibrator.to_real(budget.overhead + sum(map(self.count, result)))
         record = Compaction(
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
@@ -188,12 +190,24 @@ class CompactionRun:
                       recallable=recallable, count=self.count, seal=rt.seal,
                       summaries=summaries, notes=notes, focus=self.focus)
         note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
-        if attempt.messages is None:
-            done, route = local_compact(clean, room, **common), Route.LOCAL
-        elif sum(map(self.count, attempt.messages)) + note_cost <= room:
+        if attempt.messages is not None and \
+                sum(map(self.count, attempt.messages)) + note_cost <= room:
             return attempt.messages, Route.GATEWAY, False
+        # the note pair may follow the result (``with_notes``): its room is kept free
+        local_room = max(256, room - note_cost)
+        if attempt.messages is None:
+            done, route = local_compact(clean, local_room, **common), Route.LOCAL
         else:
-            done, route = local_compact(attempt.messages, room, **common), Route.GATEWAY_THEN_LOCAL
+            done, route = (local_compact(attempt.messages, local_room, **common),
+                           Route.GATEWAY_THEN_LOCAL)
+            if not done.within_budget:      # the budget holds: cut from the request instead
+                ours = local_compact(clean, local_room, **common)
+                if ours.tokens_after < done.tokens_after:
+                    done, route = ours, Route.LOCAL
+        if not done.within_budget:
+            rt.note_error("compaction landed at %d of %d estimated tokens: the current user "
+                          "message and its newest step are never cut and alone exceed it"
+                          % (done.tokens_after, local_room))
         self.args_gone = list(done.departed)            # trimmed call arguments, archived
         return done.messages, route, done.notes_placed
 
@@ -216,6 +230,26 @@ class CompactionRun:
         if gone.items:
             self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
         return gone.count
+
+
+    def only_durable_pointers(self, clean: List[Message], result: List[Message]) -> List[Message]:
+        """A trimmed result keeps its recall pointer only when the archive durably holds its
+        text (committed, read back); else it goes back whole: nothing promised is lost."""
+        rt = self.rt
+        if not durable_pointers.pointed(result, rt.seal):
+            return result
+        rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)    # at once when the store is failing
+
+        def held(tid: str) -> bool:
+            try:
+                return rt.store is not None and rt.store.holds(self.state.key, tid)
+            except Exception:                       # unreadable: not promised
+                return False
+        result, restored = durable_pointers.restore(result, clean, rt.seal, held)
+        if restored:
+            rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
+                          "them (%s)" % (restored, rt.writer.last_error or "not written"))
+        return result
 
 
 def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from . import digest_fold as fold
 from . import item_key
 from . import messages as M
 from .notes import Notes, memory_of
@@ -57,7 +58,6 @@ _RULE_RE = re.compile(r"^\W*(from now on|from here on|going forward|for the rest
                       r"(session|conversation|chat)|always\b|never\b|do not ever|don't ever|"
                       r"remember to|(please )?(always|never)\b|make sure (to )?always|"
                       r"\[IMPORTANT: The user has invoked the )", re.I)
-_TURN_RE = re.compile(r"^#(\d+) ", re.M)
 
 
 def budget_for(target: int) -> int:
@@ -240,13 +240,15 @@ def render(turns: Sequence[Turn], rules: Sequence[Tuple[str, str]], first: int, 
 
 
 def collapse(body: str) -> Tuple[List[str], List[str]]:
-    """(rule lines, one line per turn) of an earlier digest body: details dropped."""
+    """(rule lines, one line per turn or folded range) of an earlier digest body: details
+    dropped."""
     rules = [ln for ln in body.splitlines() if ln.startswith("! ")]
-    return rules, [ln for ln in body.splitlines() if _TURN_RE.match(ln)]
+    return rules, [ln for ln in body.splitlines() if fold.span_of(ln)]
 
 
 def last_number(bodies: Sequence[str]) -> int:
-    return max((int(n) for b in bodies for n in _TURN_RE.findall(b)), default=0)
+    return max((fold.span_of(ln)[1] for b in bodies for ln in b.splitlines()
+                if fold.span_of(ln)), default=0)
 
 
 # --- the messages -------------------------------------------------------------------------
@@ -319,7 +321,8 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
                first: int, cap: int, recallable: bool, note_lines: Sequence[str] = ()) -> str:
     """One digest within ``cap``: earlier turns one line each, then the newest turns in full
     while the whole stays within half the cap (so the next compactions append again); as a
-    last resort the oldest lines are shortened."""
+    last resort the oldest lines are shortened, and for thousands of turns the oldest fold
+    into one range (``digest_fold``)."""
     old_rules: List[str] = []
     old_lines: List[str] = []
     for b in earlier:
@@ -328,45 +331,27 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
         old_lines.extend(lines)
     new_rules = ["! %s (%s)" % (M.trim_text(t, RULE_CHARS, "full text: " + k), k) for t, k in rules]
     header = HEADER if recallable else HEADER_HELD
-    rule_part = [RULES] + old_rules + new_rules if (old_rules or new_rules) else []
-    head = [header] + rule_part + list(note_lines) + ["Turns:"]
+
+    def head(rule_lines: List[str]) -> List[str]:
+        return ([header] + ([RULES] + rule_lines if rule_lines else []) + list(note_lines)
+                + ["Turns:"])
+
     full = [render_turn(first + i, t) for i, t in enumerate(turns)]
     lines_only = [f.split("\n", 1)[0] for f in full]
+    all_rules = old_rules + new_rules
 
     def body(cut: int) -> str:              # the oldest ``cut`` new turns one line each
-        return "\n".join(head + old_lines + lines_only[:cut] + full[cut:])
+        return "\n".join(head(all_rules) + old_lines + lines_only[:cut] + full[cut:])
 
     def fits(cut: int) -> bool:
         return tokens_of(body(cut)) <= int(cap * COLLAPSE_TO)
 
-    # the most turns in full that fit: a search, not a walk (each body is the whole digest,
-    # and thousands of turns may leave at once); ``hi`` always fits
-    lo, hi = 0, len(turns) - 1              # cut = len(turns) - keep_full, keep_full >= 1
-    if not turns or not fits(hi):
-        return _oldest_shortened(head, old_lines + lines_only, cap)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return body(hi)
-
-
-def _oldest_shortened(head: List[str], lines: List[str], cap: int) -> str:
-    """Every turn one line within ``cap``, as few of the oldest lines shortened as it takes:
-    the newer ones keep their paths and ids (all of them shortened only as a last resort)."""
-    def body(k: int) -> str:
-        return "\n".join(head + [_shorten(ln, SHORT_LINE) for ln in lines[:k]] + lines[k:])
-
-    lo, hi = 0, len(lines)
-    while lo < hi:                  # the fewest shortened lines that fit (cost falls with k)
-        mid = (lo + hi) // 2
-        if tokens_of(body(mid)) <= cap:
-            hi = mid
-        else:
-            lo = mid + 1
-    return body(lo)
+    # the most turns in full that fit (each body is the whole digest, and thousands of turns
+    # may leave at once); cut = len(turns) - keep_full, keep_full >= 1
+    if not turns or not fits(len(turns) - 1):
+        return fold.within(head, all_rules, old_lines + lines_only, cap, tokens_of,
+                           lambda ln: _shorten(ln, SHORT_LINE))
+    return body(fold.fewest(fits, len(turns) - 1))
 
 
 def _shorten(line: str, width: int) -> str:

@@ -162,7 +162,7 @@ def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
     """Groups, earlier digests, the current turn; heartbeat groups before it leave first (not
     the current turn's: the host appends the model's answer to it)."""
     spans = M.group_spans(body)
-    start = max((s for s, _e in spans if M.is_real_user(body[s])), default=len(body))
+    start = max((s for s, _e in spans if M.is_real_user(body[s], seal)), default=len(body))
     kept, removed = [], []
     for s, e in spans:
         calls = M.call_args(body[s])
@@ -216,7 +216,7 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
                 if shorter is not None:
                     new, calls = shorter
                     cut.extend(calls)
-            elif users and M.role(m) == "user":
+            elif users and M.role(m) in ("user", "assistant"):   # hardest: their words too
                 new = trim_user(m, limit)
         out.append(new if new is not None else m)
     plan.versions[i], plan.args_cut[i] = out, cut
@@ -225,14 +225,16 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
 
 def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None]) -> None:
     """When the must-keep part is over budget: trim it harder step by step, then let the
-    head go (the current user message and the newest group always stay)."""
+    head go (the current user message and the newest group always stay). The current user
+    message is the user's own words, byte for byte: never trimmed, whatever it starts with."""
+    trimmable = [i for i in plan.must if i != plan.current]
     if budget.room(plan.must_cost()) < 0:
-        for i in plan.must:
+        for i in trimmable:
             trim(i, trim_chars)
     for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
         if budget.room(plan.must_cost()) >= 0:
             return
-        for i in plan.must:
+        for i in trimmable:
             trim(i, limit, users=True)
     if budget.room(plan.must_cost()) < 0:
         plan.must.difference_update(plan.head)

@@ -140,7 +140,8 @@ def repair(messages: Iterable[Any], report: Optional[RepairReport] = None) -> Li
 
     System messages first; ``_``-prefixed markers removed; tool results without a call in
     the group before them dropped; calls without a result removed (the assistant too when
-    nothing is left); consecutive user / assistant messages merged as the host would.
+    nothing is left); consecutive user / assistant messages merged as the host would, but
+    never into the current user turn (``_merge_same_roles``).
     """
     rep = report if report is not None else RepairReport()
     clean: List[Message] = []
@@ -258,16 +259,29 @@ def _has_text(content: Any) -> bool:
     return False
 
 
+BRIDGE_TEXT = ("%s The turns between the request above and the next one left the context."
+               % NOTICE_MARK)
+
+
 def _merge_same_roles(msgs: List[Message], rep: RepairReport) -> List[Message]:
+    """Consecutive user (or assistant) messages as one, except the current user turn: nothing
+    is ever glued into the user's own newest words; a short assistant line keeps an older
+    request apart from it instead (the host would merge two user turns in a row itself)."""
+    current = next((i for i in range(len(msgs) - 1, -1, -1)
+                    if msgs[i]["role"] == "user" and not is_tool_result(msgs[i])), -1)
     out: List[Message] = []
-    for m in msgs:
+    for i, m in enumerate(msgs):
         prev = out[-1] if out else None
         r = m["role"]
         if prev is not None and prev["role"] == r and r in ("user", "assistant") \
                 and not calls_of(prev) and not is_tool_result(prev) and not is_tool_result(m):
-            out[-1] = merge_two(prev, m)
-            rep.add("same_role_merged")
-            continue
+            if i == current:
+                out.append({"role": "assistant", "content": BRIDGE_TEXT})
+                rep.add("current_turn_kept_apart")
+            else:
+                out[-1] = merge_two(prev, m)
+                rep.add("same_role_merged")
+                continue
         out.append(m)
     return out
 

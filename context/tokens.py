@@ -17,6 +17,15 @@ from .blocks import Block, Kind, blocks_of, content_blocks
 
 PER_MESSAGE = 4
 IMAGE_TOKENS = 1_000
+# what a calibration may claim, by physical sense: a provider counts 0.5–3 tokens per one of
+# ours (the slope band; an inherited point outside it is not a count of a request of ours),
+# and what it counts beyond our estimate is part of a request it counted, never more
+SLOPE_MIN, SLOPE_MAX = 0.5, 3.0
+RATIO_MIN, RATIO_MAX = SLOPE_MIN, SLOPE_MAX
+# the fit's overhead is what the provider counts that our estimate does not see (its own
+# tools, framing): past a quarter of the window it would leave the compaction target (half
+# the window by default) no room for the conversation
+OVERHEAD_MAX_SHARE = 0.25
 
 # Weights per character class, fitted against the o200k tokenizer on English prose, Chinese,
 # code and JSON (bench/tokcheck.py; median error within ±5 % per class): letters ≈ 5.3 per
@@ -151,6 +160,7 @@ class Calibrator:
         self._default_overhead = default_overhead
         self._lock = threading.Lock()
         self._fit: Tuple[float, float] = (1.0, float(default_overhead))
+        self._window_tokens = 0             # the context window, once the engine knows it
 
     def observe(self, estimate: int, actual: int) -> None:
         if estimate <= 0 or actual <= 0:
@@ -169,12 +179,25 @@ class Calibrator:
         var = sum((x - mean_x) ** 2 for x in xs)
         if n >= 2 and var > (0.05 * mean_x) ** 2:
             slope = sum((x - mean_x) * (y - mean_y) for x, y in pts) / var
-            slope = min(3.0, max(0.5, slope))
+            slope = min(SLOPE_MAX, max(SLOPE_MIN, slope))
         else:
             # one distinct size: proportional scaling is the safer reading (tokenizer ratio)
-            slope = min(3.0, max(0.5, mean_y / mean_x))
-        overhead = max(0.0, mean_y - slope * mean_x)
+            slope = min(SLOPE_MAX, max(SLOPE_MIN, mean_y / mean_x))
+        # the overhead is part of every request counted: never more than the smallest one,
+        # nor more than a physical share of the window
+        overhead = min(max(0.0, mean_y - slope * mean_x), min(p[1] for p in pts))
+        if self._window_tokens:
+            overhead = min(overhead, OVERHEAD_MAX_SHARE * self._window_tokens)
         return slope, overhead
+
+    def bound(self, window_tokens: int) -> None:
+        """The context window the requests go to: the fit's overhead stays within its share."""
+        if isinstance(window_tokens, int) and window_tokens > 0 \
+                and window_tokens != self._window_tokens:
+            with self._lock:
+                self._window_tokens = window_tokens
+                if self._points:
+                    self._fit = self._solve()
 
     @property
     def slope(self) -> float:
@@ -203,19 +226,25 @@ class Calibrator:
         with self._lock:
             return [[x, y] for x, y in self._points]
 
-    def seed(self, points: Any) -> None:
-        """Start from ``export()``ed points, unless this one has observed something itself;
-        anything not a list of positive number pairs is ignored."""
+    def seed(self, points: Any) -> str:
+        """Start from ``export()``ed points, unless this one has observed something itself.
+        Only physically sensible points are taken: positive number pairs whose ratio is in
+        ``RATIO_MIN``–``RATIO_MAX`` (an overhead of ten windows is not a provider's count).
+        Returns what was ignored and why ("" when nothing was)."""
         if not isinstance(points, list):
-            return
+            return "" if points is None else "calibration ignored: not a list of points"
         good = [(float(p[0]), float(p[1])) for p in points[-self._window:]
                 if isinstance(p, list) and len(p) == 2
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                        and 0 < v < 1e9 for v in p)]
+                        and 0 < v < 1e9 for v in p)
+                and RATIO_MIN <= p[1] / p[0] <= RATIO_MAX]
         with self._lock:
             if good and not self._points:
                 self._points = good
                 self._fit = self._solve()
+        dropped = len(points[-self._window:]) - len(good)
+        return ("calibration: %d of %d inherited points ignored (not a plausible provider "
+                "count)" % (dropped, len(points[-self._window:]))) if dropped else ""
 
     def snapshot(self) -> Dict[str, Any]:
         return {"slope": round(self.slope, 3), "overhead": self.overhead,

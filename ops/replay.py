@@ -13,9 +13,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..host.hermes_config import hermes_home
 from ..common.humanize import plural
 from ..archive.readonly import connect
+from ..archive.seal_key import read_seal
+from ..context.provenance import Seal
 from ..context import blocks as B
 from ..context import messages as M
-from .env import CliError, effective_env
+from .env import CliError, effective_env, resolve_settings
 
 Message = Dict[str, Any]
 
@@ -168,7 +170,9 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
         conn.close()
     msgs = [_clean(dict(zip(want, r[:-2])), "message %d" % (i + 1)) for i, r in enumerate(rows)]
     compacted = sum(1 for r in rows if r[-1])
-    original, copies, summaries, runs = original_stream(msgs, [float(r[-2] or 0) for r in rows])
+    env, _config, settings, _warnings = resolve_settings()
+    original, copies, summaries, runs = original_stream(
+        msgs, [float(r[-2] or 0) for r in rows], read_seal(settings.resolved_store_dir(env)))
     gaps = []
     if copies:
         gaps.append("%s that compactions wrote back (kept or shortened messages) skipped; the "
@@ -185,7 +189,15 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                               "live_compactions": runs if "compacted" in cols else None, **usage}
 
 
-SUMMARY_MARKS = ("[tencentdb-offload]", "[CONTEXT COMPACTION", "[CONTEXT SUMMARY]")
+# Hermes' own compaction summaries (the host's text: its marks are all there is); ours are
+# recognised by their seal, never by our prefix, which a user may paste into a turn
+HOST_SUMMARY_MARKS = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]")
+
+
+def is_summary(content: Any, seal: Optional[Seal]) -> bool:
+    """A message a compaction wrote (Hermes' summary, or text this plugin sealed)."""
+    return isinstance(content, str) and (content.lstrip().startswith(HOST_SUMMARY_MARKS)
+                                         or M.is_plugin_text(content, seal))
 
 
 def _key(m: Message) -> Any:
@@ -203,15 +215,15 @@ def _key(m: Message) -> Any:
 BATCH_S = 0.01      # rows a compaction writes back are inserted together, microseconds apart
 
 
-def original_stream(msgs: List[Message], stamps: List[float]
+def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Seal] = None
                     ) -> Tuple[List[Message], int, int, int]:
     """The conversation as it happened, from rows that include what compactions replaced.
 
     A compaction writes back the messages it kept (with their original timestamps, or all
     with the same new one) and a summary. A row is such a copy when its tool-call id was
     seen, when its timestamp goes back in time, or when it repeats an earlier text inside a
-    batch of rows that holds such a copy; summaries carry a marker. Each run of such rows is
-    one compaction. Returns (messages, copies dropped, summaries dropped, compactions)."""
+    batch of rows that holds such a copy; summaries carry Hermes' marker or our ``seal``.
+    Each run of such rows is one compaction. Returns (messages, copies dropped, summaries dropped, compactions)."""
     n = len(msgs)
     keys = [_key(m) for m in msgs]
     strong = [k[0] in ("result", "calls") for k in keys]
@@ -229,8 +241,7 @@ def original_stream(msgs: List[Message], stamps: List[float]
     copies = summaries = runs = 0
     dropped = False
     for i, m in enumerate(msgs):
-        content = m.get("content")
-        if isinstance(content, str) and content.lstrip().startswith(SUMMARY_MARKS):
+        if is_summary(m.get("content"), seal):
             summaries, runs, dropped = summaries + 1, runs + (not dropped), True
             continue
         repeated = keys[i] in seen

@@ -257,8 +257,11 @@ class Runtime:
             self.note_error("what an earlier process left for %r is unreadable (%s)"
                             % (state.key[:80], exc))
             return
-        state.inherit(found.get("calibration"), found.get("pin") if self.settings.canvas else None,
-                      found.get("cache_clock"))
+        ignored = state.inherit(found.get("calibration"),
+                                found.get("pin") if self.settings.canvas else None,
+                                found.get("cache_clock"))
+        if ignored:                     # a damaged row or another process's nonsense
+            self.note_error("%s for %r" % (ignored, state.key[:80]))
 
     def hand_over(self, key: str, name: str, value: Any) -> None:
         if self.store is not None:

@@ -45,9 +45,11 @@ def test_repair_moves_system_first_and_merges_users():
             {"role": "user", "content": "question"},
             {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
     out = M.repair(msgs)
-    assert out[0]["role"] == "system"
-    assert [m["role"] for m in out] == ["system", "user", "assistant"]
-    assert "question" in out[1]["content"] and "a\n\nb" == out[2]["content"]
+    assert out[0]["role"] == "system" and M.validation_errors(out) == []
+    # the current turn is never merged into: the older user text stays apart from it
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "user", "assistant"]
+    assert out[1]["content"] == msgs[0]["content"] and out[3]["content"] == "question"
+    assert "a\n\nb" == out[4]["content"]                   # assistants still merge
 
 
 def test_repair_anthropic_blocks():

@@ -1,0 +1,66 @@
+"""A calibration handed over by another process (or a damaged row) is trusted only as far as
+physics allows: a provider counts 0.5–3 tokens per one of ours, and what it counts beyond the
+messages is part of a request it counted (issue 27, item 3)."""
+
+import pytest
+
+import tencentdb_offload as plugin
+from tencentdb_offload.context.tokens import Calibrator, messages_tokens
+
+from helpers import conversation, env_for, make_engine
+
+WINDOW = 64_000
+TEN_WINDOWS = [[3_700.0, 10 * WINDOW + 3_700.0], [3_800.0, 10 * WINDOW + 3_800.0]]
+
+
+def test_seed_ignores_an_overhead_of_ten_windows_and_says_so():
+    cal = Calibrator()
+    ignored = cal.seed(TEN_WINDOWS)
+    assert "2 of 2" in ignored and cal.points == 0
+    assert cal.to_real(3_700) < 2 * 3_700
+
+
+def test_seed_keeps_the_plausible_points_of_a_damaged_row():
+    cal = Calibrator()
+    ignored = cal.seed([[20_000.0, 24_000.0], [30_000.0, 34_000.0], [30_500.0, 1e8]])
+    assert "1 of 3" in ignored and cal.points == 2
+    assert cal.to_real(30_000) <= 40_000
+
+
+def test_the_fit_never_yields_an_overhead_beyond_what_was_counted():
+    cal = Calibrator()
+    cal.observe(10_000, 40_000)
+    cal.observe(30_000, 5_000)          # a damaged pair: the slope floor leaves 12,500
+    assert cal.overhead <= 5_000 and cal.to_real(0) <= 5_000
+
+
+# each point within the ratio band, yet their fit claims an overhead of two windows
+IN_BAND_HUGE = [[50_000.0, 149_000.0], [60_000.0, 150_000.0]]
+
+
+def test_the_fit_keeps_its_overhead_within_a_share_of_the_window():
+    cal = Calibrator()
+    assert cal.seed(IN_BAND_HUGE) == ""
+    assert cal.overhead > WINDOW                     # unbounded, the fit says two windows
+    cal.bound(WINDOW)
+    assert cal.overhead <= WINDOW // 4 and cal.to_real(3_700) < WINDOW // 2
+
+
+@pytest.mark.parametrize("handed_over", [TEN_WINDOWS, IN_BAND_HUGE], ids=["ten", "in-band"])
+def test_a_new_process_on_that_conversation_neither_compacts_early_nor_cuts_to_nothing(
+        tmp_path, handed_over):
+    rt, eng = make_engine(tmp_path)
+    key = eng.current_state().key
+    rt.hand_over(key, "calibration", handed_over)
+    rt.flush_writes()
+    rt.close()
+    rt2 = plugin.build_runtime(env=env_for(tmp_path))
+    eng2 = plugin.open_session(rt2, "s1", WINDOW, model="m")
+    small = conversation(2, 200)
+    assert not eng2.should_compress(eng2._estimate_real(small))      # the engine's own count
+    big = conversation(30, 6_000)
+    out = eng2.compress(big, current_tokens=messages_tokens(big))
+    assert messages_tokens(out) > 8_000           # compacted to the target, not to nothing
+    assert handed_over is IN_BAND_HUGE or any("calibration" in e and "ignored" in e
+                                              for e in rt2.errors)
+    rt2.close()
