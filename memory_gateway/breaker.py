@@ -30,13 +30,15 @@ class CircuitBreaker:
         with self._lock:
             self.state, self.failures, self.last_error = "closed", 0, ""
 
-    def record_outage(self, error: str) -> None:
+    def record_outage(self, error: str, retry_in: Optional[float] = None) -> None:
+        """Open; probe again after the backoff, or after ``retry_in`` seconds when the outage
+        is someone else's verdict that stays trusted that long."""
         with self._lock:
             self.failures += 1
             self.last_error = error
             backoff = min(self.max, self.base * (2 ** min(self.failures - 1, 10)))
             self.state = "open"
-            self.retry_at = time.monotonic() + backoff
+            self.retry_at = time.monotonic() + (backoff if retry_in is None else max(0.0, retry_in))
 
     def snapshot(self) -> Dict[str, Any]:
         left = max(0.0, self.retry_at - time.monotonic()) if self.state == "open" else 0.0

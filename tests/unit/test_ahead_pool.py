@@ -24,7 +24,9 @@ def ahead_threads():
 
 def test_a_hundred_conversations_share_a_small_pool_and_dropped_jobs_send_nothing(tmp_path):
     with FakeGateway(api_key="k1") as gw:
-        gw.slow_compact(2.0)            # each /compact takes a while, like the real one
+        # the calls sent while the conversations open wait until they all are: how many were
+        # sent then does not depend on how fast this machine opens 100 conversations
+        gate = gw.hold_compacts()
         rt = plugin.build_runtime(env=env_for(tmp_path, gateway_url=gw.url, api_key="k1",
                                               max_sessions=str(KEPT)))
         try:
@@ -36,12 +38,14 @@ def test_a_hundred_conversations_share_a_small_pool_and_dropped_jobs_send_nothin
                 most = max(most, len(ahead_threads()))
             assert most <= MAX_RUNNING, "%d threads for %d conversations" % (most, CONVERSATIONS)
             assert rt.ahead.status()["prepared_started"] == CONVERSATIONS
+            gate.set()
             assert wait_for(lambda: rt.ahead.status()["preparing"] == 0, 60)
             compacts = [r for r in gw.requests if r.path.endswith("/compact")]
             # only the jobs still held (plus those already in flight when dropped) were sent
             assert len(compacts) <= KEPT + MAX_RUNNING, len(compacts)
             assert rt.ahead.status()["prepared_skipped"] >= CONVERSATIONS - KEPT - MAX_RUNNING
         finally:
+            gate.set()
             rt.close()
 
 

@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:  # for ``tests.fakes``; appended so plugin modules
     sys.path.append(str(ROOT))
 
 from tests.fakes.gateway import FakeGateway  # noqa: E402
+from helpers import assert_serial_for_default_port  # noqa: E402
 
 NAME = "tencentdb-offload"
 GOOD_CONFIG = """# written by a person, not JSON
@@ -190,6 +191,7 @@ def test_dotenv_reader(tmp_path):
 
 def _hold_port(port: int, listen: bool):
     """Own 127.0.0.1:port: listening (to count who connects) or bound only (refuses)."""
+    assert_serial_for_default_port(port)
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -220,6 +222,7 @@ def _bash(command: str, home: Path) -> None:
     assert proc.returncode == 0, (command, proc.stderr)
 
 
+@pytest.mark.default_port
 def test_default_install_without_a_gateway_is_a_warning(tmp_path, gateway):
     """The README's install sets no Gateway URL: nothing listens at the default, doctor says
     local-only and exits 0."""
@@ -238,6 +241,7 @@ def test_default_install_without_a_gateway_is_a_warning(tmp_path, gateway):
     assert gw["status"] == "pass" and gw["message"].startswith("off"), gw
 
 
+@pytest.mark.default_port
 def test_invalid_gateway_url_contacts_nothing(tmp_path, gateway):
     home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_GATEWAY_URL": "127.0.0.1:8420"})
     listener = _hold_port(8420, listen=True)
@@ -318,7 +322,9 @@ def test_a_url_without_a_scheme_gets_its_own_host_and_port_back(tmp_path, gatewa
     assert any(c["name"] == "gateway" and "accepted" in c["message"] for c in after)
 
 
+@pytest.mark.default_port
 def test_a_gateway_at_the_default_url_nobody_configured_is_a_warning(tmp_path):
+    assert_serial_for_default_port(8420)
     try:
         gw = FakeGateway(port=8420).start()
     except OSError:

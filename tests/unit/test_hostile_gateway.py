@@ -114,6 +114,39 @@ def test_a_down_verdict_is_trusted_longer_the_longer_the_gateway_stays_down(tmp_
     assert time.time() - entry["at"] < 60
 
 
+def test_a_fresh_process_never_sends_to_a_gateway_known_down(tmp_path):
+    """Issue 27 item 13: one process per turn, the Gateway accepts and never answers. The
+    first process learns it (in the background, once); the next turns' processes trust that
+    verdict for every call, not only for compactions: no /ingest or /query-mmd left hanging
+    (only a short /health probe, in the background), so closing at the end of the turn waits
+    on nothing, and the rows stay queued."""
+    with HostilePeer({"/health": ("hang", None), "/v2/offload/ingest": ("hang", None),
+                      "/v2/offload/query-mmd": ("hang", None), COMPACT: ("hang", None)}) as peer:
+        def turn(n):
+            rt, eng = make_engine(tmp_path, gateway_url=peer.url, ingest_timeout_ms="1500")
+            hooks = HookHandlers(rt)
+            sid = "s1"
+            hooks.pre_llm_call(session_id=sid, user_message="turn %d: go on" % n,
+                               conversation_history=[], is_first_turn=n == 0)
+            hooks.post_tool_call(tool_name="read_file", args={"path": "/f%d" % n}, result="x" * 500,
+                                 session_id=sid, tool_call_id="call_%d" % n, duration_ms=3)
+            rt.turn_completed(eng.current_state().key)
+            asked = len(peer.requests)
+            time.sleep(0.6)                         # the worker's passes run meanwhile
+            sent = len([r for r in peer.requests[asked:] if r[1] != "/health"])
+            _, took = timed(rt.close)
+            return sent, took, rt
+        turn(0)                                     # learns the Gateway is down (one timeout)
+        for n in range(1, 4):
+            sent, took, rt = turn(n)
+            assert sent == 0, "turn %d's process asked a Gateway known down %d time(s)" % (n, sent)
+            assert took < 0.5, "closing turn %d's process waited %.2f s" % (n, took)
+    from tencentdb_offload.archive.store import Store
+    reopened = Store(rt.store.directory)
+    assert reopened.stats().outbox_backlog >= 4, "the turns' rows must stay queued"
+    reopened.close()
+
+
 def test_hung_gateway_default_settings_fresh_process_compacts_fast(tmp_path):
     with HostilePeer({"/health": ("hang", None), COMPACT: ("hang", None)}) as peer:
         rt, eng = make_engine(tmp_path, gateway_url=peer.url)        # TIMEOUT_MS 90 s

@@ -99,6 +99,7 @@ def test_status_prints_the_engines_trigger(tmp_path, capsys, monkeypatch, host_f
     rt.close()
 
 
+@pytest.mark.default_port
 def test_no_gateway_configured_reads_as_local_mode(tmp_path, capsys):
     with socket.socket() as s:
         if s.connect_ex(("127.0.0.1", 8420)) == 0:

@@ -309,7 +309,10 @@ class _CompactRoute:
         return self._ok(data, rid)
 
     def _compact_work(self, body: dict) -> None:
-        """The time the real Gateway spends on a compaction of this size (``slow_compact``)."""
+        """The time the real Gateway spends on a compaction of this size (``slow_compact``),
+        after the test's gate opens (``hold_compacts``)."""
+        if self.compact_gate is not None:
+            self.compact_gate.wait(60)
         per_100k = self.compact_seconds_per_100k
         if per_100k <= 0:
             return

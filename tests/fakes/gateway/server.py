@@ -63,6 +63,7 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
         self.tamper: Callable[[list], list] | None = None   # rewrites each /compact reply's messages
         self.compact_seconds_per_100k = 0.0    # /compact work time per 100K tokens (slow_compact)
         self.compact_delays: list[float] = []  # seconds each /compact spent "working"
+        self.compact_gate: threading.Event | None = None   # /compact waits here (hold_compacts)
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -150,6 +151,12 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
         100K tokens of the request's ``total_tokens`` (0 turns it off). The wait runs outside
         the fake's locks, so concurrent compactions overlap like the real ones."""
         self.compact_seconds_per_100k = max(0.0, float(seconds_per_100k))
+
+    def hold_compacts(self) -> threading.Event:
+        """Every ``/compact`` (recorded on arrival) waits until the returned event is set (at
+        most 60 s): a test sees exactly which calls were sent while it did something else."""
+        self.compact_gate = threading.Event()
+        return self.compact_gate
 
     def clear_fault(self) -> None:
         self.set_fault(None)
