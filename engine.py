@@ -148,9 +148,9 @@ class TencentDBOffloadEngine(ContextEngine):
             self.last_prompt_tokens = prompt
             self.last_real_prompt_tokens = prompt
             state.last_usage = prompt
-            estimate = state.take_request_estimate()
-            if estimate:
-                state.calibrator.observe(estimate, prompt)
+            if state.request_estimate:
+                state.calibrator.observe(state.request_estimate, prompt)
+                state.request_estimate = 0
                 self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
             state.record_usage(prompt, usage, after_compaction)
             self.runtime.record_request(state, prompt, usage, self.context_length,
@@ -293,7 +293,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return None
         try:
             state = self.current_state()
-            state.note_request(*request_tokens(request_messages))
+            state.overhead_estimate, state.request_estimate = request_tokens(request_messages)
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
             out, removed = build_request(state, request_messages, block, self.runtime.seal,

@@ -187,22 +187,6 @@ class SessionState:
             while len(self.summaries) > cap:
                 self.summaries.popitem(last=False)
 
-    def note_request(self, overhead: int, estimate: int) -> None:
-        """A request is going out (a hook thread): what it repeats and what it holds."""
-        with self.lock:
-            self.overhead_estimate, self.request_estimate = overhead, estimate
-
-    def take_request_estimate(self) -> int:
-        """The last request's estimate, once (the response for it arrived): read and cleared
-        together, so a request sent meanwhile keeps its own."""
-        with self.lock:
-            estimate, self.request_estimate = self.request_estimate, 0
-            return estimate
-
-    def want_canvas(self, wanted: bool = True) -> None:
-        with self.lock:
-            self.canvas_wanted = wanted
-
     def set_canvas(self, block: str, replace: bool = True) -> None:
         """Make ``block`` the current canvas (``replace=False``: only if there is none)."""
         with self.lock:

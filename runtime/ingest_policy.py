@@ -36,7 +36,7 @@ class SessionIngestPolicy:
         self.on_answer()
         state = self.registry.peek(session)
         if state is not None:
-            state.want_canvas()
+            state.canvas_wanted = True
 
     def canvases_due(self, delivered: Set[str]) -> List[Tuple[str, str]]:
         if not self.canvas_enabled:
@@ -48,6 +48,6 @@ class SessionIngestPolicy:
         state = self.registry.peek(session)
         if state is None:
             return
-        state.want_canvas(False)
+        state.canvas_wanted = False
         if found is not None:
             state.set_canvas(canvas_block.format_block(found.filename, found.content))
