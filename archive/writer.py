@@ -45,8 +45,13 @@ class StoreWriter:
 
     def __init__(self, store: Optional[Store], on_commit: Optional[Callable[[], None]] = None,
                  on_idle: Optional[Callable[[], None]] = None,
-                 opener: Optional[Callable[[], Any]] = None) -> None:
+                 opener: Optional[Callable[[], Any]] = None, start: bool = True,
+                 on_start: Optional[Callable[[], None]] = None) -> None:
+        """``start=False``: the thread starts at the first submit (a forked child's writer is
+        made between fork and exec, where no thread may be started); ``on_start`` runs first
+        on that thread."""
         self.store = store
+        self.on_start = on_start
         self.on_commit = on_commit
         self.on_idle = on_idle      # housekeeping (retention) runs here, off every hot path
         self.opener = opener        # retried while there is no store
@@ -68,7 +73,9 @@ class StoreWriter:
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="tencentdb-offload-store",
                                         daemon=True)
-        self._thread.start()
+        self._started = start
+        if start:
+            self._thread.start()
         _LIVE.add(self)
 
     # -- callers ------------------------------------------------------------------------
@@ -81,6 +88,9 @@ class StoreWriter:
                 return
             self._submitted += 1
             self._queued_bytes += size
+            if not self._started:
+                self._started = True
+                self._thread.start()
         self._queue.put((size, ops))
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -151,6 +161,11 @@ class StoreWriter:
 
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        if self.on_start is not None:
+            try:
+                self.on_start()
+            except Exception as exc:
+                self.last_error = "start: %s" % exc
         if self.on_idle is not None:
             self._idle()
         while True:

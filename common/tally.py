@@ -14,6 +14,14 @@ class Tally:
         self._counts: Dict[str, int] = {}
         self._lock = threading.Lock()
 
+    def forked_copy(self) -> "Tally":
+        """The counts so far under a new lock: in a forked child the old lock may be held
+        for good by a parent thread that does not exist there (read without it: the child
+        has one thread)."""
+        copy = Tally()
+        copy._counts = dict(self._counts)
+        return copy
+
     def add(self, name: str, n: int = 1) -> None:
         with self._lock:
             self._counts[name] = self._counts.get(name, 0) + n

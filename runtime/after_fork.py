@@ -32,11 +32,19 @@ def watch(runtime: Any) -> None:
 
 
 def disarm(rt: Any) -> None:
-    """``rt`` in a forked child: no store, no Gateway, no inherited thread; said plainly."""
+    """``rt`` in a forked child: no store, no Gateway, no inherited thread; said plainly.
+
+    This runs between fork and exec in every child the host starts with a ``preexec_fn``
+    (Hermes' shell and file tools do): it takes no lock the parent's threads may have held at
+    the fork (a hook on another thread holding the counters' lock hung the child, and the
+    tool call with it), starts no thread and writes no log line. The child's writer starts
+    its thread, and logs why nothing is archived, only when the child really uses it."""
     if rt.closed:
         return
     rt.writer.abandon()                 # its thread and queue are the parent's
-    rt.writer = StoreWriter(None)       # no opener: rows are counted lost, never written
+    # no opener: rows are counted lost, never written; said when the child first writes
+    rt.writer = StoreWriter(None, start=False,
+                            on_start=lambda: log.error("tencentdb-offload: %s", FORKED))
     rt.store = None
     rt.registry.forget_store()
     rt.client, rt.worker = None, None
@@ -44,6 +52,7 @@ def disarm(rt: Any) -> None:
     rt.tools = RecallTools(None, rt.flush_writes)
     rt.store_error = FORKED
     rt.warnings.append(FORKED)
+    rt.counters = rt.counters.forked_copy()
     rt.counters.add("forked")
 
 
@@ -51,11 +60,8 @@ def _in_child() -> None:
     for rt in list(_RUNTIMES):
         try:
             disarm(rt)
-        except Exception as exc:    # never break the host's child
+        except Exception:           # never break the host's child (and no log here)
             rt.closed = True
-            log.error("tencentdb-offload: after fork: %s", exc, exc_info=True)
-    if _RUNTIMES:
-        log.error("tencentdb-offload: %s", FORKED)
 
 
 if hasattr(os, "register_at_fork"):

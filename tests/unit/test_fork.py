@@ -87,3 +87,44 @@ def test_a_forked_child_sends_nothing_and_the_parent_still_delivers(tmp_path):
         assert child["mode"] == "local" and not child["gateway"], child
         assert gw.ingested_pairs("hermes-child") == []
         assert parent["parent_archived"] == 2
+
+
+SUBPROCESS_WHILE_A_HOOK_HOLDS_A_LOCK = r"""
+import json, logging, subprocess, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from conftest import load_plugin
+plugin = load_plugin()
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+rt = plugin.build_runtime(env=json.loads(sys.argv[2]))
+held, release = threading.Event(), threading.Event()
+def hook_on_another_thread():           # a parallel tool call's hook, inside the tally
+    with rt.counters._lock:
+        held.set()
+        release.wait(30)
+t = threading.Thread(target=hook_on_another_thread, daemon=True)
+t.start()
+held.wait(5)
+started = time.monotonic()
+# what Hermes' shell and file tools do: a child with a preexec_fn, which runs the at-fork
+# handlers between fork and exec
+done = subprocess.run(["sh", "-c", "echo child-ran"], preexec_fn=lambda: None,
+                      capture_output=True, text=True, timeout=20)
+release.set()
+print(json.dumps({"seconds": time.monotonic() - started, "out": done.stdout,
+                  "err": done.stderr}), flush=True)
+rt.close()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_tool_subprocess_never_waits_on_a_lock_another_hook_holds(tmp_path):
+    """The at-fork handler runs in every child the host starts with a preexec_fn, between
+    fork and exec. It took the counters' lock: with a parallel tool call's hook inside it on
+    another thread, the child hung before exec and the tool call (and the turn) with it."""
+    proc = subprocess.run([sys.executable, "-c", SUBPROCESS_WHILE_A_HOOK_HOLDS_A_LOCK, str(TESTS),
+                           json.dumps(env_for(tmp_path))], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["out"].strip() == "child-ran" and out["seconds"] < 10, out
+    assert "forked" not in out["err"] + proc.stderr, "a child that only execs logs nothing"
