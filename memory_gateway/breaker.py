@@ -31,8 +31,8 @@ class CircuitBreaker:
             self.state, self.failures, self.last_error = "closed", 0, ""
 
     def record_outage(self, error: str, retry_in: Optional[float] = None) -> None:
-        """Open; probe again after the backoff, or after ``retry_in`` seconds when the outage
-        is someone else's verdict that stays trusted that long."""
+        """Open; probe again after the backoff, or after ``retry_in`` seconds (0: at once,
+        for an outage another process saw: one short probe tells whether it still holds)."""
         with self._lock:
             self.failures += 1
             self.last_error = error
