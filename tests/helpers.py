@@ -8,12 +8,14 @@ import random
 import time
 from pathlib import Path
 from typing import Any, Dict, List
+from urllib.parse import urlsplit
 
 import pytest
 
 import tencentdb_offload as plugin
+from tencentdb_offload.settings.config import Settings
 
-DEFAULT_PORT = 8420      # the plugin's default Gateway port (settings/config.py)
+DEFAULT_PORT = urlsplit(Settings().gateway_url).port     # the plugin's default Gateway URL's
 
 
 def assert_serial_for_default_port(port: int) -> None:

