@@ -18,7 +18,7 @@ from .record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session import SessionState
 from ..host.compat import HOST_SELECTS_CONTEXT
-from ..context import canvas, departures, durable_pointers, focus, recall_blocks
+from ..context import canvas, departures, durable_pointers, focus, read_backs, recall_blocks
 from ..context import digest as D
 from ..context import messages as M
 from ..context.fallback import local_compact
@@ -33,6 +33,10 @@ log = plugin_logger("tencentdb_offload.compaction")
 POOL_GATEWAY_WAIT_S = 0.5
 ARCHIVE_BEFORE_RETURN_S = 2.0  # what leaves mid-turn is on disk before the next request
 FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens
+# What the model asked to read back this turn may keep a landing over the target, up to this
+# share of the trigger (estimates err, and the answer still follows): trimmed, a read-back
+# would only point to itself.
+CEILING_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -105,10 +109,12 @@ class CompactionRun:
         block = self.state.canvas_text if s.canvas else ""
         shown = estimate_text(block) + PER_MESSAGE if block else 0
         room = max(256, budget.for_messages - shown)
+        ceiling = self.state.calibrator.to_estimate(int(self.engine.threshold_tokens * CEILING_SHARE)) \
+            - budget.overhead - shown
         # the provider's text stays well inside the digest's share of this budget
         self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
         notes = self.notes(clean, attempt)
-        result, route, placed = self.finish(clean, attempt, room, notes)
+        result, route, placed = self.finish(clean, attempt, room, notes, ceiling)
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
@@ -179,7 +185,10 @@ class CompactionRun:
         return place(result, D.note_pair(result, notes, seal=self.rt.seal))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
-               notes: Notes = Notes()) -> Tuple[List[Message], Route, bool]:
+               notes: Notes = Notes(), ceiling: int = 0) -> Tuple[List[Message], Route, bool]:
+        """The Gateway's list when it fits ``room``, else a local compaction to ``room`` (of
+        the Gateway's list, or of ours); a recall read of this turn may take up to
+        ``ceiling``."""
         s, rt = self.rt.settings, self.rt
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
@@ -190,16 +199,18 @@ class CompactionRun:
                       recallable=recallable, count=self.count, seal=rt.seal,
                       summaries=summaries, notes=notes, focus=self.focus)
         note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
-        if attempt.messages is not None and \
-                sum(map(self.count, attempt.messages)) + note_cost <= room:
-            return attempt.messages, Route.GATEWAY, False
+        common["ceiling"] = max(0, ceiling - note_cost)
+        # what the model asked to read back this turn stays whole, whatever the Gateway cut
+        replied = None if attempt.messages is None else read_backs.restore(
+            clean, attempt.messages, rt.seal)
+        if replied is not None and sum(map(self.count, replied)) + note_cost <= room:
+            return replied, Route.GATEWAY, False
         # the note pair may follow the result (``with_notes``): its room is kept free
         local_room = max(256, room - note_cost)
-        if attempt.messages is None:
+        if replied is None:
             done, route = local_compact(clean, local_room, **common), Route.LOCAL
         else:
-            done, route = (local_compact(attempt.messages, local_room, **common),
-                           Route.GATEWAY_THEN_LOCAL)
+            done, route = local_compact(replied, local_room, **common), Route.GATEWAY_THEN_LOCAL
             if not done.within_budget:      # the budget holds: cut from the request instead
                 ours = local_compact(clean, local_room, **common)
                 if ours.tokens_after < done.tokens_after:

@@ -23,6 +23,7 @@ from . import messages as M
 from .heartbeat import is_heartbeat_call
 from .callargs import args_key, trim_call_args
 from . import item_key
+from . import read_backs
 from .departures import Departed, plain_text
 from .notes import Notes, carried
 from .provenance import Seal
@@ -130,9 +131,13 @@ class Budget:
     limit: int                     # estimated tokens the whole result may take
     fixed: int                     # system messages, earlier digests, the new digest's share
     digest_cap: int                # tokens all digest sections together may take
+    ceiling: int = 0               # what it may never pass (0: ``limit``)
 
     def room(self, must: int) -> int:
         return self.limit - self.fixed - must
+
+    def hard_room(self, must: int) -> int:
+        return max(self.limit, self.ceiling) - self.fixed - must
 
 
 @dataclass
@@ -149,6 +154,7 @@ class Plan:
     cost: Dict[int, int] = field(default_factory=dict)
     args_cut: Dict[int, List[Tuple[str, str, str]]] = field(default_factory=dict)
     removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
+    asked_back: Set[str] = field(default_factory=set)        # the current turn's recall reads
 
     def messages(self, i: int) -> List[Message]:
         s, e = self.spans[i]
@@ -177,6 +183,8 @@ def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
             plan.digests.append(i)
             plan.bodies.append(text)
     plan.removed = removed
+    if plan.current >= 0:
+        plan.asked_back = read_backs.asked_back(body, seal)
     _choose_head(plan, keep_first)
     return plan
 
@@ -202,14 +210,18 @@ def _choose_head(plan: Plan, keep_first: int) -> None:
 
 
 def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, *,
-                 count: Callable[[Any], int], seal: Seal, recallable: bool) -> None:
+                 count: Callable[[Any], int], seal: Seal, recallable: bool,
+                 keep: Set[str] = frozenset()) -> None:
     """Group ``i`` as it would stay: results, call arguments (and, hardest, user text) over
-    ``limit`` chars cut; ``None`` keeps it whole."""
+    ``limit`` chars cut; ``None`` keeps it whole, and so are the results of the calls in
+    ``keep``."""
     out, cut = [], []
     for m in plan.messages(i):
         new = None
         if limit is not None:
-            if M.is_tool_result(m) or M.results_of(m):
+            if keep and keep.intersection(M.results_of(m)):
+                pass
+            elif M.is_tool_result(m) or M.results_of(m):
                 new = trim_result(m, limit, seal=seal)
             elif M.calls_of(m):
                 shorter = trim_call_args(m, limit, recallable)
@@ -226,17 +238,26 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
 def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None]) -> None:
     """When the must-keep part is over budget: trim it harder step by step, then let the
     head go (the current user message and the newest group always stay). The current user
-    message is the user's own words, byte for byte: never trimmed, whatever it starts with."""
+    message is the user's own words, byte for byte: never trimmed, whatever it starts with.
+    What the model asked to read back in this turn (``asked_back``) is trimmed only when it
+    would pass the ceiling: trimmed, it would point back to itself, and be read again."""
+    _tighten_to(plan, budget.room, trim_chars, partial(trim, keep=plan.asked_back))
+    if plan.asked_back and budget.hard_room(plan.must_cost()) < 0:
+        _tighten_to(plan, budget.hard_room, trim_chars, trim)
+
+
+def _tighten_to(plan: Plan, room: Callable[[int], int], trim_chars: int,
+                trim: Callable[..., None]) -> None:
     trimmable = [i for i in plan.must if i != plan.current]
-    if budget.room(plan.must_cost()) < 0:
+    if room(plan.must_cost()) < 0:
         for i in trimmable:
             trim(i, trim_chars)
     for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
-        if budget.room(plan.must_cost()) >= 0:
+        if room(plan.must_cost()) >= 0:
             return
         for i in trimmable:
             trim(i, limit, users=True)
-    if budget.room(plan.must_cost()) < 0:
+    if room(plan.must_cost()) < 0:
         plan.must.difference_update(plan.head)
         plan.head = []
 
@@ -328,7 +349,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                   count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
                   summaries: Optional[Dict[str, str]] = None,
                   digest_cap: Optional[int] = None, notes: Notes = Notes(),
-                  focus: Sequence[str] = ()) -> CompactResult:
+                  focus: Sequence[str] = (), ceiling: int = 0) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
@@ -336,7 +357,8 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     without one only this process's digests are recognised); ``summaries`` are the Gateway's
     L1 summaries by tool_call_id, shown in the digest for results that left; ``notes`` ride in
     the new digest section (the provider's text only while the kept messages lack it);
-    groups matching the ``focus`` terms are kept before older ones (``focus``).
+    groups matching the ``focus`` terms are kept before older ones (``focus``); what the model
+    asked to read back in the current turn stays whole up to ``ceiling`` tokens, over ``budget``.
     ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
     seal = seal or _PROCESS_SEAL
@@ -346,8 +368,9 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     plan = _plan([m for m in src if M.role(m) != "system"], keep_first, seal)
     cap = digest_cap if digest_cap is not None else D.budget_for(budget)
     earlier = sum(D.tokens_of(b) for b in plan.bodies)
-    costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap)
+    costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap, ceiling)
 
+    allowed = max(budget, ceiling) if plan.asked_back else budget
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
@@ -361,7 +384,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     if not cut and not trimmed and not plan.removed:
         same = M.repair(messages)      # nothing to do: the list as it was, only made valid
         after = sum(count(m) for m in same)
-        return CompactResult(same, [], [], before, after, after <= budget)
+        return CompactResult(same, [], [], before, after, after <= allowed)
     if notes.memory and carried(notes.memory, systems + [m for i in sorted(chosen) for m in
                                                          plan.versions[i]] + _digest_messages(plan)):
         notes = notes.without_memory()
@@ -370,5 +393,5 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     result = M.repair(systems + _assemble(plan, chosen, digest, replaces))
     removed = plan.removed + cut + (_digest_messages(plan) if replaces else [])
     after = sum(count(m) for m in result)
-    return CompactResult(result, removed, trimmed, before, after, after <= budget,
+    return CompactResult(result, removed, trimmed, before, after, after <= allowed,
                          _departed_args(plan, chosen), replaces, bool(digest) and bool(notes))

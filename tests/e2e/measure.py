@@ -67,6 +67,7 @@ class Conversation:
     cached: int = 0
     cost: float = 0.0
     offered: int = 0
+    unseen: int = 0     # files read whose result no request carried whole (hidden when fresh)
 
 
 def _messages(body: Dict[str, Any]) -> List[tuple]:
@@ -80,6 +81,7 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
     ``ttl``: the cache's idle expiry in seconds (None: it never expires)."""
     out, cache, seen, prev = Conversation(), PrefixCache(), set(), None
     read_max: Dict[str, int] = {}
+    read_chars: Dict[str, int] = {}     # the longest text of each read's result in any request
     last_at: Optional[float] = None
     for ex in exchanges:
         if ttl is not None:
@@ -95,6 +97,9 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
             out.auxiliary += 1
             continue
         units = _messages(ex.body)
+        for u in units:
+            if u[0][1] == "tool" and u[0][2] in reads:
+                read_chars[u[0][2]] = max(read_chars.get(u[0][2], 0), len(u[1]))
         for u in units if prev is not None else ():
             if u in seen:
                 continue
@@ -115,6 +120,8 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
                 out.over_trigger_after_compaction += tokens > trigger
         prev = (units, tokens)
     out.offered += sum(max(read_max.get(cid, 0), -(-Path(p).stat().st_size // 4)) for cid, p in reads.items())
+    # whole: at least the file's size (the host's read adds line numbers, never removes text)
+    out.unseen = sum(1 for cid, p in reads.items() if read_chars.get(cid, 0) < Path(p).stat().st_size)
     return out
 
 
@@ -187,6 +194,7 @@ class Row:
             "provider cost (cache read 0.1, write 1.25)": f"{self.cost / 1e6:.2f}M units, "
                                                           f"{self.cached_share:.0%} cached",
             "offered load per conversation, min (windows)": f"{self.min_offered / self.window:.1f}",
+            "files read that no request carried whole": f"{int(self.total('unseen'))}",
             "lossless cost floor (each offered token written once)": f"{self.floor / 1e6:.2f}M units; "
                                                                      f"cost {self.cost / max(1.0, self.floor):.2f}x it",
         }

@@ -7,7 +7,8 @@ expires after TTL seconds idle (``measure.analyse(ttl=)``): a turn's first reque
 nothing from the cache whatever the engine does. The built-in runs with its own idle compaction
 on (``compression.idle_compact_after_seconds: TTL``), the plugin with
 ``TENCENTDB_OFFLOAD_CACHE_TTL_S=TTL``. Bars: cost <= 0.85x the built-in's; no request over the
-window; every marker recallable.
+window; every marker recallable. The two sessions run at the same time (``harness.at_once``):
+the pauses overlap.
 """
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def idle(tmp_path_factory, request):
     problem = harness.plugin_problem()
     if problem:
         pytest.fail(problem)
-    rows = {e: _run_engine(e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
+    rows = harness.at_once(_run_engine, {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")})
     measure.show(request, f"IDLE COMPACTION hermes={HERMES_VERSION}: one process per turn, a {PAUSE} s pause "
                  f"before each turn, cache TTL {TTL} s (built-in: idle_compact_after_seconds {TTL})",
                  [rows["builtin"], rows["plugin"]],

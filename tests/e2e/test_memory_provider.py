@@ -142,8 +142,8 @@ def runs(tmp_path_factory):
         pytest.fail(problem)
     base = tmp_path_factory.mktemp("memprov")
     files = harness.make_text_files(base / "files", 2 * TURNS, tag="runbook")
-    return {"with": _session(base / "with", files, provider=True),
-            "without": _session(base / "without", files, provider=False)}
+    return harness.at_once(lambda tmp, provider: _session(tmp, files, provider=provider),
+                           {"with": (base / "with", True), "without": (base / "without", False)})
 
 
 def _main(run) -> List[tuple]:

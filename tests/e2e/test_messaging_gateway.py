@@ -336,8 +336,8 @@ def test_many_conversations_one_messaging_gateway(tmp_path, capsys, record_prope
 
 
 # --------------------------------------------------------------------------- side by side
-# Issue 15's yardstick: the built-in compressor and this plugin, one after the other in ONE
-# test, on the same fake model and the same workload: SBS_CONVERSATIONS conversations at once,
+# Issue 15's yardstick: the built-in compressor and this plugin, at the same time in ONE
+# test (two gateway processes, one per engine), on the same fake model and the same workload: SBS_CONVERSATIONS conversations at once,
 # SBS_TURNS turns each (a restart halfway), every turn a parallel read of SBS_READS files of
 # ~25 KB (~18.9K tokens of tool results), 64K window (the host's minimum): each conversation
 # offers > 2 windows. The plugin talks to the fake Gateway with a realistic slow /compact
@@ -423,9 +423,9 @@ def _run_engine(engine: str, tmp: Path):
 
 @pytest.fixture(scope="module")
 def sbs(tmp_path_factory, request):
-    """Both engines' rows from one run (built-in first), printed side by side."""
+    """Both engines' rows from one run (both at once), printed side by side."""
     _require_host()
-    rows = {e: _run_engine(e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
+    rows = harness.at_once(_run_engine, {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")})
     measure.show(request, f"MESSAGING-GATEWAY SIDE-BY-SIDE hermes={HERMES_VERSION}: {SBS_CONVERSATIONS} "
                  f"conversations x {SBS_TURNS} turns ({SBS_READS} reads of ~25 KB each), {CONTEXT:,} window, "
                  "restart halfway", [rows["builtin"], rows["plugin"]])

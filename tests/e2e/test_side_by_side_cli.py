@@ -10,8 +10,9 @@ middle line), on a 64K window (the host's minimum; the session offers > 2 window
 RECALL_TURNS turns that ask for the markers of the first files of the first turns (``DO recall
 <id> <id>``: the plugin's ``tdai_read_cos``; the built-in has no such tool).
 
-Figures (tests/e2e/measure.py) are printed side by side; each of issue 15's bars is its own
-test on the one shared run. A marker is recallable when the recall turn's first request still
+The engines' sessions run at the same time (``harness.at_once``), so a latency figure is one
+of sessions sharing the machine. Figures (tests/e2e/measure.py) are printed side by side; each
+of issue 15's bars is its own test on the one shared run. A marker is recallable when the recall turn's first request still
 carries it, or the result of its ``tdai_read_cos`` call does.
 """
 from __future__ import annotations
@@ -110,7 +111,7 @@ def _run_engine(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory, request):
-    """Every engine's row from one test run (built-in first; the plugin without a Gateway, and
+    """Every engine's row from one test run (all at once: the built-in, the plugin without a Gateway, and
     with the real Gateway where it is beside the checkout), printed side by side."""
     if HERMES_VERSION.startswith("0.17"):
         pytest.skip("issue 15's bars are for 0.19 and 0.22 (0.17 does not replay a turn's pre_llm_call "
@@ -118,13 +119,15 @@ def cli(tmp_path_factory, request):
     problem = harness.plugin_problem()
     if problem:
         pytest.fail(problem)
-    rows = {e: _run_engine(e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
+    arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
+    gateway = None
     if real_gateway.absent_reason() is None:
         gateway = real_gateway.RealGateway(tmp_path_factory.mktemp("real-gateway")).start()
-        try:
-            rows["plugin+gateway"] = _run_engine("plugin+gateway", tmp_path_factory.mktemp("pg"),
-                                                 gateway.url)
-        finally:
+        arms["plugin+gateway"] = ("plugin+gateway", tmp_path_factory.mktemp("pg"), gateway.url)
+    try:
+        rows = harness.at_once(_run_engine, arms)       # independent sessions, side by side
+    finally:
+        if gateway is not None:
             gateway.stop()
     measure.show(request, f"CLI SIDE-BY-SIDE hermes={HERMES_VERSION}: one process per turn, {READ_TURNS} turns "
                  f"of {READS} reads of ~25 KB + {RECALL_TURNS} recall turns, {CONTEXT:,} window; "
@@ -188,9 +191,6 @@ def test_cli_real_gateway_never_over_the_trigger_after_a_compaction(with_gateway
     measure.assert_never_over_the_trigger_after_a_compaction(with_gateway)
 
 
-@measure.unmet_on(["0.19"], "issue 29: with the real Gateway on 0.19, 2 of the 4 markers (the first "
-                  "files of turns 1 and 2) were not recallable in the one run so far; on 0.22 all 4 are",
-                  flaky=True)
 def test_cli_real_gateway_recalls_every_marker(with_gateway):
     markers = with_gateway.markers
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)

@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -188,9 +187,7 @@ def story(tmp_path_factory, request):
         pytest.fail(problem)
     tmp = tmp_path_factory.mktemp("story")
     t0 = time.monotonic()
-    with ThreadPoolExecutor(2) as pool:     # independent sessions: same results, half the wall
-        jobs = {e: pool.submit(run_session, tmp / e, e) for e in ("plugin", "builtin")}
-        runs = {e: job.result() for e, job in jobs.items()}
+    runs = harness.at_once(run_session, {e: (tmp / e, e) for e in ("plugin", "builtin")})
     runs["line"] = figures("tencentdb-offload", runs["plugin"])
     harness.print_past_capture(request, "%s\n%s\nSTORY wall time %.0fs (both sessions at once)\n%s" % (
         runs["line"], figures("built-in", runs["builtin"]), time.monotonic() - t0,

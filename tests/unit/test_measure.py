@@ -131,6 +131,8 @@ def test_offered_load_counts_each_read_once_at_its_largest(tmp_path):
     c = measure.conversation([ex(r1), ex(r2), ex(r3)], window=64000, trigger=48000, reads=reads)
     # the call ("read_file{}", 3) and "t2" (1) are new messages; c1 at 1000, c2 at its file's 1001
     assert c.offered == prompt_tokens(r1) + 3 + 1 + 1000 + 1001
+    # c1 reached the model whole once (4,000 of its 2,000 bytes); c2 never did
+    assert c.unseen == 1
 
 
 def test_the_lossless_floor_is_what_showing_every_message_once_costs():

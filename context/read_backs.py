@@ -1,0 +1,35 @@
+"""What the model asked to read back in the current turn: the results of its ``tdai_read_cos``
+calls after the newest user message. They reach it whole, from our own compaction and from a
+Gateway's reply alike: trimmed, a read-back would only point to itself and be read again."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+from . import messages as M
+from .provenance import Seal
+
+Message = Dict[str, Any]
+RECALL_TOOL = "tdai_read_cos"       # the engine's read-back tool (archive/recall.py)
+
+
+def asked_back(messages: Sequence[Message], seal: Optional[Seal] = None) -> Set[str]:
+    """Ids of the current turn's calls to the read-back tool."""
+    start = M.newest_real_user(messages, seal=seal)
+    if start < 0:
+        return set()
+    return {tid for m in messages[start:] if isinstance(m, dict)
+            for tid, (name, _args) in M.call_args(m).items() if name == RECALL_TOOL}
+
+
+def restore(original: Sequence[Message], reply: List[Message],
+            seal: Optional[Seal] = None) -> List[Message]:
+    """``reply`` with the current turn's read-backs as ``original`` holds them: a Gateway that
+    truncated one is repaired, nothing else changes."""
+    ids = asked_back(original, seal)
+    if not ids:
+        return reply
+    whole = {frozenset(M.results_of(m)): m for m in original
+             if isinstance(m, dict) and ids.intersection(M.results_of(m))}
+    return [whole.get(frozenset(M.results_of(m)), m) if isinstance(m, dict) else m
+            for m in reply]
