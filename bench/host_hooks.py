@@ -19,6 +19,7 @@ host is skipped with the reason.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -87,6 +88,49 @@ def host_row(host: str, case_id: str, case: str, plugin: Dict[str, float],
 
 
 # -- parent ----------------------------------------------------------------------------------
+
+def host_results(script: Path, hosts: Tuple[str, ...], quick: bool, skipped: List[str],
+                 what: str) -> List[Tuple[str, Dict[str, Any]]]:
+    """``script --child [--quick]`` run in each host's venv -> (host, its RESULT payload); a
+    host whose venv is missing or whose drive failed goes to ``skipped``, saying why."""
+    out: List[Tuple[str, Dict[str, Any]]] = []
+    for host in hosts:
+        py, why = venv_python(host)
+        if py is None:
+            skipped.append("%s on Hermes %s: %s" % (what, host, why))
+            continue
+        cmd = [str(py), str(script), "--child"] + (["--quick"] if quick else [])
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=3 * 3600,
+                              stdin=subprocess.DEVNULL)   # progress goes to stderr, as it happens
+        line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+        got = json.loads(line[len("RESULT "):]) if line else {
+            "error": "the drive failed (rc %d; its log is above): %s" % (proc.returncode, proc.stdout[-800:])}
+        if "error" in got:
+            skipped.append("%s on Hermes %s: %s" % (what, host, got["error"]))
+            continue
+        out.append((host, got))
+    return out
+
+
+def host_main(argv: Optional[List[str]], doc: str, hosts: Tuple[str, ...], quick_help: str,
+              child: Callable[[bool], int], rows: Callable[..., List[Dict[str, Any]]]) -> int:
+    """The command line of a bench script with a drive per host: ``--child`` runs the drive,
+    otherwise each host's rows are printed."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--hermes", action="append", help="host version(s) (default %s)" % ", ".join(hosts))
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child(args.quick)
+    skipped: List[str] = []
+    for r in rows(args.quick, skipped, tuple(args.hermes or hosts)):
+        print("%-40s %-62s %8.2f %s (%s %.2f) met %s\n    %s" % (
+            r["id"], r["what"], r["median"], r["unit"], r["floor_what"], r["floor"], r["met"], r["note"]))
+    for s in skipped:
+        print("skipped:", s)
+    return 0
+
 
 def venv_python(host: str) -> Tuple[Optional[Path], str]:
     """The host's venv python (built once with tests/run.py's recipe when missing), or

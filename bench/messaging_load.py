@@ -21,12 +21,9 @@ under a prefix cache) come from the same wire recording.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -133,29 +130,9 @@ HOSTS = ("0.22.2", "0.19.0")
 def rows(quick: bool, skipped: List[str], hosts: Tuple[str, ...] = HOSTS) -> List[Dict[str, Any]]:
     sys.path.insert(0, str(HERE))
     import host_hooks
-    out: List[Dict[str, Any]] = []
-    for host in hosts:
-        py, why = host_hooks.venv_python(host)
-        if py is None:
-            skipped.append("messaging gateway load on Hermes %s: %s" % (host, why))
-            continue
-        got = run_child(py, quick)
-        if "error" in got:
-            skipped.append("messaging gateway load on Hermes %s: %s" % (host, got["error"]))
-            continue
-        out += engine_rows(host, got["shape"], got["runs"])
-    return out
-
-
-def run_child(py: Path, quick: bool) -> Dict[str, Any]:
-    cmd = [str(py), str(Path(__file__).resolve()), "--child"] + (["--quick"] if quick else [])
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=3 * 3600,
-                          stdin=subprocess.DEVNULL)       # progress goes to stderr, as it happens
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
-    if line is None:
-        return {"error": "the drive failed (rc %d; its log is above): %s" % (
-            proc.returncode, proc.stdout[-800:])}
-    return json.loads(line[len("RESULT "):])
+    return [r for host, got in host_hooks.host_results(Path(__file__).resolve(), hosts, quick, skipped,
+                                                       "messaging gateway load")
+            for r in engine_rows(host, got["shape"], got["runs"])]
 
 
 # -- child (the host's venv) -----------------------------------------------------------------
@@ -277,20 +254,9 @@ def child(quick: bool) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hermes", action="append", help="host version(s) (default %s)" % ", ".join(HOSTS))
-    ap.add_argument("--quick", action="store_true", help="%d conversations × %d turns" % QUICK[:2])
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        return child(args.quick)
-    skipped: List[str] = []
-    for r in rows(args.quick, skipped, tuple(args.hermes or HOSTS)):
-        print("%-40s %-70s %8.2f %s (%s %.2f) met %s" % (r["id"], r["case"], r["median"], r["unit"],
-                                                      r["floor_what"], r["floor"], r["met"]))
-    for s in skipped:
-        print("skipped:", s)
-    return 0
+    sys.path.insert(0, str(HERE))
+    import host_hooks
+    return host_hooks.host_main(argv, __doc__, HOSTS, "%d conversations × %d turns" % QUICK[:2], child, rows)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@
 ``--quick`` runs smaller sizes and fewer repetitions (about 30 s). Writes
 ``bench/results/latest.json``, ``latest.md`` (the table) and ``latest.svg`` (the chart) —
 ``quick.*`` with ``--quick`` and ``partial.*`` with ``--only``, so the figures in docs/benchmarks.md
-stay those of the last full run. ``--slow`` adds the slow case (``messaging_load``: one Hermes
+stay those of the last full run. ``--slow`` adds the slow cases (``messaging_load``: one Hermes
 messaging gateway, 100 conversations × 3 turns, plugin and built-in; bench/messaging_load.py)
-to a full run; ``--only messaging_load`` runs it alone. ``host_hooks`` and ``messaging_load``
+and ``per_turn_cli`` (the per-turn CLI with the built-in, the plugin and a hung or flaky
+Gateway, turns interleaved; bench/per_turn_cli.py) to a full run; ``--only NAME`` runs one alone. ``host_hooks`` and ``messaging_load``
 run in the Hermes venvs that ``tests/run.py`` builds (built here when missing; a host whose
 venv cannot be built is skipped with the reason).
 The fake Gateway runs in a child process (bench/gateway_proc.py); the token check runs in
@@ -114,11 +115,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~30 s)")
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     ap.add_argument("--slow", action="store_true",
-                    help="also the slow case (messaging_load, ~5 min per host) in a full run")
+                    help="also the slow cases (messaging_load, ~5 min per host; per_turn_cli, "
+                    "~3 min per host) in a full run")
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (hooks, host_hooks, should_compress, compress, "
-                    "ingest, memory, outbox, recall, hostile, tokens, messaging_load); "
-                    "repeatable; messaging_load (~15 min) runs only when named")
+                    "ingest, memory, outbox, recall, hostile, tokens, messaging_load, "
+                    "per_turn_cli); repeatable; the slow ones run only when named or --slow")
     args = ap.parse_args(argv)
     only = set(args.only)
 
@@ -192,6 +194,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         import messaging_load
         say("messaging_load: one Hermes messaging gateway, plugin then built-in (child process)")
         rows += messaging_load.rows(q, results["skipped"])
+    if "per_turn_cli" in only or (args.slow and not only):
+        import per_turn_cli
+        say("per_turn_cli: one process per turn; built-in, plugin, hung and flaky Gateway, "
+            "turns interleaved (child process)")
+        rows += per_turn_cli.rows(q, results["skipped"])
     results["seconds"] = time.time() - started
     results["load_end"] = load()
     import report

@@ -251,6 +251,12 @@ def assert_cost_within(plugin: Row, builtin: Row, share: float = 0.8) -> None:
     assert plugin.cost <= share * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)
 
 
+def assert_hides_no_more(plugin: Row, builtin: Row) -> None:
+    """Issue 29: no saving bought by hiding fresh results — no more files read that no request
+    carried whole than the built-in (a real model would read them back and pay again)."""
+    assert plugin.total("unseen") <= builtin.total("unseen"), (plugin.total("unseen"), builtin.total("unseen"))
+
+
 def assert_fair_baseline(rows: Mapping[str, Row], window: int) -> None:
     """The yardstick itself: every conversation offers >= 2 windows, the built-in answers
     every turn."""

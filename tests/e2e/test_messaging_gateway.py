@@ -451,6 +451,13 @@ def test_sbs_plugin_never_over_the_trigger_after_a_compaction(sbs):
     measure.assert_never_over_the_trigger_after_a_compaction(sbs["plugin"])
 
 
+@measure.unmet_on(["0.19", "0.22"], "issue 29: files no request carried whole, plugin 45-51 vs built-in 48 on "
+                  "0.22 (seen met and unmet), 80 vs 0 on 0.19 (the built-in runs to 1.12 of the window "
+                  "there)", flaky=True)
+def test_sbs_plugin_hides_no_more_fresh_results_than_the_builtin(sbs):
+    measure.assert_hides_no_more(sbs["plugin"], sbs["builtin"])
+
+
 def test_sbs_plugin_rewrites_no_more_than_the_builtin(sbs):
     measure.assert_rewrites_within(sbs["plugin"], sbs["builtin"])
 

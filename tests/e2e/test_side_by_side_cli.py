@@ -173,6 +173,16 @@ def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
     measure.assert_cost_within(cli["plugin"], cli["builtin"])
 
 
+@measure.unmet_on(["0.19", "0.22"], "issue 29: files no request carried whole, plugin 9 vs built-in 6 on 0.22, "
+                  "9 vs 0 on 0.19 (where the built-in shows every read whole by letting requests run to "
+                  "1.14 of the window): the plugin trims a turn's three ~25 KB reads when they alone are "
+                  "over what the target leaves. Keeping them whole up to 0.9 of the trigger was measured: "
+                  "0 hidden, but 0.27M vs 0.20M here and a request over the window in the messaging "
+                  "side-by-side", flaky=True)
+def test_cli_plugin_hides_no_more_fresh_results_than_the_builtin(cli):
+    measure.assert_hides_no_more(cli["plugin"], cli["builtin"])
+
+
 def test_cli_plugin_recalls_every_marker(cli):
     markers = cli["plugin"].markers
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
@@ -189,6 +199,12 @@ def test_cli_real_gateway_never_over_the_window(with_gateway):
 
 def test_cli_real_gateway_never_over_the_trigger_after_a_compaction(with_gateway):
     measure.assert_never_over_the_trigger_after_a_compaction(with_gateway)
+
+
+@measure.unmet_on(["0.19"], "issue 29: with the real Gateway, files no request carried whole 7 vs 0 on 0.19 "
+                  "(the built-in runs to 1.14 of the window there); 4 vs 6 on 0.22", flaky=True)
+def test_cli_real_gateway_hides_no_more_fresh_results_than_the_builtin(cli, with_gateway):
+    measure.assert_hides_no_more(with_gateway, cli["builtin"])
 
 
 def test_cli_real_gateway_recalls_every_marker(with_gateway):

@@ -94,3 +94,24 @@ def test_messaging_rows_latency_beside_builtin_and_flatness_per_engine():
     assert "| messaging gateway RSS | Hermes 0.22.2, 100 conversations × 3 turns, 6 at once: plugin, " \
            "end vs after conversation 20 | 230 MB | – | 200 MB (after warm-up) | 1.15× | ≤ +10 % | **no** |" \
            in report.markdown(results)
+
+
+# -- bench/per_turn_cli.py ---------------------------------------------------------------------
+
+import per_turn_cli  # noqa: E402
+
+
+def test_per_turn_rows_judge_cpu_and_latency_by_the_builtin_and_gateways_by_no_gateway():
+    def arm(seconds, cpu):
+        return {"seconds": seconds, "cpu": cpu, "answered": len(seconds)}
+    runs = {"builtin": arm([4.0, 5.0, 6.0], [3.0, 3.0, 3.0]),
+            "plugin": arm([4.0, 5.4, 6.0], [3.4, 3.4, 3.0]),      # medians 5.4 / 3.4: 1.08x, 1.13x
+            "hung": arm([4.0, 6.0, 6.9], [3.0, 3.0, 3.0]),        # 16.9 s of 15.4 s: 1.097x
+            "flaky": arm([5.0, 6.0, 7.0], [3.0, 3.0, 3.0])}       # 18.0 s: 1.17x
+    rows = {r["id"]: r for r in per_turn_cli.host_rows("0.19.0", runs)}
+    assert rows["per_turn_cli/0.19.0/seconds"]["met"] is True
+    assert rows["per_turn_cli/0.19.0/cpu"]["met"] is False
+    assert (rows["per_turn_cli/0.19.0/gateway/hung"]["median"], rows["per_turn_cli/0.19.0/gateway/hung"]["met"]) \
+        == (16.9, True)
+    assert rows["per_turn_cli/0.19.0/gateway/flaky"]["met"] is False
+    assert per_turn_cli.median([3.0, 1.0, 2.0, 10.0]) == 2.5
