@@ -18,9 +18,9 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..settings.config import GATEWAY_OFF, PREFIX
+from ..settings.config import GATEWAY_OFF, PREFIX, Settings
 from ..engine import NAME
 from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..common.humanize import count, plural, printable
@@ -30,6 +30,9 @@ from .doctor_store import check_store
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
 from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings, source_of
+
+if TYPE_CHECKING:     # imported where used: doctor runs without a Gateway client loaded
+    from ..memory_gateway.client import GatewayClient
 
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -239,8 +242,8 @@ def _settings_fix(c: Checks, var: str) -> str:
                  if i["name"] == "settings" and i["message"].startswith(var) and i["fix"]), "")
 
 
-def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
-                  set_url: Any, set_credentials: str, off_by: str = "GATEWAY_URL") -> None:
+def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
+                  set_url: Callable[[str], str], set_credentials: str, off_by: str = "GATEWAY_URL") -> None:
     """``invalid``: why the setting ``off_by`` (the URL, or a credential that cannot be sent)
     turned the Gateway off ("" when nothing did): then nothing is contacted. A configured
     Gateway that cannot be reached is a failure; the default URL with nothing behind it
@@ -294,7 +297,8 @@ def check_gateway(c: Checks, settings: Any, timeout: float, invalid: str,
         client.close()
 
 
-def _check_credentials(c: Checks, client: Any, settings: Any, set_url: Any, set_credentials: str) -> None:
+def _check_credentials(c: Checks, client: "GatewayClient", settings: Settings,
+                       set_url: Callable[[str], str], set_credentials: str) -> None:
     """An authenticated call proves the API key and instance id are accepted."""
     from ..memory_gateway.client import GatewayError, GatewayNotSupported, GatewayRejected
     url = settings.gateway_url

@@ -22,6 +22,7 @@ from ..context import messages as M
 from ..context.heartbeat import is_heartbeat_call
 from ..hooks import HookHandlers
 from ..host.wiring import open_session
+from ..runtime.process import Runtime
 from .host_emulation import HOST_0_22, Pressure, detected_host
 
 Message = Dict[str, Any]
@@ -48,7 +49,7 @@ def provider_tokens(request: Dict[str, Any]) -> int:
 class Driver:
     """One Hermes session (one agent, one session id) over one runtime."""
 
-    def __init__(self, runtime: Any, session_id: str, context_length: int,
+    def __init__(self, runtime: Runtime, session_id: str, context_length: int,
                  system_prompt: str, tools: List[Dict[str, Any]], host: str = "") -> None:
         self.rt = runtime
         self.host = host or detected_host()     # whose checks and estimates to emulate

@@ -26,7 +26,7 @@ def doctor_text(env, settings=None):
     if settings is None:
         home = hermes_home(env)
         settings, bad = doctor.check_settings(c, env, home, home / "config.yaml", None)
-    doctor.check_gateway(c, settings, 0.5, True, bad.get("GATEWAY_URL", ""), lambda v: "set " + v, "")
+    doctor.check_gateway(c, settings, 0.5, bad.get("GATEWAY_URL", ""), lambda v: "set " + v, "set the key")
     return json.dumps(c.items, ensure_ascii=False)
 
 
