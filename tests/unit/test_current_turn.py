@@ -79,3 +79,33 @@ def test_replay_tells_our_summaries_by_their_seal_not_by_our_prefix():
     kept, _copies, summaries, _runs = original_stream(rows, [0, 1, 2, 3], seal)
     assert summaries == 1 and ours not in [m["content"] for m in kept]
     assert [m["content"] for m in kept if m["role"] == "user"] == ["first", PASTED]
+
+
+def test_replay_drops_our_digest_pair_whole():
+    """Hermes 0.19 persists a compacted list: a digest travels as a tool pair (call + sealed
+    result); the replay's original stream drops both, or the call stands unanswered (found
+    with COMPACT_RATIO 0.35: "calls ['tdo_digest_1'] unanswered")."""
+    from tencentdb_offload.context.provenance import Seal
+    from tencentdb_offload.ops.replay import original_stream
+    seal = Seal(b"r" * 32)
+    digest = seal.seal_text("digest", "[tencentdb-offload] Digest of earlier turns.")
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "tdo_digest_1", "type": "function",
+         "function": {"name": "tdai_offload_search", "arguments": "{}"}}]}
+    rows = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "second"}, call,
+            {"role": "tool", "tool_call_id": "tdo_digest_1", "content": digest},
+            {"role": "assistant", "content": "done"}]
+    kept, _copies, summaries, _runs = original_stream(rows, [0, 1, 2, 3, 4, 5], seal)
+    assert summaries == 2 and M.validation_errors(kept) == []
+    assert [m["content"] for m in kept] == ["first", "ok", "second", "done"]
+    # a read whose trimmed copy (sealed) follows its original: the call is the user's, it stays
+    read = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}
+    trimmed = seal.seal_text("trim", "head [... trimmed ...] tail")
+    rows = [{"role": "user", "content": "read it"}, read,
+            {"role": "tool", "tool_call_id": "c1", "content": "the whole file"},
+            {"role": "tool", "tool_call_id": "c1", "content": trimmed}]
+    kept, _copies, _summaries, _runs = original_stream(rows, [0, 1, 2, 3], seal)
+    assert [m.get("content") for m in kept] == ["read it", "", "the whole file"]
+    assert M.validation_errors(kept) == []
