@@ -15,12 +15,12 @@ import re
 from typing import Any, Callable, Dict, List, Optional
 
 from ..common.peer_text import plugin_logger
+from ..context.read_backs import RECALL_TOOL as READ
 from .lcm_history import KEY as LCM_KEY, LcmHistory, LcmUnavailable, unavailable
 from .store import Store
 
 log = plugin_logger("tencentdb_offload.recall")
 
-READ = "tdai_read_cos"
 SEARCH = "tdai_offload_search"
 DEFAULT_PAGE = 20_000
 MAX_PAGE = 100_000

@@ -136,8 +136,12 @@ class Budget:
     def room(self, must: int) -> int:
         return self.limit - self.fixed - must
 
+    @property
+    def hard_limit(self) -> int:
+        return max(self.limit, self.ceiling)
+
     def hard_room(self, must: int) -> int:
-        return max(self.limit, self.ceiling) - self.fixed - must
+        return self.hard_limit - self.fixed - must
 
 
 @dataclass
@@ -219,10 +223,9 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
     for m in plan.messages(i):
         new = None
         if limit is not None:
-            if keep and keep.intersection(M.results_of(m)):
-                pass
-            elif M.is_tool_result(m) or M.results_of(m):
-                new = trim_result(m, limit, seal=seal)
+            if M.is_tool_result(m) or M.results_of(m):
+                if keep.isdisjoint(M.results_of(m)):
+                    new = trim_result(m, limit, seal=seal)
             elif M.calls_of(m):
                 shorter = trim_call_args(m, limit, recallable)
                 if shorter is not None:
@@ -370,7 +373,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     earlier = sum(D.tokens_of(b) for b in plan.bodies)
     costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap, ceiling)
 
-    allowed = max(budget, ceiling) if plan.asked_back else budget
+    allowed = costs.hard_limit if plan.asked_back else budget
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)

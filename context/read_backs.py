@@ -10,7 +10,7 @@ from . import messages as M
 from .provenance import Seal
 
 Message = Dict[str, Any]
-RECALL_TOOL = "tdai_read_cos"       # the engine's read-back tool (archive/recall.py)
+RECALL_TOOL = "tdai_read_cos"       # the engine's read-back tool (archive/recall.py serves it)
 
 
 def asked_back(messages: Sequence[Message], seal: Optional[Seal] = None) -> Set[str]:

@@ -243,12 +243,11 @@ def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Sea
     # a summary that travels as a tool pair (our digest): its call goes with its result, or
     # the call would stand unanswered; a call also answered by a plain result (a trimmed copy
     # beside the original) is the conversation's own and stays
-    answered = [(b.id, is_summary(m.get("content"), seal)) for m in msgs if M.role(m) == "tool"
-                for b in B.tool_results(m) if b.id]
-    summary_ids = {i for i, summary in answered if summary} - {i for i, summary in answered if not summary}
+    summary = [is_summary(m.get("content"), seal) for m in msgs]
+    answered = [(k[1], summary[i]) for i, k in enumerate(keys) if k[0] == "result"]
+    summary_ids = {c for c, s in answered if s} - {c for c, s in answered if not s}
     for i, m in enumerate(msgs):
-        calls = [b.id for b in B.call_blocks(m.get("tool_calls"))]
-        if is_summary(m.get("content"), seal) or (calls and set(calls) <= summary_ids):
+        if summary[i] or (keys[i][0] == "calls" and set(keys[i][1:]) <= summary_ids):
             summaries, runs, dropped = summaries + 1, runs + (not dropped), True
             continue
         repeated = keys[i] in seen
