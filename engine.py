@@ -91,8 +91,7 @@ class TencentDBOffloadEngine(ContextEngine):
         trigger = applying_trigger(s, self.context_length, model_ratio=named,
                                    host_floor=HOST_SELECTS_CONTEXT and not in_messaging_gateway())
         self.threshold_tokens = trigger.tokens
-        state = self.current_state()
-        state.threshold_tokens, state.trigger = trigger.tokens, trigger
+        self.current_state().use_trigger(trigger.tokens, trigger)
 
     def _threshold_for(self, model: str, provider: str = "") -> Optional[float]:
         """The ``compression.model_thresholds`` value for this model, None when none applies."""
@@ -110,7 +109,7 @@ class TencentDBOffloadEngine(ContextEngine):
         ctx = kwargs.get("context_length")
         if isinstance(ctx, int) and ctx > 0 and not self.context_length:
             self.update_model(self.model, ctx)
-        self.current_state().threshold_tokens = self.threshold_tokens
+        self.current_state().use_trigger(self.threshold_tokens)
 
     def on_session_end(self, session_id: str = "", messages: Any = None, **_: Any) -> None:
         self.runtime.session_ended(self._key)
@@ -147,10 +146,9 @@ class TencentDBOffloadEngine(ContextEngine):
             after_compaction = idle.responded(self.runtime, state, prompt, usage)
             self.last_prompt_tokens = prompt
             self.last_real_prompt_tokens = prompt
-            state.last_usage = prompt
-            if state.request_estimate:
-                state.calibrator.observe(state.request_estimate, prompt)
-                state.request_estimate = 0
+            estimate = state.response_measured(prompt)
+            if estimate:
+                state.calibrator.observe(estimate, prompt)
                 self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
             state.record_usage(prompt, usage, after_compaction)
             self.runtime.record_request(state, prompt, usage, self.context_length,
@@ -293,7 +291,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return None
         try:
             state = self.current_state()
-            state.overhead_estimate, state.request_estimate = request_tokens(request_messages)
+            state.request_measured(*request_tokens(request_messages))
             self.runtime.last_overhead_estimate = state.overhead_estimate
             block = state.canvas_text if self.runtime.settings.canvas else ""
             out, removed = build_request(state, request_messages, block, self.runtime.seal,

@@ -202,7 +202,7 @@ class HookHandlers:
                 rt.writer.submit(Store.op_enqueue(state.key, "prompt",
                                                   {"prompt": cut, "recent_messages": recent},
                                                   rt.now()))
-                state.canvas_wanted = True
+                state.ask_canvas()
             if rt.near_threshold(state):
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction
         if not (rt.settings.canvas and state.canvas_hash) or HOST_SELECTS_CONTEXT:
@@ -231,7 +231,7 @@ class HookHandlers:
         if not isinstance(msgs, list):
             return None
         state = rt.registry.for_session_id(session_id)
-        state.overhead_estimate, state.request_estimate = request_tokens(msgs, request.get("tools"))
+        state.request_measured(*request_tokens(msgs, request.get("tools")))
         rt.last_overhead_estimate = state.overhead_estimate
         # Hermes resends every past turn's <memory-context>: the first copy stays (the cached
         # prefix), identical later ones go

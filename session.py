@@ -1,4 +1,4 @@
-"""Per-conversation state, an LRU registry of it, and the retention reclaimer.
+"""Per-conversation state and an LRU registry of it.
 
 Hermes gives hooks a ``session_id`` and engines an id through ``on_session_start``. Hermes
 0.17 rotates that id at every compaction; we keep one *conversation key* across those
@@ -9,7 +9,6 @@ in a new process). Everything here is in memory and cheap; nothing durable lives
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
@@ -21,9 +20,7 @@ from .context import canvas
 from .host.thresholds import Trigger
 from .context.tokens import Calibrator
 from .memory_gateway.session_ids import gateway_session_id
-from .common.peer_text import plugin_logger
 
-log = plugin_logger("tencentdb_offload")
 
 MAX_INHERITED_CANVAS = 100_000      # chars: a pin read back from the store beyond this is ignored
 
@@ -117,7 +114,8 @@ class SessionState:
     canvas_text: str = ""            # the current canvas block, formatted
     canvas_hash: str = ""
     injected_canvas_hash: str = ""   # last canvas handed to the model in this session
-    canvas_wanted: bool = False      # the worker should refresh the canvas
+    canvas_asks: int = 0             # fresh canvases asked for (a new prompt, rows accepted)
+    canvas_answered: int = 0         # of those, the asks a finished fetch began after
     pinned_canvas: str = ""          # 0.22: the canvas the requests carry, as first shown
     pinned_anchor: str = ""          # 0.22: the user message it is pinned to (anchor_key)
     canvas_repin: bool = False       # 0.22: a compaction happened; pin the current canvas anew
@@ -186,6 +184,50 @@ class SessionState:
                 self.summaries.move_to_end(tid)
             while len(self.summaries) > cap:
                 self.summaries.popitem(last=False)
+
+    # -- fields other threads read: written only here, under the lock ----------------------
+    @property
+    def canvas_wanted(self) -> bool:
+        """The worker should fetch the canvas (an ask no finished fetch began after)."""
+        with self.lock:
+            return self.canvas_asks > self.canvas_answered
+
+    def ask_canvas(self) -> None:
+        with self.lock:
+            self.canvas_asks += 1
+
+    def canvas_ask(self) -> int:
+        """The asks a fetch starting now answers (its token for ``canvas_fetched``)."""
+        with self.lock:
+            return self.canvas_asks
+
+    def canvas_fetched(self, ask: int, block: Optional[str]) -> None:
+        """A fetch that began at ``ask`` finished (``block``: the canvas found, None: none).
+        An ask made while it was under way stays due: it may want a newer canvas."""
+        with self.lock:
+            self.canvas_answered = max(self.canvas_answered, ask)
+            if block is not None:
+                self.canvas_text, self.canvas_hash = block, canvas.digest(block)
+
+    def use_trigger(self, tokens: int, trigger: Optional[Trigger] = None) -> None:
+        """The engine's trigger applies to this conversation (None: keep the one it has)."""
+        with self.lock:
+            self.threshold_tokens = tokens
+            if trigger is not None:
+                self.trigger = trigger
+
+    def request_measured(self, overhead: int, estimate: int) -> None:
+        """Our estimate of the request about to go out (its overhead: system prompt, tools)."""
+        with self.lock:
+            self.overhead_estimate, self.request_estimate = overhead, estimate
+
+    def response_measured(self, prompt: int) -> int:
+        """The provider counted ``prompt`` tokens: the estimate of the request it answered,
+        taken once (0 when none is waiting), for one calibration point."""
+        with self.lock:
+            self.last_usage = prompt
+            estimate, self.request_estimate = self.request_estimate, 0
+            return estimate
 
     def set_canvas(self, block: str, replace: bool = True) -> None:
         """Make ``block`` the current canvas (``replace=False``: only if there is none)."""
@@ -297,67 +339,3 @@ class SessionRegistry:
     def __len__(self) -> int:
         with self._lock:
             return len(self._sessions)
-
-
-class Reclaimer:
-    """Deletes archive and outbox data older than the retention, at most once a day.
-
-    The wall clock can jump (an NTP step, a hand-set date, a VM restored from a snapshot): a
-    jump of 31 days must not make everything just recorded look 31 days old. So "now" is the
-    wall time at start plus the monotonic time since, rows this process wrote are never
-    deleted, and a wall clock that drifted from the monotonic one is reported
-    (``clock_warning``). The monotonic clock stops while a machine sleeps, so after a suspend
-    the reclaimer deletes less, never more.
-    """
-
-    INTERVAL = 86_400.0
-    CLOCK_SLACK_S = 600.0        # wall vs monotonic drift reported as a clock problem
-
-    def __init__(self, reclaim: Callable[..., Dict[str, int]], retention_days: int, *,
-                 wall: Callable[[], float] = time.time,
-                 mono: Callable[[], float] = time.monotonic) -> None:
-        self._reclaim = reclaim
-        self.retention_days = retention_days
-        self._wall, self._mono = wall, mono
-        self.started_wall, self._started_mono = wall(), mono()
-        self._last_mono: Optional[float] = None
-        self.last_run = 0.0
-        self.last_result: Dict[str, int] = {}
-        self.last_error = ""
-        self.clock_warning = ""
-
-    def trusted_now(self) -> float:
-        """The wall time at start plus the monotonic time since; notes a jumped wall clock."""
-        elapsed = self._mono() - self._started_mono
-        drift = (self._wall() - self.started_wall) - elapsed
-        if abs(drift) > self.CLOCK_SLACK_S:
-            self.clock_warning = (
-                "the wall clock moved %s%.1f hours against the monotonic clock since start "
-                "(a clock change or a suspend); retention uses the time at start plus the "
-                "monotonic clock" % ("+" if drift > 0 else "-", abs(drift) / 3600.0))
-        else:
-            self.clock_warning = ""
-        return self.started_wall + elapsed
-
-    def due(self, now: Optional[float] = None) -> bool:
-        if self.retention_days <= 0:
-            return False
-        return self._last_mono is None or self._mono() - self._last_mono >= self.INTERVAL
-
-    def run(self, now: Optional[float] = None) -> Dict[str, int]:
-        self._last_mono = self._mono()
-        self.last_run = now or self.trusted_now()
-        try:
-            # never what this process wrote: the cutoff is at most the time it started
-            self.last_result = self._reclaim(self.retention_days, self.last_run,
-                                             self.started_wall) or {}
-            self.last_error = ""
-        except Exception as exc:
-            self.last_error = "reclaim failed: %s" % exc
-            self.last_result = {}
-            log.warning("tencentdb-offload: %s", self.last_error, exc_info=True)
-        return self.last_result
-
-    def maybe_run(self) -> None:
-        if self.due():
-            self.run()

@@ -124,7 +124,8 @@ class CompactionRun:
             result = self.with_notes(result, notes)
         if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead
             result = canvas.inject(result, block, self.rt.seal)
-            self.state.injected_canvas_hash = canvas.digest(block)
+            with self.state.lock:
+                self.state.injected_canvas_hash = canvas.digest(block)
         if self.cancelled():                        # a discarded attempt publishes nothing
             return self.messages, None
         archived = self.publish(clean, result, attempt)

@@ -14,6 +14,7 @@ this process learns about the Gateway's health is shared with the others on the 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -71,6 +72,7 @@ class GatewayClient:
         self.config_error = self.fatal_config
         self._conns: PerThread[Connection] = PerThread(lambda c: c.close())
         self._served: Set[str] = set()      # routes that answered code 0 in this process
+        self._waiting_since: Dict[int, float] = {}   # thread -> monotonic start of its call
 
     def __repr__(self) -> str:
         return "GatewayClient(%s, instance=%s)" % (self.base_url, self.instance_id)
@@ -201,6 +203,19 @@ class GatewayClient:
         """Whether anything answered at the URL in this process."""
         return self.last_ok_at >= 0
 
+    def note_hung(self) -> bool:
+        """The process ends while a call has waited on a Gateway that never answered it longer
+        than a probe may: leave the verdict its timeout would have left (True if it did)."""
+        starts = list(self._waiting_since.values())      # the calls in flight
+        waited = time.monotonic() - min(starts) if starts else 0.0
+        if self.answered or waited < self.probe_timeout:
+            return False
+        self.last_error = "no answer from %s within %.1f s (the process ended waiting)" % (
+            self.base_url, waited)
+        self.breaker.record_outage(self.last_error)
+        self._share(False, self.last_error)
+        return True
+
     def status(self) -> Dict[str, Any]:
         return {"url": self.base_url, "instance_id": self.instance_id,
                 "breaker": self.breaker.snapshot(), "shared_health": self.shared_status(),
@@ -235,6 +250,8 @@ class GatewayClient:
         if len(payload) > self.body_limit:
             raise BodyTooLarge(len(payload), self.body_limit)
         started = time.monotonic()
+        thread = threading.get_ident()
+        self._waiting_since[thread] = started
         try:
             status, raw = self._request("POST", path, payload, timeout)
         except GatewayUnavailable as exc:
@@ -244,6 +261,8 @@ class GatewayClient:
                 self.breaker.record_outage(str(exc))   # (a cut-off large body is a size refusal)
                 self._share(False, str(exc))
             raise
+        finally:
+            self._waiting_since.pop(thread, None)
         self.last_latency_ms = (time.monotonic() - started) * 1000
         try:
             data = self._judged(path, status, raw)

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Protocol, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
 
 from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
@@ -58,6 +58,14 @@ class Canvas:
     content: str
 
 
+class CanvasDue(NamedTuple):
+    """One canvas to fetch: the session, its Gateway id, and the policy's token for the asks
+    the fetch answers (handed back with the answer)."""
+    session: str
+    gateway_id: str
+    ask: int = 0
+
+
 class IngestPolicy(Protocol):
     def outgoing(self, session: str) -> Outgoing:
         """What to send with this session's rows now."""
@@ -65,10 +73,10 @@ class IngestPolicy(Protocol):
     def accepted(self, session: str) -> None:
         """The Gateway accepted rows of this session (its canvas may have changed)."""
 
-    def canvases_due(self, delivered: Set[str]) -> List[Tuple[str, str]]:
-        """(session, Gateway id) of the canvases to ask for after a pass."""
+    def canvases_due(self, delivered: Set[str]) -> List[CanvasDue]:
+        """The canvases to ask for after a pass."""
 
-    def canvas(self, session: str, found: Optional[Canvas]) -> None:
+    def canvas(self, due: CanvasDue, found: Optional[Canvas]) -> None:
         """The answer for one canvas asked for (None: none, or the Gateway failed)."""
 
 
@@ -139,12 +147,19 @@ class IngestWorker:
             return frozenset(self._retry_at)
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Let a pass in progress finish (bounded). With the breaker open the worker sends
-        nothing, at most it probes ``/health``: a probe is not waited for, so a process
-        ending its turn beside a hung Gateway exits at once (the rows stay queued)."""
+        """Let a pass in progress finish (bounded) when the Gateway answers this process. With
+        the breaker open the worker sends nothing, at most it probes ``/health``; a Gateway
+        that never answered this process is not waited for either (a call already waiting
+        longer than a probe leaves that verdict for the next processes): a process ending its
+        turn beside a hung Gateway exits at once. Rows not confirmed stay queued; the Gateway
+        drops a pair it already has (by its tool-call id)."""
         self._stop = True
         self._wake.set()
-        self._thread.join(timeout if self.client.breaker.allow() else min(timeout, 0.1))
+        client = self.client
+        if client.breaker.allow() and not client.answered:
+            client.note_hung()
+        waits = client.breaker.allow() and client.answered
+        self._thread.join(timeout if waits else min(timeout, 0.1))
 
     # -- loop -------------------------------------------------------------------------
     def _run(self) -> None:
@@ -313,15 +328,15 @@ class IngestWorker:
         self._retry_later(session, min(60.0, 0.5 * (2 ** min(attempts, 7))))
 
     def _refresh_canvases(self, delivered: Set[str]) -> None:
-        for session, gid in self.policy.canvases_due(delivered):
+        for due in self.policy.canvases_due(delivered):
             if not self.client.available:
                 return
             found = None
             try:
-                found = current_canvas(self.client.query_mmd(gid, limit=1))
+                found = current_canvas(self.client.query_mmd(due.gateway_id, limit=1))
             except GatewayError as exc:
                 self.last_error = "canvas refresh: %s" % exc
-            self.policy.canvas(session, found)
+            self.policy.canvas(due, found)
 
 
 def current_canvas(data: Dict[str, Any]) -> Optional[Canvas]:

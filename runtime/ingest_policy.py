@@ -10,10 +10,10 @@ its Gateway id, without a prompt or a canvas.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Set, Tuple
+from typing import Any, Callable, List, Optional, Set
 
 from ..context import canvas as canvas_block
-from ..memory_gateway.ingest import Canvas, Outgoing
+from ..memory_gateway.ingest import Canvas, CanvasDue, Outgoing
 from ..memory_gateway.session_ids import gateway_session_id
 from ..session import SessionRegistry
 
@@ -36,18 +36,16 @@ class SessionIngestPolicy:
         self.on_answer()
         state = self.registry.peek(session)
         if state is not None:
-            state.canvas_wanted = True
+            state.ask_canvas()
 
-    def canvases_due(self, delivered: Set[str]) -> List[Tuple[str, str]]:
+    def canvases_due(self, delivered: Set[str]) -> List[CanvasDue]:
         if not self.canvas_enabled:
             return []
-        return [(s.key, s.gateway_id) for s in self.registry.all()
+        return [CanvasDue(s.key, s.gateway_id, s.canvas_ask()) for s in self.registry.all()
                 if s.canvas_wanted or s.key in delivered]
 
-    def canvas(self, session: str, found: Optional[Canvas]) -> None:
-        state = self.registry.peek(session)
-        if state is None:
-            return
-        state.canvas_wanted = False
-        if found is not None:
-            state.set_canvas(canvas_block.format_block(found.filename, found.content))
+    def canvas(self, due: CanvasDue, found: Optional[Canvas]) -> None:
+        state = self.registry.peek(due.session)
+        if state is not None:
+            state.canvas_fetched(due.ask, None if found is None else
+                                 canvas_block.format_block(found.filename, found.content))

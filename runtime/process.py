@@ -21,7 +21,8 @@ from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
 from . import after_fork
 from .ingest_policy import SessionIngestPolicy
-from ..session import Reclaimer, SessionRegistry, SessionState
+from ..session import SessionRegistry, SessionState
+from .reclaimer import Reclaimer
 from ..context.tokens import TokenMemo
 from ..archive.store import ArchiveItem, Store, StoreError
 from ..archive.writer import StoreWriter

@@ -88,6 +88,10 @@ def test_kicks_on_many_threads_never_cost_the_sender_a_pass(tmp_path, caplog):
             lost = [r.getMessage() for r in caplog.records if "pass failed" in r.getMessage()]
             assert not lost, lost[:3]
             gw.clear_fault()
+            # a pass that began under the fault backs off the sessions it tried after any
+            # kick made now: let it end first (it failed 1 run in ~20 under the full suite)
+            passes = rt.worker._passes
+            assert wait_for(lambda: rt.worker._passes >= passes + 2, 60)
             for key in keys:        # out of their (long) backoff: deliver now
                 rt.worker.kick(key)
             assert wait_for(lambda: rt.store.backlog() == 0, 60)

@@ -123,7 +123,7 @@ def test_a_fresh_process_never_sends_to_a_gateway_known_down(tmp_path):
     with HostilePeer({"/health": ("hang", None), "/v2/offload/ingest": ("hang", None),
                       "/v2/offload/query-mmd": ("hang", None), COMPACT: ("hang", None)}) as peer:
         def turn(n):
-            rt, eng = make_engine(tmp_path, gateway_url=peer.url, ingest_timeout_ms="1500")
+            rt, eng = make_engine(tmp_path, gateway_url=peer.url, ingest_timeout_ms="5000")
             hooks = HookHandlers(rt)
             sid = "s1"
             hooks.pre_llm_call(session_id=sid, user_message="turn %d: go on" % n,
@@ -132,14 +132,16 @@ def test_a_fresh_process_never_sends_to_a_gateway_known_down(tmp_path):
                                  session_id=sid, tool_call_id="call_%d" % n, duration_ms=3)
             rt.turn_completed(eng.current_state().key)
             asked = len(peer.requests)
-            time.sleep(0.6)                         # the worker's passes run meanwhile
+            time.sleep(1.5)                         # the model's turn: the worker sends meanwhile
             sent = len([r for r in peer.requests[asked:] if r[1] != "/health"])
             _, took = timed(rt.close)
             return sent, took, rt
-        turn(0)                                     # learns the Gateway is down (one timeout)
-        for n in range(1, 4):
+        for n in range(4):
             sent, took, rt = turn(n)
-            assert sent == 0, "turn %d's process asked a Gateway known down %d time(s)" % (n, sent)
+            # the first process's /ingest never returns (the call's timeout outlives the turn);
+            # it neither waits for it at exit nor leaves the next ones to learn it again
+            if n:
+                assert sent == 0, "turn %d's process asked a Gateway known down %d time(s)" % (n, sent)
             assert took < 0.5, "closing turn %d's process waited %.2f s" % (n, took)
     from tencentdb_offload.archive.store import Store
     reopened = Store(rt.store.directory)

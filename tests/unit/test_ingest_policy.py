@@ -71,8 +71,9 @@ def test_the_policy_alone():
     assert policy.outgoing("s1") == Outgoing("hermes-s1", "p", ({"role": "user", "content": "u"},))
     assert policy.canvases_due(set()) == []
     policy.accepted("s1")
-    assert policy.canvases_due(set()) == [("s1", "hermes-s1")]
-    policy.canvas("s1", Canvas("001-a.mmd", "flowchart TD"))
+    due = policy.canvases_due(set())
+    assert [d[:2] for d in due] == [("s1", "hermes-s1")]
+    policy.canvas(due[0], Canvas("001-a.mmd", "flowchart TD"))
     assert not state.canvas_wanted and "001-a.mmd" in state.canvas_text
     assert SessionIngestPolicy(registry, canvas=False).canvases_due({"s1"}) == []
     assert current_canvas({"mmds": [{"filename": "a", "content": " "}]}) is None

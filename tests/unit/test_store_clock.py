@@ -4,7 +4,7 @@ jump is reported."""
 import time
 
 from tencentdb_offload.archive.store import ArchiveItem, Store
-from tencentdb_offload.session import Reclaimer
+from tencentdb_offload.runtime.reclaimer import Reclaimer
 
 
 class Clocks:
