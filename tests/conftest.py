@@ -35,3 +35,13 @@ def pytest_runtest_setup(item):
     if item.get_closest_marker("default_port") and os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.fail("a default_port test ran in a parallel worker; tests/run.py runs them "
                     "after the parallel run, alone (-m default_port)")
+
+
+@pytest.fixture
+def busy_switching():
+    """Thread switches as often as the interpreter allows: an unlocked read-modify-write
+    interleaves within a test's few seconds."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)

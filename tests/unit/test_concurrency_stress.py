@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 
-import pytest
 
 import tencentdb_offload as plugin
 from fakes.gateway import INGEST, FakeGateway
@@ -21,14 +20,6 @@ from tencentdb_offload.hooks import HookHandlers
 from helpers import env_for, wait_for
 
 THREADS = 8
-
-
-@pytest.fixture
-def busy_switching():
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(before)
 
 
 def in_threads(work, n=THREADS):
