@@ -43,7 +43,10 @@ class TencentDBOffloadEngine(ContextEngine):
         s = runtime.settings
         self.threshold_percent = s.threshold
         self.protect_first_n = s.keep_first
-        self.protect_last_n = 6
+        # read only by the host's turn-start gate (more than protect_first_n + protect_last_n + 1
+        # messages): 0 lets our own should_compress decide on short histories too (an idle
+        # compaction on a cold cache, right after a compaction that left a few messages)
+        self.protect_last_n = 0
         for attr in COUNTERS:                # the host reads last_real_prompt_tokens too
             setattr(self, attr, 0)
         self.awaiting_real_usage_after_compression = False   # 0.22 sets it after compactions

@@ -34,12 +34,20 @@ PROBE = textwrap.dedent('''
     status = handler("status") if callable(handler) else None
     twin = copy.deepcopy(eng)
     import inspect
+    try:    # 0.19 / 0.22: the host's turn-start gate, before any engine check
+        from agent.turn_context import _should_run_preflight_estimate as gate
+        short = [{"role": "user", "content": "hi"}] * 40
+        opens = next((n for n in range(1, 40) if gate(short[:n], eng.protect_first_n,
+                                                      eng.protect_last_n, eng.threshold_tokens)), None)
+    except ImportError:
+        opens = None
     print("PROBE " + json.dumps({
         "cls": type(eng).__name__, "name": getattr(eng, "name", None),
         "is_registered_instance": eng is registered,
         "shares_runtime": getattr(eng, "runtime", 1) is getattr(registered, "runtime", 2),
         "twin_shares_runtime": getattr(twin, "runtime", 1) is getattr(eng, "runtime", 2),
         "context_length": eng.context_length, "threshold_tokens": eng.threshold_tokens,
+        "turn_start_gate_opens_at": opens,
         "engine_tools": sorted(n for n in agent.valid_tool_names if n.startswith("tdai")),
         "hooks": sorted(k for k, v in getattr(pm, "_hooks", {}).items() if v),
         "middleware": sorted(k for k, v in getattr(pm, "_middleware", {}).items() if v),
@@ -90,6 +98,10 @@ def test_hermes_selects_our_engine(tmp_path):
     assert got["shares_runtime"] and got["twin_shares_runtime"]
     assert "mode: local" in got["status"]
     assert {"messages", "current_tokens", "focus_topic"} <= set(got["compress_params"])
+    if HERMES_VERSION.startswith(("0.19", "0.22")):
+        # the host asks the engine at a turn start from a handful of messages on (an idle
+        # compaction right after one that left few), not only past 10
+        assert got["turn_start_gate_opens_at"] is not None and got["turn_start_gate_opens_at"] <= 5
     if HERMES_VERSION.startswith("0.19"):
         assert not got["is_registered_instance"]        # 0.19 deep-copies per agent
     if HERMES_VERSION.startswith("0.17"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import harness
 
@@ -66,3 +66,30 @@ class RealGateway:
         subprocess.run(["bash", str(script()), "--stop"], env=self.env, capture_output=True,
                        text=True, timeout=60, stdin=subprocess.DEVNULL)
         self.url = ""
+
+
+ARM = "plugin+gateway"
+
+
+def at_once_with_gateway(run: Callable[..., Any], arms: Dict[str, tuple], tmp_path_factory: Any) -> Dict[str, Any]:
+    """``harness.at_once(run, arms)`` plus the arm ``ARM``: ``run(ARM, tmp, url)`` with a real
+    Gateway of its own, where one is beside the checkout (stopped when the sessions end)."""
+    arms = dict(arms)
+    gateway = None
+    if absent_reason() is None:
+        gateway = RealGateway(tmp_path_factory.mktemp("real-gateway")).start()
+        arms[ARM] = (ARM, tmp_path_factory.mktemp("pg"), gateway.url)
+    try:
+        return harness.at_once(run, arms)
+    finally:
+        if gateway is not None:
+            gateway.stop()
+
+
+def arm(rows: Dict[str, Any]) -> Any:
+    """The plugin's row with the real Gateway; the test skips where none is beside us."""
+    reason = absent_reason()
+    if reason:
+        import pytest
+        pytest.skip(reason)
+    return rows[ARM]

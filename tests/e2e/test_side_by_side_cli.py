@@ -120,15 +120,7 @@ def cli(tmp_path_factory, request):
     if problem:
         pytest.fail(problem)
     arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-    gateway = None
-    if real_gateway.absent_reason() is None:
-        gateway = real_gateway.RealGateway(tmp_path_factory.mktemp("real-gateway")).start()
-        arms["plugin+gateway"] = ("plugin+gateway", tmp_path_factory.mktemp("pg"), gateway.url)
-    try:
-        rows = harness.at_once(_run_engine, arms)       # independent sessions, side by side
-    finally:
-        if gateway is not None:
-            gateway.stop()
+    rows = real_gateway.at_once_with_gateway(_run_engine, arms, tmp_path_factory)   # side by side
     measure.show(request, f"CLI SIDE-BY-SIDE hermes={HERMES_VERSION}: one process per turn, {READ_TURNS} turns "
                  f"of {READS} reads of ~25 KB + {RECALL_TURNS} recall turns, {CONTEXT:,} window; "
                  "the plugin without a Gateway and with the real one",
@@ -140,10 +132,7 @@ def cli(tmp_path_factory, request):
 @pytest.fixture
 def with_gateway(cli):
     """The plugin's row with the real Gateway (skips where the Gateway is not beside us)."""
-    reason = real_gateway.absent_reason()
-    if reason:
-        pytest.skip(reason)
-    return cli["plugin+gateway"]
+    return real_gateway.arm(cli)
 
 
 def test_cli_workload_is_a_fair_baseline(cli):
