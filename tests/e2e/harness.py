@@ -834,15 +834,18 @@ def print_past_capture(request: Any, text: str) -> None:
 
 
 def engine_home(tmp: Path, engine: str, llm_url: str, *, window: int, concurrent_runs: int,
-                settings: Mapping[str, str] = {}) -> Tuple[Path, int]:
+                settings: Mapping[str, str] = {}, compression: Mapping[str, Any] = {}) -> Tuple[Path, int]:
     """(HERMES_HOME, API-server port) of a messaging gateway run by ``engine``: "plugin" (this
-    plugin, ``settings`` as TENCENTDB_OFFLOAD_* variables) or "builtin" (Hermes' compressor)."""
+    plugin, ``settings`` as TENCENTDB_OFFLOAD_* variables) or "builtin" (Hermes' compressor,
+    ``compression`` as its config.yaml block)."""
     port = free_port()
     env = api_server_env(port)
-    extra = {"gateway": {"api_server": {"max_concurrent_runs": concurrent_runs}}}
+    extra: Dict[str, Any] = {"gateway": {"api_server": {"max_concurrent_runs": concurrent_runs}}}
     if engine == "plugin":
         env.update(settings)
         return make_home(tmp, llm_url, context_length=window, env=env, extra_config=extra), port
+    if compression:
+        extra["compression"] = dict(compression)
     return make_home(tmp, llm_url, context_length=window, env=env, extra_config=extra,
                      engine="compressor", enabled_plugins=()), port
 

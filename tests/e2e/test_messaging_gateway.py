@@ -109,10 +109,12 @@ class Conv:
         return "DO read " + " ".join(p for p, _ in made) + f"\n[{self.tag}] turn {turn}"
 
 
-def _drive(gwp: harness.GatewayProcess, convs: List[Conv], turns: range) -> None:
-    """Every conversation runs ``turns`` one after the other; all conversations at once."""
+def _drive(gwp: harness.GatewayProcess, convs: List[Conv], turns: range, pause: float = 0.0) -> None:
+    """Every conversation runs ``turns`` one after the other (``pause`` seconds before each);
+    all conversations at once."""
     def run(conv: Conv) -> None:
         for n in turns:
+            time.sleep(pause)
             conv.replies.append((n, gwp.chat(conv.session_id, conv.prompt(n))))
 
     with ThreadPoolExecutor(len(convs)) as pool:
@@ -355,8 +357,13 @@ def _distinct(lines: List[str]) -> int:
     return len({line.split(": ", 1)[-1] for line in lines})
 
 
-def _run_engine(engine: str, tmp: Path):
-    """One engine's whole messaging-gateway run -> measure.Row."""
+def _run_engine(engine: str, tmp: Path, pause: float = 0.0, ttl: int = 0, gateway_url: str = ""):
+    """One engine's whole messaging-gateway run -> measure.Row. ``engine``: "builtin", or a name
+    starting with "plugin"; the plugin talks to the fake Gateway unless ``gateway_url`` names
+    another ("off": none). With ``ttl``: ``pause`` seconds before every turn, the plugin's cache
+    TTL and the built-in's idle compaction set to it, and the cost priced with a cache that
+    expires after ``ttl`` seconds idle."""
+    plugin = engine.startswith("plugin")
     files_root = Path(tempfile.mkdtemp(prefix="sb"))
     convs = [Conv(i, files_root, reads=SBS_READS) for i in range(SBS_CONVERSATIONS)]
     gwp = None
@@ -365,17 +372,21 @@ def _run_engine(engine: str, tmp: Path):
         with FakeLLM() as llm, FakeGateway(api_key=GW_KEY) as gw:
             gw.slow_compact()
             home, port = harness.engine_home(
-                tmp, engine, llm.url, window=CONTEXT, concurrent_runs=4 * SBS_CONVERSATIONS,
-                settings={"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
+                tmp, "plugin" if plugin else engine, llm.url, window=CONTEXT,
+                concurrent_runs=4 * SBS_CONVERSATIONS,
+                settings={"TENCENTDB_OFFLOAD_GATEWAY_URL": gateway_url or gw.url,
+                          "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
                           "TENCENTDB_OFFLOAD_INSTANCE_ID": INSTANCE,
-                          "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD)})   # default landing
+                          "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),    # default landing
+                          "TENCENTDB_OFFLOAD_CACHE_TTL_S": str(ttl or 300)},
+                compression={"idle_compact_after_seconds": ttl} if ttl else {})
             gwp = harness.GatewayProcess(home, port)
             gwp.start()
             half = SBS_TURNS // 2
-            _drive(gwp, convs, range(1, half + 1))
+            _drive(gwp, convs, range(1, half + 1), pause)
             gwp.sigterm()
             gwp.start()
-            _drive(gwp, convs, range(half + 1, SBS_TURNS + 1))
+            _drive(gwp, convs, range(half + 1, SBS_TURNS + 1), pause)
             gwp.sigterm()
             exchanges = llm.exchanges
             issued = llm.tool_calls_issued
@@ -411,9 +422,9 @@ def _run_engine(engine: str, tmp: Path):
         failed = [(c.tag, n, r.status, r.text[:120]) for c in convs for n, r in c.replies
                   if r.status != 200 or r.text.strip() != SBS_EXPECTED]
         row = measure.analyse(engine, by_conv, window=CONTEXT,
-                              trigger=PLUGIN_TRIGGER if engine == "plugin" else measure.builtin_trigger(CONTEXT),
+                              trigger=PLUGIN_TRIGGER if plugin else measure.builtin_trigger(CONTEXT),
                               turns=len(replies), answered=answered, failed=failed, reads=reads,
-                              extra=extra_figures)
+                              extra=extra_figures, ttl=ttl or None)
         return row
     finally:
         if gwp is not None:
