@@ -45,8 +45,10 @@ class TencentDBOffloadEngine(ContextEngine):
         self.protect_first_n = s.keep_first
         # read only by the host's turn-start gate (more than protect_first_n + protect_last_n + 1
         # messages): 0 lets our own should_compress decide on short histories too (an idle
-        # compaction on a cold cache, right after a compaction that left a few messages)
-        self.protect_last_n = 0
+        # compaction on a cold cache, right after a compaction that left a few messages). The
+        # messaging gateway keeps the host's 6: there its shared pool refuses work when busy,
+        # and with 0 one request in ~5 runs of its side-by-side went over the window
+        self.protect_last_n = 6 if in_messaging_gateway() else 0
         for attr in COUNTERS:                # the host reads last_real_prompt_tokens too
             setattr(self, attr, 0)
         self.awaiting_real_usage_after_compression = False   # 0.22 sets it after compactions
