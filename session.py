@@ -207,7 +207,7 @@ class SessionState:
         with self.lock:
             self.canvas_answered = max(self.canvas_answered, ask)
             if block is not None:
-                self.canvas_text, self.canvas_hash = block, canvas.digest(block)
+                self._put_canvas(block)
 
     def use_trigger(self, tokens: int, trigger: Optional[Trigger] = None) -> None:
         """The engine's trigger applies to this conversation (None: keep the one it has)."""
@@ -233,7 +233,10 @@ class SessionState:
         """Make ``block`` the current canvas (``replace=False``: only if there is none)."""
         with self.lock:
             if replace or not self.canvas_hash:
-                self.canvas_text, self.canvas_hash = block, canvas.digest(block)
+                self._put_canvas(block)
+
+    def _put_canvas(self, block: str) -> None:      # under the lock
+        self.canvas_text, self.canvas_hash = block, canvas.digest(block)
 
 
 class SessionRegistry:

@@ -31,7 +31,8 @@ def idle_trigger(trigger_tokens: int, target_tokens: int) -> int:
     per-turn CLI (tests/e2e/test_idle_compaction.py): from 2/3 of the trigger, or from the
     target, turns that started just under it grew past it and every other cold start was
     left uncompacted (0.93-0.97x the built-in's cost). The host asks only past its own gate
-    (more than protect_first_n + protect_last_n + 1 messages): the engine's protect_last_n is 0."""
+    (more than protect_first_n + protect_last_n + 1 messages): the engine's protect_last_n is 0
+    (6 in the messaging gateway, see engine.py)."""
     return min(trigger_tokens, int(target_tokens * IDLE_FROM))
 
 

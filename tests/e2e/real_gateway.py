@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
+import pytest
+
 import harness
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +92,5 @@ def arm(rows: Dict[str, Any]) -> Any:
     """The plugin's row with the real Gateway; the test skips where none is beside us."""
     reason = absent_reason()
     if reason:
-        import pytest
         pytest.skip(reason)
     return rows[ARM]

@@ -378,7 +378,7 @@ def _run_engine(engine: str, tmp: Path, pause: float = 0.0, ttl: int = 0, gatewa
                           "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
                           "TENCENTDB_OFFLOAD_INSTANCE_ID": INSTANCE,
                           "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),    # default landing
-                          "TENCENTDB_OFFLOAD_CACHE_TTL_S": str(ttl or 300)},
+                          **({"TENCENTDB_OFFLOAD_CACHE_TTL_S": str(ttl)} if ttl else {})},
                 compression={"idle_compact_after_seconds": ttl} if ttl else {})
             gwp = harness.GatewayProcess(home, port)
             gwp.start()
