@@ -14,11 +14,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
 from .host.command import explain_unchanged
-from .compaction.flow import CompactionRun, attempt_cancelled, plain_local, without_our_blocks
-from .compaction import idle
+from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
+from .compaction import idle, prepare, request_cut
 from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
 from .context.fallback import has_compressible
-from .context.tokens import TokenMemo, messages_tokens, request_tokens
+from .context.tokens import messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
 from .runtime.process import Runtime
 from .session import SessionState
@@ -29,7 +29,6 @@ from .common.peer_text import plugin_logger
 log = plugin_logger("tencentdb_offload.engine")
 
 NAME = "tencentdb-offload"
-PREPARE_FROM = 0.8          # a Gateway compaction is prepared ahead from 80 % of the trigger
 COUNTERS = ("last_prompt_tokens", "last_completion_tokens", "last_total_tokens",
             "last_real_prompt_tokens", "threshold_tokens", "context_length", "compression_count")
 PER_AGENT = COUNTERS + ("threshold_percent", "protect_first_n", "protect_last_n", "_key",
@@ -173,6 +172,8 @@ class TencentDBOffloadEngine(ContextEngine):
         """(run now?, why not). 0.22 prints the reason as "over the threshold but blocked", so
         there is one only for a real block: over the trigger and still not compacting."""
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
+        if self.current_state().compact_transcript and self.runtime.settings.enabled:
+            return True, None               # its last request was cut for itself (0.22)
         if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
                 or tokens < self.threshold_tokens):
             return (not HOST_SELECTS_CONTEXT and    # 0.17/0.19's turn start (0.22: preflight)
@@ -208,8 +209,11 @@ class TencentDBOffloadEngine(ContextEngine):
         try:
             reason = "manual" if force else idle.start(self.runtime, self.current_state())
             self._landing_deep = reason == "idle"
-            run = CompactionRun(self, messages, cancelled, memory_context, focus_topic)
+            run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
+                                wait_gateway=reason != "idle")
             result, record = run.run(current_tokens, bool(force))
+            if not cancelled():
+                self.current_state().transcript_due(False)
             if record is not None:
                 self._landed(replace(record, reason=reason))
             elif force and run.planned is not None and not cancelled():
@@ -237,10 +241,15 @@ class TencentDBOffloadEngine(ContextEngine):
         self.runtime.record_compaction(state, record)
 
     def compaction_target(self) -> int:
-        target = self.runtime.settings.target_tokens(self.context_length or 128_000)
+        target = self.story_target()
         return idle.idle_target(target) if self._landing_deep else target
 
-    def _estimate_real(self, messages: List[Any]) -> int:
+    def story_target(self) -> int:
+        """The ordinary target: the digest is sized for it, even when an idle compaction lands
+        deeper (the next turns need the story; the results are what a deep landing drops)."""
+        return self.runtime.settings.target_tokens(self.context_length or 128_000)
+
+    def estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""
         state = self.current_state()
         overhead = state.overhead_estimate or self.runtime.last_overhead_estimate
@@ -253,7 +262,7 @@ class TencentDBOffloadEngine(ContextEngine):
         if not isinstance(messages, list) or self.threshold_tokens <= 0:
             return False
         try:
-            estimate = self._estimate_real(messages)    # past the trigger, or idle on a cold cache
+            estimate = self.estimate_real(messages)    # past the trigger, or idle on a cold cache
             return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
                                                       or idle.wanted(self, estimate))
         except Exception:
@@ -266,44 +275,32 @@ class TencentDBOffloadEngine(ContextEngine):
         process or agent reloads the unpruned history, so each prune would cost two cache
         breaks and win nothing durable. We prune nothing; near the trigger we prepare the
         Gateway compaction instead, so the real one (persisted) is quick."""
-        self._prepare_ahead(messages, current_tokens)
+        prepare.ahead(self, messages, current_tokens)
         return messages, 0
-
-    def _prepare_ahead(self, messages: Any, current_tokens: Any = None) -> None:
-        rt = self.runtime
-        if (not isinstance(messages, list) or not rt.settings.enabled or rt.client is None
-                or not rt.client.available or self.threshold_tokens <= 0):
-            return
-        try:
-            state = self.current_state()
-            if rt.ahead.busy(state.key):        # one job per conversation: nothing to measure
-                return
-            tokens = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 \
-                else self._estimate_real(messages)
-            if tokens >= self.threshold_tokens * PREPARE_FROM:
-                clean, _removed, _copies = without_our_blocks(messages, rt.seal)
-                rt.ahead.start(state, clean, self, state.overhead_estimate, TokenMemo())
-        except Exception as exc:
-            log.debug("prepare ahead failed", exc_info=True)
-            rt.note_error("preparing a compaction failed (%s)" % exc)
 
     # -- per request and per turn (0.22) ---------------------------------------------------
     def select_context(self, request_messages: Any, *, conversation_messages: Any = None,
                        incoming_message: Any = None, budget_tokens: int = 0, **_: Any) -> Any:
-        """The request as sent: calibration data, and exactly one canvas (the current one).
+        """The request as sent: calibration data, exactly one canvas (the current one), and a
+        cut when the host sends it near the window uncompacted (``request_cut``).
         Request-only: nothing here reaches the host's transcript."""
         if not isinstance(request_messages, list) or not self.runtime.settings.enabled:
             return None
         try:
             state = self.current_state()
-            state.request_measured(*request_tokens(request_messages))
-            self.runtime.last_overhead_estimate = state.overhead_estimate
+            overhead, estimate = request_tokens(request_messages)
+            state.request_measured(overhead, estimate)
+            self.runtime.last_overhead_estimate = overhead
+            smaller = request_cut.cut(self, request_messages, estimate)
+            if smaller is not None:             # the host did not compact in time
+                request_messages = smaller
+                state.request_measured(*request_tokens(smaller))
             block = state.canvas_text if self.runtime.settings.canvas else ""
             out, removed = build_request(state, request_messages, block, self.runtime.seal,
                                          self.runtime.hand_over if self.runtime.settings.canvas
                                          else None)
             state.record_canvas_removed(removed)
-            return out
+            return request_messages if out is None and smaller is not None else out
         except Exception as exc:
             log.debug("select_context failed", exc_info=True)
             self.runtime.note_error("select_context: %s" % exc)
@@ -311,7 +308,7 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def on_turn_complete(self, messages: Any = None, usage: Any = None, **_: Any) -> None:
         self.runtime.turn_completed(self._key)
-        self._prepare_ahead(messages)
+        prepare.ahead(self, messages, turn_end=True)
 
     def get_automatic_compaction_status_message(self, *, phase: str = "", default_message: str = "",
                                                 **context: Any) -> Optional[str]:

@@ -48,6 +48,7 @@ class SessionStats:
     cache_write_tokens: int = 0
     compaction_cache_write_tokens: int = 0   # written by the first response after a compaction
     idle_compactions: int = 0       # compactions at a turn start after a pause (cache cold)
+    request_cuts: int = 0           # requests cut for themselves (the host had not compacted)
     last_compaction: Optional[Compaction] = None
 
     def _add_compaction(self, rec: Compaction) -> None:
@@ -60,6 +61,7 @@ class SessionStats:
         self.tokens_after += rec.tokens_after
         self.archived += rec.archived
         self.idle_compactions += rec.idle
+        self.request_cuts += rec.request_only
         self.levels[rec.level.value] += 1
         self.last_level = rec.level.value
         self.canvas_blocks_removed += rec.canvas_removed
@@ -98,6 +100,7 @@ class SessionStats:
                     "cache_hit_share": None if share is None else round(min(1.0, share), 3),
                     "compaction_cache_write_tokens": self.compaction_cache_write_tokens,
                     "idle_compactions": self.idle_compactions,
+                    "request_cuts": self.request_cuts,
                     "last_compaction": last.to_json() if last else {}}
 
 
@@ -119,6 +122,7 @@ class SessionState:
     pinned_canvas: str = ""          # 0.22: the canvas the requests carry, as first shown
     pinned_anchor: str = ""          # 0.22: the user message it is pinned to (anchor_key)
     canvas_repin: bool = False       # 0.22: a compaction happened; pin the current canvas anew
+    compact_transcript: bool = False  # 0.22: a request was cut for itself; the host should compact
     request_estimate: int = 0        # estimate of the last request sent (for calibration)
     overhead_estimate: int = 0       # system prompt + tool schemas of the last request
     last_usage: int = 0              # provider prompt tokens of the last response
@@ -220,6 +224,12 @@ class SessionState:
         """Our estimate of the request about to go out (its overhead: system prompt, tools)."""
         with self.lock:
             self.overhead_estimate, self.request_estimate = overhead, estimate
+
+    def transcript_due(self, due: bool) -> None:
+        """A request was cut for itself (the host's transcript is still too big), or the host
+        compacted since."""
+        with self.lock:
+            self.compact_transcript = due
 
     def response_measured(self, prompt: int) -> int:
         """The provider counted ``prompt`` tokens: the estimate of the request it answered,

@@ -18,6 +18,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
+from .ahead_later import Later
+
 from .record import Level
 from .engine_view import CompactingEngine
 from ..session import SessionState
@@ -73,6 +75,7 @@ class AheadOfNeed:
         self._max = max(1, max_sessions)
         self.closed = False
         self.used = self.started_jobs = self.skipped = 0
+        self.later = Later(self.start, self._max)   # preparations due after a pause
 
     def busy(self, key: str) -> bool:
         """No new job for this conversation now (one is running, or the runtime closed):
@@ -162,6 +165,7 @@ class AheadOfNeed:
     def drop(self, key: str) -> None:
         """This conversation ended: its preparation no longer matters (if still queued, it is
         never sent)."""
+        self.later.cancel(key)
         with self._lock:
             job = self._jobs.pop(key, None)
         if job is not None:
@@ -172,11 +176,13 @@ class AheadOfNeed:
             running = sum(1 for j in self._jobs.values() if not j.done.is_set())
             threads = sum(1 for t in self._threads if t.is_alive())
         return {"prepared_started": self.started_jobs, "prepared_used": self.used,
-                "prepared_skipped": self.skipped, "preparing": running, "threads": threads}
+                "prepared_skipped": self.skipped, "preparing": running, "threads": threads,
+                "prepared_after_pause": self.later.fired, "waiting_for_pause": self.later.waiting}
 
     def close(self, timeout: float = 2.0) -> None:
         """Drop every job (queued ones are never sent) and join the pool's threads; one in
         the middle of a /compact gets ``timeout`` to finish (it is a daemon after that)."""
+        self.later.close()
         with self._lock:
             self.closed = True
             for job in self._jobs.values():

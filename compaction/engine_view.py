@@ -18,4 +18,8 @@ class CompactingEngine(Protocol):
 
     def compaction_target(self) -> int: ...
 
+    def story_target(self) -> int: ...      # the target the digest is sized for
+
+    def estimate_real(self, messages: Any) -> int: ...      # provider tokens of a request of them
+
     def current_state(self) -> SessionState: ...

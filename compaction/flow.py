@@ -82,8 +82,9 @@ class CompactionRun:
     the engine before calling compress, and a later attempt replaces it: capture it first)."""
 
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
-                 memory_context: Any = "", focus_topic: Any = None):
+                 memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True):
         self.engine, self.rt = engine, engine.runtime
+        self.wait_gateway = wait_gateway                # False: a prepared result, or local now
         self.memory_context = memory_context            # a memory provider's, for the model
         self.memory = ""
         self.focus = focus.terms(focus_topic)           # /compress <focus>
@@ -97,6 +98,7 @@ class CompactionRun:
         self.recall_copies: List[str] = []
         self.args_gone: List[Any] = []
         self.left: List[str] = []                       # read-back keys of what left
+        self.digest_cap: Optional[int] = None            # set on a landing below the ordinary target
 
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
@@ -109,6 +111,10 @@ class CompactionRun:
         block = self.state.canvas_text if s.canvas else ""
         shown = estimate_text(block) + PER_MESSAGE if block else 0
         room = max(256, budget.for_messages - shown)
+        # the story (the digest) is sized for the ordinary target, even on a deeper landing
+        story = self.engine.story_target()
+        self.digest_cap = None if story <= self.engine.compaction_target() else D.budget_for(
+            max(256, self.state.calibrator.to_estimate(story) - budget.overhead - shown))
         ceiling = self.state.calibrator.to_estimate(int(self.engine.threshold_tokens * CEILING_SHARE)) \
             - budget.overhead - shown
         # the provider's text stays well inside the digest's share of this budget
@@ -154,15 +160,16 @@ class CompactionRun:
 
     def gateway_step(self, clean: List[Message], budget: Budget) -> GatewayAttempt:
         """A Gateway result for ``clean``: one prepared ahead, or one asked for now (on a
-        pooled host only as long as ``POOL_GATEWAY_WAIT_S``)."""
+        pooled host only as long as ``POOL_GATEWAY_WAIT_S``); without ``wait_gateway`` (an idle
+        turn start, a request cut) only a prepared one, else the local compaction at once."""
         rt = self.rt
         if rt.client is None:                       # local mode: nothing went wrong
             return GatewayAttempt(None)
         if not rt.client.available:
             return GatewayAttempt.failed("Gateway unavailable")
         ready = rt.ahead.take(self.state, clean, 0.0)
-        if ready is not None:
-            return ready
+        if ready is not None or not self.wait_gateway:
+            return ready or GatewayAttempt(None)
         if not HOST_SELECTS_CONTEXT:        # 0.17/0.19: no pool to starve, ask and wait
             return rt.gateway_attempt(self.state, clean, self.engine, budget.overhead, self.count)
         rt.ahead.start(self.state, clean, self.engine, budget.overhead, self.count)
@@ -198,7 +205,8 @@ class CompactionRun:
         common = dict(keep_first=s.keep_first,
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
                       recallable=recallable, count=self.count, seal=rt.seal,
-                      summaries=summaries, notes=notes, focus=self.focus)
+                      summaries=summaries, notes=notes, focus=self.focus,
+                      digest_cap=self.digest_cap)
         note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
         common["ceiling"] = max(0, ceiling - note_cost)
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
@@ -216,7 +224,7 @@ class CompactionRun:
                 ours = local_compact(clean, local_room, **common)
                 if ours.tokens_after < done.tokens_after:
                     done, route = ours, Route.LOCAL
-        if not done.within_budget:
+        if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
             rt.note_error("compaction landed at %d of %d estimated tokens: the current user "
                           "message and its newest step are never cut and alone exceed it"
                           % (done.tokens_after, local_room))

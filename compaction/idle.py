@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 IDLE_FROM = 0.56       # of the target: with the defaults 0.28 of the window
 IDLE_DEPTH = 0.42      # of the target: with the defaults 0.21 of the window. Measured on the
@@ -84,6 +84,11 @@ class CacheClock:
         with self.lock:
             return self.cold(ttl, wall, mono) and self.spent != self.last_wall
 
+    def untouched_since(self, stamp: float) -> bool:
+        """No response since the one at ``stamp``, and its pause not used yet."""
+        with self.lock:
+            return self.last_wall == stamp and self.spent != stamp
+
     def spend(self) -> None:
         with self.lock:
             self.spent = self.last_wall
@@ -150,6 +155,13 @@ def wanted(engine: Any, tokens: Any) -> bool:
     return (isinstance(tokens, (int, float)) and trigger > 0
             and tokens >= idle_trigger(trigger, engine.compaction_target())
             and due(engine.runtime, engine.current_state()))
+
+
+def pause_unused(state: Any) -> Callable[[], bool]:
+    """A check, for later: the conversation has had no response since now, nor an idle
+    compaction (what was prepared during its pause is still wanted)."""
+    stamp = state.cache.last_wall
+    return lambda: state.cache.untouched_since(stamp)
 
 
 def start(rt: Any, state: Any) -> str:

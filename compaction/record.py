@@ -24,6 +24,10 @@ class Route(str, enum.Enum):
     LOCAL = "local"                       # local compaction only (no Gateway, or it failed)
 
     @property
+    def request_only(self) -> bool:
+        return self.reason == "request"
+
+    @property
     def via_gateway(self) -> bool:
         return self is not Route.LOCAL
 
@@ -45,7 +49,9 @@ class Level(str, enum.Enum):
             return cls.UNKNOWN
 
 
-REASONS = {r: r for r in ("threshold", "idle", "manual")}   # an unknown one reads as threshold
+WHEN = {"idle": " at a turn start after a pause (prompt cache cold)",
+        "request": " for one request only (the host had not compacted in time)"}
+REASONS = {r: r for r in ("threshold", "idle", "manual", "request")}   # an unknown one reads as threshold
 
 
 def _num(raw: Any) -> float:
@@ -88,11 +94,16 @@ class Compaction:
     ms: float = 0.0             # how long compress() took
     trigger: int = 0            # where compaction started on this window (0: an older record)
     left: Tuple[str, ...] = ()  # keys to read back what left (tdai_read_cos), at most MAX_LEFT
-    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual
+    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual |
+    #                             request (one request cut, the host's transcript as it was)
 
     @property
     def idle(self) -> bool:
         return self.reason == "idle"
+
+    @property
+    def request_only(self) -> bool:
+        return self.reason == "request"
 
     @property
     def via_gateway(self) -> bool:
@@ -109,7 +120,7 @@ class Compaction:
                "through the Gateway (%s), finished locally" % self.level.value
                if self.route is Route.GATEWAY_THEN_LOCAL else "locally")
         line = "compacted %s%s: %s → %s tokens (target %s), %s archived" % (
-            how, " at a turn start after a pause (prompt cache cold)" if self.idle else "", count(self.tokens_before), count(self.tokens_after), count(self.target),
+            how, WHEN.get(self.reason, ""), count(self.tokens_before), count(self.tokens_after), count(self.target),
             plural(self.archived, "item"))
         return line + ("; Gateway: %s" % printable(self.error, 160, newlines=False)
                        if self.error else "")

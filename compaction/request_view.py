@@ -8,7 +8,9 @@ was shown, until a compaction (a rewrite anyway) or its message leaving the cont
 current canvas is pinned to the newest user message. A canvas is first shown only where that
 costs nothing: on a turn's first request (its user message is new, nothing cached follows it)
 or right after a compaction. Mid-turn, the newest user message already went out without it, and
-adding it there would re-bill everything after it. Older identical recall blocks of a memory
+adding it there would re-bill everything after it. "Right after" is the one request that
+follows the compaction: with no canvas fetched by then (a new process), the one shown before
+goes there; with none at all, the next turn's first request shows it. Older identical recall blocks of a memory
 provider go too, keeping the first copy (the cached one).
 """
 
@@ -40,11 +42,26 @@ def _anchor(messages: List[Message], key: str, seal: Seal) -> int:
                  if M.is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
 
 
+def _unpin(state: SessionState, hand_over: Optional[HandOver]) -> None:
+    """The request right after a compaction went without a canvas (none known yet): the
+    chance to show one for free has passed; nothing stays pinned until the next turn's first
+    request (mid-turn it would re-bill everything after the user message)."""
+    with state.lock:
+        state.canvas_repin = False
+        state.pinned_anchor = state.pinned_canvas = ""
+    if hand_over is not None:
+        hand_over(state.key, "pin", ["", ""])
+
+
 def _pin_anew(state: SessionState, clean: List[Message], block: str, seal: Seal,
               hand_over: Optional[HandOver]) -> int:
     """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
+    if state.canvas_repin and not block:
+        block = state.pinned_canvas     # none fetched yet: the one shown before the compaction
     at = M.newest_real_user(clean, seal=seal)
     if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
+        if state.canvas_repin:
+            _unpin(state, hand_over)
         return -1
     anchor = anchor_key(clean[at])
     with state.lock:
@@ -69,6 +86,8 @@ def build(state: SessionState, request: List[Message], block: str, seal: Seal,
     clean, removed = canvas.strip_all(deduped, seal)
     same = None if removed == 0 and deduped is request else clean
     if not block and not state.pinned_canvas:
+        if state.canvas_repin:
+            _unpin(state, hand_over)
         return same, removed
     at = -1 if state.canvas_repin else _anchor(clean, state.pinned_anchor, seal)
     if at < 0 or not state.pinned_canvas:

@@ -40,6 +40,7 @@ class CompactionSummary:
     gateway: int = 0
     local: int = 0
     idle: int = 0               # started at a cold turn start (a pause over the cache TTL)
+    request_only: int = 0       # one request cut, the host's transcript left as it was
     levels: Dict[str, int] = field(default_factory=dict)
     tokens_saved: int = 0
     recent: List[Dict[str, Any]] = field(default_factory=list)   # newest first, with ts and session
@@ -90,6 +91,7 @@ def read_store_view(directory: Path, recent: int = 10) -> StoreView:
         summary.tokens_saved += rec.saved
         summary.gateway += 1 if rec.via_gateway else 0
         summary.idle += rec.idle
+        summary.request_only += rec.request_only
         summary.levels[rec.level.value] = summary.levels.get(rec.level.value, 0) + 1
         if rec.error:
             errors.append({"ts": ev.get("ts"), "session": ev.get("session"), "source": "compaction",

@@ -138,8 +138,10 @@ def _store_lines(report: StatusReport) -> List[str]:
     if gateway_in_use(report.settings, report.gateway, st):
         lines.append("  store: " + store_figures(st))
     lines.append("  compactions (every process): %s (Gateway %s, local %s; %s idle, after a pause "
-                 "over the cache TTL); levels: %s; tokens saved %s"
+                 "over the cache TTL%s); levels: %s; tokens saved %s"
                  % (count(comp.total), count(comp.gateway), count(comp.local), count(comp.idle),
+                    "; %s for one request only, the host had not compacted in time"
+                    % count(comp.request_only) if comp.request_only else "",
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
     lines += _sessions_and_recent(store)

@@ -63,6 +63,20 @@ def _recalled(turn: harness.Turn, needle_of: Dict[str, str]) -> Dict[str, bool]:
     return out
 
 
+def read_turns(conv: harness.Conversation, supply: harness.FileSupply, turns: int,
+               failed: List[str]) -> List[tuple]:
+    """``turns`` turns of READS parallel reads (a turn not answered is added to ``failed``);
+    the first file of each."""
+    first: List[tuple] = []
+    for _ in range(turns):
+        batch = supply.take(READS)
+        first.append(batch[0])
+        turn = conv.say("DO read " + " ".join(p for p, _ in batch), expect_ok=False)
+        if f"done: read {READS} file(s)" not in turn.result.stdout:
+            failed.append(f"turn {turn.number}: {turn.result.describe(300)}")
+    return first
+
+
 def _run_engine(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row:
     """One engine's row: "builtin", "plugin" (no Gateway) or "plugin+gateway" (``gateway_url``)."""
     supply = harness.FileSupply(tmp / "files", tag=f"cli{engine[:2]}")
@@ -76,13 +90,7 @@ def _run_engine(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row
                                      enabled_plugins=())
         conv = harness.Conversation(llm, home, timeout=300)
         failed: List[str] = []
-        first_files: List[tuple] = []
-        for _ in range(READ_TURNS):
-            batch = supply.take(READS)
-            first_files.append(batch[0])
-            turn = conv.say("DO read " + " ".join(p for p, _ in batch), expect_ok=False)
-            if f"done: read {READS} file(s)" not in turn.result.stdout:
-                failed.append(f"turn {turn.number}: {turn.result.describe(300)}")
+        first_files = read_turns(conv, supply, READ_TURNS, failed)
         call_of = {args.get("path"): cid for cid, name, args in llm.tool_calls_issued if name == "read_file"}
         wanted = [call_of[p] for p, _ in first_files[:RECALLS_PER_TURN * RECALL_TURNS]]
         needle_of = {call_of[p]: n for p, n in supply.files if p in call_of}

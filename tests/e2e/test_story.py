@@ -64,8 +64,9 @@ def prompts(files: Dict[int, List[str]], missing: str) -> List[str]:
     return out
 
 
-def run_session(tmp: Path, engine: str) -> Dict[str, Any]:
-    """The session under ``engine`` ("plugin" or "builtin"), then one recall turn."""
+def run_session(tmp: Path, engine: str, pause: float = 0.0, ttl: int = 0) -> Dict[str, Any]:
+    """The session under ``engine`` ("plugin" or "builtin"), then one recall turn; with
+    ``pause``, that many seconds before every turn, and the plugin's cache TTL ``ttl``."""
     t0 = time.monotonic()
     supply = harness.FileSupply(tmp / "files", tag="story")
     files = {}
@@ -80,14 +81,17 @@ def run_session(tmp: Path, engine: str) -> Dict[str, Any]:
             home = harness.make_home(tmp, llm.url, context_length=CONTEXT, env={
                 "TENCENTDB_OFFLOAD_GATEWAY_URL": "off",
                 "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
-                "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
+                "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO),
+                **({"TENCENTDB_OFFLOAD_CACHE_TTL_S": str(ttl)} if ttl else {})})
         else:
             home = harness.make_home(tmp, llm.url, context_length=CONTEXT, engine="compressor",
                                      enabled_plugins=())
         conv = harness.Conversation(llm, home, timeout=300)
         for text in said:
+            time.sleep(pause)
             conv.say(text)
         first = harness.first_read_call(llm)
+        time.sleep(pause)
         recall = conv.say("DO recall %s" % first[0], expect_ok=engine == "plugin")
     needles = dict(supply.files)
     # the files really read: read_file calls the model made in a turn, for a file that exists

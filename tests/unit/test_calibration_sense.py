@@ -57,7 +57,7 @@ def test_a_new_process_on_that_conversation_neither_compacts_early_nor_cuts_to_n
     rt2 = plugin.build_runtime(env=env_for(tmp_path))
     eng2 = plugin.open_session(rt2, "s1", WINDOW, model="m")
     small = conversation(2, 200)
-    assert not eng2.should_compress(eng2._estimate_real(small))      # the engine's own count
+    assert not eng2.should_compress(eng2.estimate_real(small))      # the engine's own count
     big = conversation(30, 6_000)
     out = eng2.compress(big, current_tokens=messages_tokens(big))
     assert messages_tokens(out) > 8_000           # compacted to the target, not to nothing

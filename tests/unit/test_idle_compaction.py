@@ -42,14 +42,14 @@ def between_triggers(eng):
     floor = max(idle.idle_trigger(eng.threshold_tokens, eng.compaction_target()), eng.compaction_target())
     for turns in range(10, 400, 5):
         conv = conversation(turns, 1000)
-        if eng._estimate_real(conv) >= floor + 2_000:
-            assert eng._estimate_real(conv) < eng.threshold_tokens
+        if eng.estimate_real(conv) >= floor + 2_000:
+            assert eng.estimate_real(conv) < eng.threshold_tokens
             return conv
     raise AssertionError("no size between the triggers")
 
 
 def answered(eng, conv, **cache):
-    eng.update_from_response(dict({"prompt_tokens": eng._estimate_real(conv)}, **cache))
+    eng.update_from_response(dict({"prompt_tokens": eng.estimate_real(conv)}, **cache))
 
 
 def landed(eng, out):
@@ -64,10 +64,10 @@ def test_a_pause_longer_than_the_ttl_compacts_at_the_turn_start_and_lands_deep(t
     assert not eng.should_compress_preflight(conv)          # warm: under the trigger, no rewrite
     clock.pause(TTL + 1)
     assert eng.should_compress_preflight(conv)
-    out = eng.compress(conv, current_tokens=eng._estimate_real(conv))
+    out = eng.compress(conv, current_tokens=eng.estimate_real(conv))
     # the same conversation compacted at its trigger by a warm engine lands at the ordinary target
     warm_rt, warm = engine(tmp_path / "warm", Clock())
-    warm_out = warm.compress(conv, current_tokens=warm._estimate_real(conv))
+    warm_out = warm.compress(conv, current_tokens=warm.estimate_real(conv))
     ordinary = rt.settings.target_tokens(eng.context_length)
     assert landed(warm, warm_out) <= ordinary
     assert landed(eng, out) <= 0.75 * landed(warm, warm_out)
@@ -85,7 +85,7 @@ def test_a_shorter_pause_does_not(tmp_path):
     answered(eng, conv)
     clock.pause(TTL - 1)
     assert not eng.should_compress_preflight(conv)
-    eng.compress(conv, current_tokens=eng._estimate_real(conv))       # the window requires it
+    eng.compress(conv, current_tokens=eng.estimate_real(conv))       # the window requires it
     assert eng.current_state().last_compaction.reason == "threshold"
     assert eng.current_state().last_compaction.target == rt.settings.target_tokens(eng.context_length)
 
@@ -117,7 +117,7 @@ def test_a_warm_cache_report_after_a_long_pause_suppresses_it(tmp_path):
     clock = Clock()
     rt, eng = engine(tmp_path, clock)
     conv = between_triggers(eng)
-    prompt = eng._estimate_real(conv)
+    prompt = eng.estimate_real(conv)
     answered(eng, conv)
     clock.pause(TTL + 100)
     # the provider read 90 % from its cache after this pause: its TTL is longer than the setting
@@ -133,7 +133,7 @@ def test_a_cold_cache_report_or_none_leaves_the_setting_in_charge(tmp_path):
     clock = Clock()
     rt, eng = engine(tmp_path, clock)
     conv = between_triggers(eng)
-    prompt = eng._estimate_real(conv)
+    prompt = eng.estimate_real(conv)
     answered(eng, conv)
     clock.pause(TTL + 100)
     eng.update_from_response({"prompt_tokens": prompt, "cache_read_tokens": 0,
@@ -157,7 +157,7 @@ def test_one_idle_compaction_per_pause_whatever_the_clock_does(tmp_path):
     assert not eng.should_compress_preflight(conv)
     clock.pause(TTL + 1)
     assert eng.should_compress_preflight(conv)
-    tokens = eng._estimate_real(conv)
+    tokens = eng.estimate_real(conv)
     eng.compress(conv, current_tokens=tokens)
     compactions = eng.compression_count
     for _ in range(5):                          # no response yet: the pause is used up
@@ -184,12 +184,12 @@ def test_a_new_process_sees_the_pause_and_a_jumped_clock_costs_one_compaction(tm
     rt3, eng3 = engine(tmp_path, clock)
     assert not eng3.should_compress_preflight(conv)
     clock.jump(365 * 86_400)                    # a year forwards: one compaction, then none
-    eng3.compress(conv, current_tokens=eng3._estimate_real(conv))
+    eng3.compress(conv, current_tokens=eng3.estimate_real(conv))
     assert eng3.current_state().stats.idle_compactions == 1
     rt3.flush()
     rt3.close()
     rt4, eng4 = engine(tmp_path, clock)
-    eng4.compress(conv, current_tokens=eng4._estimate_real(conv))
+    eng4.compress(conv, current_tokens=eng4.estimate_real(conv))
     assert eng4.current_state().stats.idle_compactions == 0
     rt4.close()
 
@@ -200,7 +200,7 @@ def test_cache_writes_of_compactions_are_counted(tmp_path):
     conv = between_triggers(eng)
     answered(eng, conv, cache_read_tokens=10, cache_write_tokens=500)
     clock.pause(TTL + 1)
-    out = eng.compress(conv, current_tokens=eng._estimate_real(conv))
+    out = eng.compress(conv, current_tokens=eng.estimate_real(conv))
     eng.update_from_response({"prompt_tokens": landed(eng, out), "cache_read_tokens": 0,
                               "cache_write_tokens": 7_000})
     eng.update_from_response({"prompt_tokens": landed(eng, out) + 10, "cache_read_tokens": 7_000,
@@ -244,7 +244,7 @@ def test_the_slash_command_and_the_cli_status_show_idle_compactions(tmp_path):
     conv = between_triggers(eng)
     answered(eng, conv, cache_read_tokens=10, cache_write_tokens=500)
     clock.pause(TTL + 1)
-    eng.compress(conv, current_tokens=eng._estimate_real(conv))
+    eng.compress(conv, current_tokens=eng.estimate_real(conv))
     text = render(rt.status_record())
     assert "1 idle compaction after a pause over 300 s (cache TTL)" in text
     assert "prompt cache: 0% of prompt tokens read from it" in text
@@ -253,3 +253,22 @@ def test_the_slash_command_and_the_cli_status_show_idle_compactions(tmp_path):
     assert status_data(report)["compactions"]["idle"] == 1
     assert "1 idle, after a pause over the cache TTL" in render(report)
     assert "prompt cache cold" in render(report)
+
+
+def test_a_deep_landing_keeps_the_story_the_ordinary_one_keeps(tmp_path):
+    """Idle compaction drops more results, not more of the story: its digest names every
+    earlier user request the ordinary compaction's digest names."""
+    from tencentdb_offload.context import messages as M
+    clock = Clock()
+    rt, eng = engine(tmp_path, clock)
+    conv = between_triggers(eng)
+    answered(eng, conv)
+    clock.pause(TTL + 1)
+    deep = " ".join(M.text_of(m) for m in eng.compress(conv, current_tokens=eng.estimate_real(conv)))
+    assert eng.current_state().last_compaction.reason == "idle"
+    _rt, warm = engine(tmp_path / "warm", Clock())
+    ordinary = " ".join(M.text_of(m) for m in warm.compress(conv, current_tokens=warm.estimate_real(conv)))
+    asked = [m["content"] for m in conv if m["role"] == "user"]
+    kept = [a for a in asked if a in ordinary]
+    assert len(kept) >= len(asked) // 2, "the ordinary digest names most requests"
+    assert [a for a in kept if a not in deep] == []

@@ -1,0 +1,52 @@
+"""When a Gateway compaction is prepared before ``compress()`` needs it (Hermes 0.22).
+
+Near the trigger (``PREPARE_FROM`` of it, after a tool step or a turn) it is prepared at once
+(``AheadOfNeed``). At a turn's end past the idle trigger, with a cache TTL set, it is booked for
+the pause instead (``ahead_later``): started once most of the TTL has passed with no newer
+response, so that the cold turn start that follows finds it ready and waits for nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import idle
+from .engine_view import CompactingEngine
+from .flow import without_our_blocks
+from ..context.tokens import TokenMemo
+from ..common.peer_text import plugin_logger
+
+log = plugin_logger("tencentdb_offload.compaction")
+PREPARE_FROM = 0.8          # of the trigger: prepared at once from here
+PREPARE_AFTER_PAUSE = 0.8   # of the cache TTL: when an idle turn start's compaction is prepared
+
+
+def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
+          turn_end: bool = False) -> None:
+    """Prepare now near the trigger; at a turn's end past the idle trigger, book it for when
+    the cache will have gone cold. Never raises (a host hook calls it)."""
+    rt = engine.runtime
+    if (not isinstance(messages, list) or not rt.settings.enabled or rt.client is None
+            or not rt.client.available or engine.threshold_tokens <= 0):
+        return
+    try:
+        state = engine.current_state()
+        if rt.ahead.busy(state.key):        # one job per conversation: nothing to measure
+            return
+        tokens = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 \
+            else engine.estimate_real(messages)
+        now = tokens >= engine.threshold_tokens * PREPARE_FROM
+        ttl = rt.settings.cache_ttl_s
+        later = turn_end and ttl > 0 and tokens >= idle.idle_trigger(
+            engine.threshold_tokens, engine.compaction_target())
+        if not (now or later):
+            return
+        clean, _removed, _copies = without_our_blocks(messages, rt.seal)
+        args = (state, clean, engine, state.overhead_estimate, TokenMemo())
+        if now:
+            rt.ahead.start(*args)
+        else:
+            rt.ahead.later.book(state.key, ttl * PREPARE_AFTER_PAUSE, args, idle.pause_unused(state))
+    except Exception as exc:
+        log.debug("prepare ahead failed", exc_info=True)
+        rt.note_error("preparing a compaction failed (%s)" % exc)

@@ -1,0 +1,58 @@
+"""A request the host would send near or past the window, cut for that request alone (0.22).
+
+Hermes 0.22 compacts on a 4-worker pool shared by every agent of the process and refuses work
+while all four are busy ("Context compression pool saturated"); a cooldown after a failed
+attempt skips it too. Then neither the turn-start nor the after-tool-step compaction runs and
+the request goes out as it is: over the window when the step added big results.
+``select_context`` sees every request before it leaves, so past ``REQUEST_CEILING`` of the
+window it sends the local compaction of that request instead, at once (no Gateway wait: the
+pool is what is short). The host's transcript is untouched; the engine then answers the host's
+next check with "compact" until a compaction of the transcript lands, so this stays an
+exception. What left the request is archived like any compaction's departures, and a trimmed
+result keeps its pointer only when the archive holds its text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Dict, List, Optional
+
+from .engine_view import CompactingEngine
+from .flow import CompactionRun
+from ..common.peer_text import plugin_logger
+
+Message = Dict[str, Any]
+log = plugin_logger("tencentdb_offload.compaction")
+# Of the window. A request under it is one the provider takes, and a cut costs a rewrite (and
+# the fresh results it trims): at 0.9 the messaging side-by-side, whose pool refuses often, cut
+# requests at 0.93 and rewrote 3.6 times per conversation against the built-in's 2.9. The
+# calibrated estimate errs by a few per cent; the ordinary trigger is at most 0.85 of the window.
+REQUEST_CEILING = 0.95
+
+
+def too_big(engine: CompactingEngine, estimate: int) -> bool:
+    """A request of ``estimate`` (ours, this conversation's calibration applies) would pass the
+    ceiling."""
+    window = engine.context_length
+    return window > 0 and engine.current_state().calibrator.to_real(estimate) > window * REQUEST_CEILING
+
+
+def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Optional[List[Message]]:
+    """The request (``estimate``: ours of it) compacted locally to the engine's target, or None
+    when it is within the ceiling or nothing could be cut. Leading system messages go as they are."""
+    if not too_big(engine, estimate):
+        return None
+    lead = next((i for i, m in enumerate(request)
+                 if not (isinstance(m, dict) and m.get("role") == "system")), len(request))
+    body = [m for m in request[lead:] if isinstance(m, dict)]
+    run = CompactionRun(engine, body, lambda: False, wait_gateway=False)
+    result, record = run.run(None, False)
+    if record is None:
+        return None
+    state = engine.current_state()
+    engine.runtime.record_compaction(state, replace(record, reason="request"))
+    state.transcript_due(True)
+    log.warning("tencentdb-offload: %s: the host sent a request near the window uncompacted "
+                "(its compression pool busy or cooling down): cut for that request alone",
+                state.key)
+    return list(request[:lead]) + result

@@ -1,0 +1,84 @@
+"""A request the host sends near the window uncompacted (0.22's compression pool busy or
+cooling down) is cut for that request alone: under the target, every pair kept, the current
+user message and the system prompt as they were, what left recallable, the host's transcript
+untouched, and the host's next check asks for a compaction of the transcript."""
+
+from __future__ import annotations
+
+import copy
+
+from helpers import conversation, make_engine
+from tencentdb_offload.compaction.request_cut import REQUEST_CEILING
+from tencentdb_offload.context.tokens import request_tokens
+from tencentdb_offload.context.validate import validation_errors
+
+WINDOW = 64_000
+SYSTEM = {"role": "system", "content": "You are a careful assistant. " * 40}
+
+
+def _request(turns: int):
+    """system + ``turns`` tool turns of ~8K tokens each, ending on a user message."""
+    history = conversation(turns, 30_000)
+    return [SYSTEM] + history + [{"role": "user", "content": "the question now: what changed?"}]
+
+
+def _tokens(messages) -> int:
+    return request_tokens(messages)[1]
+
+
+def test_a_request_past_the_ceiling_is_cut_for_itself(tmp_path):
+    rt, eng = make_engine(tmp_path, context_length=WINDOW)
+    try:
+        request = _request(12)
+        assert _tokens(request) > WINDOW, "the workload must pass the window"
+        before = copy.deepcopy(request)
+        sent = eng.select_context(request)
+        assert sent is not None, "sent past the window as it was"
+        assert request == before, "the host's list is untouched"
+        assert _tokens(sent) <= eng.compaction_target() * 1.05 < WINDOW * REQUEST_CEILING
+        assert sent[0] == SYSTEM and sent[-1] == request[-1]
+        assert validation_errors(sent) == []
+        whole = {m.get("content") for m in sent if m.get("role") == "tool"}
+        gone = [m["tool_call_id"] for m in request if m.get("role") == "tool" and m["content"] not in whole]
+        assert gone, "something must have left"
+        rt.writer.settled(5.0)
+        state = eng.current_state()
+        assert all(rt.store.holds(state.key, tid) for tid in gone), "what left is recallable"
+        assert state.last_compaction.reason == "request"
+        assert state.stats.request_cuts == 1
+        assert eng.should_compress(0), "the host's next check compacts its transcript"
+        eng.compress(request[1:])
+        assert not eng.should_compress(0)
+    finally:
+        rt.close()
+
+
+def test_a_request_under_the_ceiling_goes_as_it_is(tmp_path):
+    rt, eng = make_engine(tmp_path, context_length=WINDOW)
+    try:
+        request = _request(5)
+        assert _tokens(request) < WINDOW * REQUEST_CEILING
+        sent = eng.select_context(request)
+        assert sent is None or sent == request
+        state = eng.current_state()
+        assert state.stats.request_cuts == 0 and not eng.should_compress(0)
+    finally:
+        rt.close()
+
+
+def test_the_ceiling_follows_the_calibration(tmp_path):
+    """Our estimate is calibrated against the provider's counts: a request our raw estimate puts
+    under the ceiling, but the provider counts 1.3x of, is cut."""
+    rt, eng = make_engine(tmp_path, context_length=WINDOW)
+    try:
+        request = _request(9)
+        raw = _tokens(request)
+        assert raw < WINDOW * REQUEST_CEILING < raw * 1.3
+        state = eng.current_state()
+        for size in (10_000, 20_000):
+            state.calibrator.observe(size, int(size * 1.3))
+        sent = eng.select_context(request)
+        assert sent is not None and _tokens(sent) < raw
+        assert state.stats.request_cuts == 1
+    finally:
+        rt.close()
