@@ -45,14 +45,17 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
     lead = next((i for i, m in enumerate(request)
                  if not (isinstance(m, dict) and m.get("role") == "system")), len(request))
     body = [m for m in request[lead:] if isinstance(m, dict)]
+    if not body:
+        return None
     run = CompactionRun(engine, body, lambda: False, wait_gateway=False)
     result, record = run.run(None, False)
     if record is None:
         return None
     state = engine.current_state()
     engine.runtime.record_compaction(state, replace(record, reason="request"))
-    state.transcript_due(True)
-    log.warning("tencentdb-offload: %s: the host sent a request near the window uncompacted "
-                "(its compression pool busy or cooling down): cut for that request alone",
-                state.key)
+    if not state.compact_transcript:    # said once until the host compacts its transcript
+        state.transcript_due(True)
+        log.warning("tencentdb-offload: %s: the host sent a request near the window "
+                    "uncompacted (its compression pool busy or cooling down): cut for that "
+                    "request alone", state.key)
     return list(request[:lead]) + result

@@ -985,11 +985,15 @@ class GatewayProcess:
         Hermes 0.22's API server imports ``run_agent`` lazily inside each request; the first
         requests of a fresh process, arriving at once on a loaded machine, can race on that
         import and get a 500 before any agent exists ("cannot import name 'AIAgent' from
-        'run_agent'"). Nothing ran, so such a turn is sent again once, with a warning."""
+        'run_agent'"). Nothing ran, so such a turn is sent again, with a warning, until the
+        import has finished (one retry after 0.5 s was not always enough on 2 loaded cores)."""
         reply = self._chat_once(session_id, prompt, timeout)
-        if reply.status == 500 and HOST_IMPORT_RACE in reply.text:
-            warnings.warn(f"host import race on the first requests of hermes gateway: {reply.text[:160]}")
-            time.sleep(0.5)
+        for pause in (0.5, 1.0, 2.0, 4.0, 8.0):
+            if not (reply.status == 500 and HOST_IMPORT_RACE in reply.text):
+                break
+            warnings.warn(f"host import race on the first requests of hermes gateway (sent again "
+                          f"after {pause} s): {reply.text[:160]}")
+            time.sleep(pause)
             reply = self._chat_once(session_id, prompt, timeout)
         return reply
 

@@ -260,9 +260,10 @@ def assert_hides_no_more(plugin: Row, builtin: Row) -> None:
 def assert_fair_baseline(rows: Mapping[str, Row], window: int) -> None:
     """The yardstick itself: every conversation offers >= 2 windows, the built-in answers
     every turn."""
-    for row in rows.values():
-        assert row.min_offered >= 2 * window, (row.engine, row.min_offered)
     assert not rows["builtin"].failed, rows["builtin"].failed[:6]
+    for row in rows.values():
+        # A turn that failed offers nothing: the failures say why a conversation fell short.
+        assert row.min_offered >= 2 * window, (row.engine, row.min_offered, row.failed[:6])
 
 
 def unmet_on(hosts: Sequence[str], reason: str, *, flaky: bool = False) -> Any:

@@ -188,3 +188,52 @@ def test_slow_compact_scales_with_size():
         gw.slow_compact(0)
         _compact(gw, "s3", 100_000)
         assert len(gw.compact_delays) == 2
+
+
+# ─── the host's import race on a fresh messaging gateway ─────────────────────
+
+def test_a_turn_refused_by_the_hosts_import_race_is_sent_until_the_import_finished():
+    """Hermes 0.22's API server can answer the first requests of a fresh process with a 500
+    "cannot import name 'AIAgent'" (nothing ran); the harness sends such a turn again until it
+    is answered, but never a turn that failed otherwise."""
+    import warnings
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import harness
+
+    seen = []
+
+    class Api(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.headers["X-Hermes-Session-Id"])
+            raced = seen.count("raced") <= 2 and seen[-1] == "raced"
+            if raced:
+                status, body = 500, {"error": {"message": "Internal server error: " + harness.HOST_IMPORT_RACE}}
+            elif seen[-1] == "broken":
+                status, body = 500, {"error": {"message": "something else"}}
+            else:
+                status, body = 200, {"choices": [{"message": {"content": "done"}}]}
+            raw = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        gwp = harness.GatewayProcess(Path("unused") / "home", server.server_address[1])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            reply = gwp.chat("raced", "DO read x")
+            broken = gwp.chat("broken", "DO read x")
+        assert (reply.status, reply.text) == (200, "done")
+        assert seen.count("raced") == 3 and len(caught) == 2
+        assert broken.status == 500 and seen.count("broken") == 1
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -26,7 +26,7 @@ def _tokens(messages) -> int:
     return request_tokens(messages)[1]
 
 
-def test_a_request_past_the_ceiling_is_cut_for_itself(tmp_path):
+def test_a_request_past_the_ceiling_is_cut_for_itself(tmp_path, caplog):
     rt, eng = make_engine(tmp_path, context_length=WINDOW)
     try:
         request = _request(12)
@@ -47,6 +47,9 @@ def test_a_request_past_the_ceiling_is_cut_for_itself(tmp_path):
         assert state.last_compaction.reason == "request"
         assert state.stats.request_cuts == 1
         assert eng.should_compress(0), "the host's next check compacts its transcript"
+        assert eng.select_context(request) is not None and state.stats.request_cuts == 2
+        said = [r for r in caplog.records if "cut for that request alone" in r.getMessage()]
+        assert len(said) == 1, "warned once until the transcript is compacted"
         eng.compress(request[1:])
         assert not eng.should_compress(0)
     finally:
