@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional
 
-IDLE_FROM = 0.56       # of the target: with the defaults 0.28 of the window
-IDLE_DEPTH = 0.42      # of the target: with the defaults 0.21 of the window. Measured on the
+IDLE_FROM = 0.8        # of the target: with the defaults (0.35) 0.28 of the window
+IDLE_DEPTH = 0.6       # of the target: with the defaults 0.21 of the window. Measured on the
 #                        per-turn CLI (tests/e2e/test_idle_compaction.py, 64K window, ~11K of
 #                        system prompt and tools): 0.6 / 0.8 cost 0.89x the built-in's, these
 #                        0.80x on 0.22 (0.41x on 0.19), with and without the Gateway. A cold

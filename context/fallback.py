@@ -5,7 +5,7 @@ the current turn's user message and its newest step, then the newest groups that
 a focus (``/compress <focus>``, ``focus``) the matching groups come before the others.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
 old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
-gets progressively harder. Where messages leave, a sealed digest (``digest``) tells the model
+gets progressively harder, the newest step's results trimmed as few as fit (``tightening``). Where messages leave, a sealed digest (``digest``) tells the model
 what they held and how to read them back. Steps: plan the groups, price them against a
 ``Budget``, tighten, fill, assemble. No network, no state.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from . import blocks as B
 from . import digest as D
@@ -27,6 +27,8 @@ from . import read_backs
 from .departures import Departed, plain_text
 from .notes import Notes, carried
 from .provenance import Seal
+from .compact_plan import Budget, Plan
+from .tightening import tighten
 from .tokens import TokenMemo
 
 Message = Dict[str, Any]
@@ -121,53 +123,6 @@ def trim_user(msg: Message, limit: int) -> Optional[Message]:
 
 # --- local compaction in steps: plan, price, tighten, fill, assemble ------------------------
 
-HARDER = (2, 4)                    # trim_chars divisors, then the fixed limits below
-FLOORS = (300, 120)
-
-
-@dataclass
-class Budget:
-    """What the result may cost, and what is spent before any group is chosen."""
-    limit: int                     # estimated tokens the whole result may take
-    fixed: int                     # system messages, earlier digests, the new digest's share
-    digest_cap: int                # tokens all digest sections together may take
-    ceiling: int = 0               # what it may never pass (0: ``limit``)
-
-    def room(self, must: int) -> int:
-        return self.limit - self.fixed - must
-
-    @property
-    def hard_limit(self) -> int:
-        return max(self.limit, self.ceiling)
-
-    def hard_room(self, must: int) -> int:
-        return self.hard_limit - self.fixed - must
-
-
-@dataclass
-class Plan:
-    """The groups of one compaction, in one index space (``spans``)."""
-    body: List[Message]
-    spans: List[Tuple[int, int]]
-    current: int                               # span of the current user message (-1: none)
-    digests: List[int]                         # spans that are earlier digests (kept as sent)
-    bodies: List[str]                          # their digest texts
-    head: List[int] = field(default_factory=list)
-    must: Set[int] = field(default_factory=set)
-    versions: Dict[int, List[Message]] = field(default_factory=dict)
-    cost: Dict[int, int] = field(default_factory=dict)
-    args_cut: Dict[int, List[Tuple[str, str, str]]] = field(default_factory=dict)
-    removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
-    asked_back: Set[str] = field(default_factory=set)        # the current turn's recall reads
-
-    def messages(self, i: int) -> List[Message]:
-        s, e = self.spans[i]
-        return self.body[s:e]
-
-    def must_cost(self) -> int:
-        return sum(self.cost[i] for i in self.must)
-
-
 def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
     """Groups, earlier digests, the current turn; heartbeat groups before it leave first (not
     the current turn's: the host appends the model's answer to it)."""
@@ -236,33 +191,6 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
         out.append(new if new is not None else m)
     plan.versions[i], plan.args_cut[i] = out, cut
     plan.cost[i] = sum(count(m) for m in out)
-
-
-def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None]) -> None:
-    """When the must-keep part is over budget: trim it harder step by step, then let the
-    head go (the current user message and the newest group always stay). The current user
-    message is the user's own words, byte for byte: never trimmed, whatever it starts with.
-    What the model asked to read back in this turn (``asked_back``) is trimmed only when it
-    would pass the ceiling: trimmed, it would point back to itself, and be read again."""
-    _tighten_to(plan, budget.room, trim_chars, partial(trim, keep=plan.asked_back))
-    if plan.asked_back and budget.hard_room(plan.must_cost()) < 0:
-        _tighten_to(plan, budget.hard_room, trim_chars, trim)
-
-
-def _tighten_to(plan: Plan, room: Callable[[int], int], trim_chars: int,
-                trim: Callable[..., None]) -> None:
-    trimmable = [i for i in plan.must if i != plan.current]
-    if room(plan.must_cost()) < 0:
-        for i in trimmable:
-            trim(i, trim_chars)
-    for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
-        if room(plan.must_cost()) >= 0:
-            return
-        for i in trimmable:
-            trim(i, limit, users=True)
-    if room(plan.must_cost()) < 0:
-        plan.must.difference_update(plan.head)
-        plan.head = []
 
 
 def _prefer(plan: Plan, room: int, pattern: Any, trim: Callable[..., None],
@@ -377,7 +305,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
-    _tighten(plan, costs, trim_chars, trim)
+    tighten(plan, costs, trim_chars, trim)
     chosen = _fill(plan, costs, _prefer(plan, costs.room(plan.must_cost()), F.pattern(focus),
                                         trim, trim_chars))
     cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests

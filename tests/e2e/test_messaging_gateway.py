@@ -462,9 +462,8 @@ def test_sbs_plugin_never_over_the_trigger_after_a_compaction(sbs):
     measure.assert_never_over_the_trigger_after_a_compaction(sbs["plugin"])
 
 
-@measure.unmet_on(["0.19", "0.22"], "issue 29: files no request carried whole, plugin 45-51 vs built-in 48 on "
-                  "0.22 (seen met and unmet), 80 vs 0 on 0.19 (the built-in runs to 1.12 of the window "
-                  "there)", flaky=True)
+@measure.unmet_on(["0.19"], "issue 29: files no request carried whole, 72-80 vs 0 on 0.19, where the built-in "
+                  "runs to 1.12 of the window (40 of its 112 requests over it)")
 def test_sbs_plugin_hides_no_more_fresh_results_than_the_builtin(sbs):
     measure.assert_hides_no_more(sbs["plugin"], sbs["builtin"])
 
@@ -473,8 +472,9 @@ def test_sbs_plugin_rewrites_no_more_than_the_builtin(sbs):
     measure.assert_rewrites_within(sbs["plugin"], sbs["builtin"])
 
 
-@measure.unmet_on(["0.22"], "issue 15: cost <= 0.8x the built-in's — 1.28M vs 1.40M units (0.91x). 0.8x is 0.79x of the "
-                  "lossless floor (each offered token written once, 1.41M, same run): below it only by "
-                  "cutting fresh reads before the model reads them")
-def test_sbs_plugin_costs_at_most_080_of_the_builtin(sbs):
+@measure.unmet_on(["0.22"], "issue 29: cost <= 1.00x the built-in's — 1.48-1.54M vs 1.39M (1.06-1.11x), "
+                  "hiding 28-34 fresh results to the built-in's 48: each hidden result a real model "
+                  "reads again; priced so, 1.75-1.77M vs 1.77M. Cheaper only by hiding more (0.96x "
+                  "at 54 hidden with a 0.30 target)")
+def test_sbs_plugin_costs_no_more_than_the_builtin(sbs):
     measure.assert_cost_within(sbs["plugin"], sbs["builtin"])

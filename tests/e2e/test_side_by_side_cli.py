@@ -163,19 +163,21 @@ def test_cli_plugin_rewrites_no_more_than_the_builtin(cli):
     measure.assert_rewrites_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.22"], "issue 15: cost <= 0.8x the built-in's — 0.20M vs 0.19M units (1.05x); the plugin pays 0.99x "
-                  "its lossless floor (each offered token written once), the built-in 1.06x its own; "
-                  "the built-in cannot recall 4 of 4 markers, the plugin 0 of 4")
-def test_cli_plugin_costs_at_most_080_of_the_builtin(cli):
+@measure.unmet_on(["0.22"], "issue 29: cost <= 1.00x the built-in's over the whole session — 0.21M vs 0.19M: "
+                  "its 2 recall turns, where the plugin returns the 4 files asked for (~20K tokens, "
+                  "then carried) and the built-in an error; the read turns cost the same (next test)")
+def test_cli_plugin_costs_no_more_than_the_builtin(cli):
     measure.assert_cost_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.19", "0.22"], "issue 29: files no request carried whole, plugin 9 vs built-in 6 on 0.22, "
-                  "9 vs 0 on 0.19 (where the built-in shows every read whole by letting requests run to "
-                  "1.14 of the window): the plugin trims a turn's three ~25 KB reads when they alone are "
-                  "over what the target leaves. Keeping them whole up to 0.9 of the trigger was measured: "
-                  "0 hidden, but 0.27M vs 0.20M here and a request over the window in the messaging "
-                  "side-by-side", flaky=True)
+def test_cli_plugin_read_turns_cost_no_more_than_the_builtin(cli):
+    """Issue 29 on the work both engines do alike: the read turns."""
+    measure.assert_read_turns_cost_within(cli["plugin"], cli["builtin"])
+
+
+@measure.unmet_on(["0.19"], "issue 29: files no request carried whole, 9 vs 0 on 0.19, where the built-in "
+                  "shows every read whole by letting requests run to 1.14 of the window (6 of its 9 "
+                  "requests over it)")
 def test_cli_plugin_hides_no_more_fresh_results_than_the_builtin(cli):
     measure.assert_hides_no_more(cli["plugin"], cli["builtin"])
 
@@ -198,8 +200,8 @@ def test_cli_real_gateway_never_over_the_trigger_after_a_compaction(with_gateway
     measure.assert_never_over_the_trigger_after_a_compaction(with_gateway)
 
 
-@measure.unmet_on(["0.19"], "issue 29: with the real Gateway, files no request carried whole 7 vs 0 on 0.19 "
-                  "(the built-in runs to 1.14 of the window there); 4 vs 6 on 0.22", flaky=True)
+@measure.unmet_on(["0.19"], "issue 29: with the real Gateway, files no request carried whole 9 vs 0 on "
+                  "0.19 (the built-in runs to 1.14 of the window there)")
 def test_cli_real_gateway_hides_no_more_fresh_results_than_the_builtin(cli, with_gateway):
     measure.assert_hides_no_more(with_gateway, cli["builtin"])
 

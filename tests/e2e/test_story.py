@@ -254,10 +254,6 @@ def test_turns_left_the_context_and_the_digest_tells_them(story):
     assert max(v["digest"]) > 0, story["line"]
 
 
-@pytest.mark.xfail(HERMES_VERSION.startswith("0.19"), strict=True, reason=(
-    "files visible at the worst turn 0.82 < 0.9 on 0.19 with the Hermes 0.19 venv installed "
-    "today; the previous release commit measures the same (it passed at 0.95 in its own CI): "
-    "after the 4th compaction the digest lines of turns 3-7 lose their paths"))
 def test_earlier_requests_and_files_stay_visible_at_every_turn(story):
     v = visibility(story["plugin"])
     assert min(v["asked"]) >= 0.9 and min(v["read"]) >= 0.9, (story["line"], v["missing"][-3:])

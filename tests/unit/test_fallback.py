@@ -86,3 +86,21 @@ def test_property_random_conversations(seed):
         if last_user is not None and "HEARTBEAT" not in M.text_of(last_user):
             assert any(M.text_of(last_user)[:40] in M.text_of(m) for m in res.messages)
 
+
+
+def test_the_newest_steps_results_are_trimmed_as_few_as_fit():
+    """Three fresh results over the room by one: the newest two stay whole and one is trimmed
+    (trimming all three would hide every one from the model that asked for them)."""
+    conv = conversation(6, 4000) + tool_turn(9, 24000, calls=3)[:-1]     # mid-turn: no answer yet
+    fresh = ["call_9_0", "call_9_1", "call_9_2"]
+    res = local_compact(conv, 12000)
+    whole = [m["tool_call_id"] for m in res.messages if m.get("tool_call_id") in fresh
+             and "trimmed by tencentdb-offload" not in m["content"]]
+    assert res.within_budget and res.tokens_after <= 12000
+    assert whole == ["call_9_1", "call_9_2"]
+    assert ids_in(res.messages) >= set(fresh) and M.validation_errors(res.messages) == []
+    # with room for none whole, all are trimmed, as before
+    tight = local_compact(conv, 4500)
+    assert tight.within_budget and not any(
+        m.get("tool_call_id") in fresh and "trimmed by tencentdb-offload" not in m["content"]
+        for m in tight.messages)

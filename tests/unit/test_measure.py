@@ -40,8 +40,8 @@ def call(cid):
             "tool_calls": [{"id": cid, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}
 
 
-def ex(b, auxiliary=False):
-    return SimpleNamespace(body=b, auxiliary=auxiliary)
+def ex(b, auxiliary=False, verb="read"):
+    return SimpleNamespace(body=b, auxiliary=auxiliary, command=(verb, []))
 
 
 # ─── the cache model ─────────────────────────────────────────────────────────
@@ -65,9 +65,9 @@ def test_prefix_cache_reads_the_longest_prefix_of_any_earlier_request():
 def test_a_ttl_expires_the_cache_after_a_longer_pause_only():
     first = body(user("read a"), call("c1"), result("c1", "A" * 8000))
     grown = body(user("read a"), call("c1"), result("c1", "A" * 8000), user("next"))
-    timed = [SimpleNamespace(body=first, auxiliary=False, at=100.0),
-             SimpleNamespace(body=grown, auxiliary=False, at=102.0),      # within the TTL
-             SimpleNamespace(body=grown, auxiliary=True, at=110.0)]      # after a longer pause
+    timed = [SimpleNamespace(body=first, auxiliary=False, at=100.0, command=("read", [])),
+             SimpleNamespace(body=grown, auxiliary=False, at=102.0, command=("read", [])),  # within the TTL
+             SimpleNamespace(body=grown, auxiliary=True, at=110.0, command=("", []))]  # after a longer pause
     never = measure.conversation(timed, window=64_000, trigger=48_000)
     expiring = measure.conversation(timed, window=64_000, trigger=48_000, ttl=5)
     assert never.cached > expiring.cached > 0 and expiring.cost > never.cost
@@ -92,6 +92,24 @@ def test_recall_takes_several_ids_in_one_batch():
 
 
 # ─── the figures ─────────────────────────────────────────────────────────────
+
+def test_the_read_turns_cost_leaves_out_other_turns_and_keeps_their_auxiliary_calls():
+    """A recall turn is not the same work in both engines (the built-in has no recall tool);
+    a summariser call made during a read turn is that turn's cost."""
+    r1 = body(user("DO read a"))
+    r2 = body(user("DO read a"), call("c1"), result("c1", "R" * 4000))
+    r3 = body(user("DO read a"), call("c1"), result("c1", "R" * 4000), user("DO recall c1"))
+    whole = measure.conversation([ex(r1), ex(r2), ex(r2, auxiliary=True, verb="")],
+                                 window=64_000, trigger=48_000)
+    assert whole.read_cost == whole.cost > 0 and whole.other_turns == 0
+    more = measure.conversation([ex(r1), ex(r2), ex(r2, auxiliary=True, verb=""), ex(r3, verb="recall")],
+                                window=64_000, trigger=48_000)
+    assert more.read_cost == whole.read_cost < more.cost and more.other_turns == 1
+    row = measure.Row("plugin", 64_000, 48_000, 2, 2, [more])
+    assert "provider cost of the read turns (the same work in both engines)" in row.lines()
+    assert "provider cost of the read turns (the same work in both engines)" not in \
+        measure.Row("plugin", 64_000, 48_000, 1, 1, [whole]).lines()
+
 
 def test_appends_are_no_rewrites_and_a_compaction_is_one():
     r1 = body(user("t1"))
@@ -132,7 +150,10 @@ def test_offered_load_counts_each_read_once_at_its_largest(tmp_path):
     # the call ("read_file{}", 3) and "t2" (1) are new messages; c1 at 1000, c2 at its file's 1001
     assert c.offered == prompt_tokens(r1) + 3 + 1 + 1000 + 1001
     # c1 reached the model whole once (4,000 of its 2,000 bytes); c2 never did
-    assert c.unseen == 1
+    assert c.unseen == 1 and c.unseen_tokens == 1001
+    # reading c2 again writes its 1,001 tokens once more
+    row = measure.Row("plugin", 64000, 48000, 1, 1, [c])
+    assert row.cost_with_reads_again == c.cost + 1.25 * 1001
 
 
 def test_the_lossless_floor_is_what_showing_every_message_once_costs():
@@ -208,8 +229,9 @@ def test_a_turn_refused_by_the_hosts_import_race_is_sent_until_the_import_finish
             self.rfile.read(int(self.headers["Content-Length"]))
             seen.append(self.headers["X-Hermes-Session-Id"])
             raced = seen.count("raced") <= 2 and seen[-1] == "raced"
-            if raced:
-                status, body = 500, {"error": {"message": "Internal server error: " + harness.HOST_IMPORT_RACE}}
+            if raced:       # the two kinds, one after the other (as seen in one run)
+                race = harness.HOST_IMPORT_RACES[seen.count("raced") - 1]
+                status, body = 500, {"error": {"message": "Internal server error: " + race}}
             elif seen[-1] == "broken":
                 status, body = 500, {"error": {"message": "something else"}}
             else:
