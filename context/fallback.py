@@ -5,8 +5,9 @@ the current turn's user message and its newest step, then the newest groups that
 a focus (``/compress <focus>``, ``focus``) the matching groups come before the others.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
 old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
-gets progressively harder, the newest step's results trimmed as few as fit (``tightening``). Where messages leave, a sealed digest (``digest``) tells the model
-what they held and how to read them back. Steps: plan the groups, price them against a
+gets progressively harder, the newest step's results trimmed as few as fit (``tightening``).
+Where messages leave, a sealed digest (``digest``) tells the model what they held and how to
+read them back. Steps: plan the groups, price them against a
 ``Budget``, tighten, fill, assemble. No network, no state.
 """
 
