@@ -306,7 +306,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
-    tighten(plan, costs, trim_chars, trim)
+    tighten(plan, costs, trim_chars, trim, count)
     chosen = _fill(plan, costs, _prefer(plan, costs.room(plan.must_cost()), F.pattern(focus),
                                         trim, trim_chars))
     cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests

@@ -4,7 +4,7 @@ as possible), then let the head go. Part of ``fallback.local_compact``; no state
 
 from __future__ import annotations
 
-from typing import Callable, Set
+from typing import Any, Callable, Set
 
 from . import messages as M
 from .compact_plan import Budget, Plan
@@ -13,19 +13,20 @@ HARDER = (2, 4)                    # trim_chars divisors, then the fixed limits 
 FLOORS = (300, 120)
 
 
-def tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None]) -> None:
+def tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None],
+            count: Callable[[Any], int]) -> None:
     """When the must-keep part is over budget: trim it harder step by step, then let the
     head go (the current user message and the newest group always stay). The current user
     message is the user's own words, byte for byte: never trimmed, whatever it starts with.
     What the model asked to read back in this turn (``asked_back``) is trimmed only when it
     would pass the ceiling: trimmed, it would point back to itself, and be read again."""
-    _tighten_to(plan, budget.room, trim_chars, trim, plan.asked_back)
+    _tighten_to(plan, budget.room, trim_chars, trim, plan.asked_back, count)
     if plan.asked_back and budget.hard_room(plan.must_cost()) < 0:
-        _tighten_to(plan, budget.hard_room, trim_chars, trim, frozenset())
+        _tighten_to(plan, budget.hard_room, trim_chars, trim, frozenset(), count)
 
 
 def _tighten_to(plan: Plan, room: Callable[[int], int], trim_chars: int,
-                trim: Callable[..., None], keep: Set[str]) -> None:
+                trim: Callable[..., None], keep: Set[str], count: Callable[[Any], int]) -> None:
     trimmable = [i for i in plan.must if i != plan.current]
     newest = len(plan.spans) - 1
     if room(plan.must_cost()) < 0:
@@ -33,7 +34,7 @@ def _tighten_to(plan: Plan, room: Callable[[int], int], trim_chars: int,
             if i != newest:
                 trim(i, trim_chars, keep=keep)
         if newest in trimmable:
-            keep = _trim_fewest(plan, newest, room, trim_chars, trim, keep)
+            keep = _trim_fewest(plan, newest, room, trim_chars, trim, keep, count)
     for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
         if room(plan.must_cost()) >= 0:
             return
@@ -45,18 +46,21 @@ def _tighten_to(plan: Plan, room: Callable[[int], int], trim_chars: int,
 
 
 def _trim_fewest(plan: Plan, i: int, room: Callable[[int], int], trim_chars: int,
-                 trim: Callable[..., None], keep: Set[str]) -> Set[str]:
+                 trim: Callable[..., None], keep: Set[str], count: Callable[[Any], int]) -> Set[str]:
     """The newest step's results (what the model asked for and has not read yet) trimmed as
     few as the room allows: each, newest first, stays whole if it still fits (trimming all of
-    them for one over the line would hide every one). Returns the ids kept whole."""
+    them for one over the line would hide every one). Returns the ids kept whole. One trim of
+    the step, then each result's saving is priced alone (a step's cost is its messages' sum)."""
+    trim(i, trim_chars, keep=keep)
+    spare = room(plan.must_cost())
     whole = set(keep)
-    trim(i, trim_chars, keep=whole)
-    ids = [t for m in plan.messages(i) for t in M.results_of(m)]
-    for tid in reversed(ids):
-        if tid in whole:
+    for orig, now in reversed(list(zip(plan.messages(i), plan.versions[i]))):
+        ids = M.results_of(orig)
+        if now is orig or not ids:          # already whole, or not a result
             continue
-        trim(i, trim_chars, keep=whole | {tid})
-        if room(plan.must_cost()) >= 0:
-            whole.add(tid)
+        extra = count(orig) - count(now)
+        if extra <= spare:
+            spare -= extra
+            whole.update(ids)
     trim(i, trim_chars, keep=whole)
     return whole

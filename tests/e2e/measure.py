@@ -132,11 +132,12 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
                 out.compactions += 1
                 out.over_trigger_after_compaction += tokens > trigger
         prev = (units, tokens)
-    out.offered += sum(max(read_max.get(cid, 0), -(-Path(p).stat().st_size // 4)) for cid, p in reads.items())
+    size = {cid: Path(p).stat().st_size for cid, p in reads.items()}
+    out.offered += sum(max(read_max.get(cid, 0), -(-n // 4)) for cid, n in size.items())
     # whole: at least the file's size (the host's read adds line numbers, never removes text)
-    hidden = [p for cid, p in reads.items() if read_chars.get(cid, 0) < Path(p).stat().st_size]
+    hidden = [n for cid, n in size.items() if read_chars.get(cid, 0) < n]
     out.unseen = len(hidden)
-    out.unseen_tokens = sum(-(-Path(p).stat().st_size // 4) for p in hidden)
+    out.unseen_tokens = sum(-(-n // 4) for n in hidden)
     return out
 
 

@@ -256,7 +256,7 @@ def test_turns_left_the_context_and_the_digest_tells_them(story):
 
 @pytest.mark.xfail(HERMES_VERSION.startswith("0.19"), strict=False, reason=(
     "files visible at the worst turn 0.82 < 0.9 on 0.19 in the test command's run: its files "
-    "live under a long temporary path (/tmp/tdo-tests-*/tmp/story0/...), so the 4th "
+    "live under the long temporary directory tests/run.py makes, so the 4th "
     "compaction's digest collapses and shortens the lines of turns 1-8 to 90 characters, "
     "which drops their paths (their ids stay: everything reads back). With a short base path "
     "(pytest --basetemp) it holds at 0.95: the bar depends on path length, not on timing"))
