@@ -1,6 +1,8 @@
-"""What the model asked to read back in the current turn: the results of its ``tdai_read_cos``
-calls after the newest user message. They reach it whole, from our own compaction and from a
-Gateway's reply alike: trimmed, a read-back would only point to itself and be read again."""
+"""What the model asked to read back in the current turn (the results of its ``tdai_read_cos``
+calls after the newest user message), and what it asked for and has not read yet (the newest
+step's results). A Gateway's reply gets them back whole, as the request held them: trimmed, a
+read-back would only point to itself, and a fresh result would be read again and paid twice.
+Our own compaction then trims as few of the fresh ones as fit (``tightening``)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,22 @@ def asked_back(messages: Sequence[Message], seal: Optional[Seal] = None) -> Set[
             for tid, (name, _args) in M.call_args(m).items() if name == RECALL_TOOL}
 
 
+def unread(messages: Sequence[Message], seal: Optional[Seal] = None) -> Set[str]:
+    """Ids of the newest step's results when that step belongs to the current turn: the
+    model asked for them, and no request has carried them yet."""
+    start = M.newest_real_user(messages, seal=seal)
+    spans = M.group_spans(messages)
+    if start < 0 or not spans or spans[-1][0] <= start:
+        return set()
+    s, e = spans[-1]
+    return {tid for m in messages[s + 1:e] if isinstance(m, dict) for tid in M.results_of(m)}
+
+
 def restore(original: Sequence[Message], reply: List[Message],
             seal: Optional[Seal] = None) -> List[Message]:
-    """``reply`` with the current turn's read-backs as ``original`` holds them: a Gateway that
-    truncated one is repaired, nothing else changes."""
-    ids = asked_back(original, seal)
+    """``reply`` with the current turn's read-backs and the newest step's unread results as
+    ``original`` holds them: a Gateway that truncated one is repaired, nothing else changes."""
+    ids = asked_back(original, seal) | unread(original, seal)
     if not ids:
         return reply
     whole = {frozenset(M.results_of(m)): m for m in original

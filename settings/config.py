@@ -34,7 +34,7 @@ class Settings:
     gateway_url: str = "http://127.0.0.1:8420"   # "" = no Gateway (local mode)
     api_key: str = field(default="local", repr=False)
     instance_id: str = "default"
-    compact_ratio: float = 0.35
+    compact_ratio: float = 0.45
     threshold: float = 0.75
     timeout_ms: int = 90_000
     ingest_timeout_ms: int = 5_000

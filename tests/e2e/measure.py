@@ -264,6 +264,15 @@ def assert_never_over_the_window(plugin: Row) -> None:
     assert plugin.over_window == 0, plugin.lines()
 
 
+HEADROOM = 0.90       # issue 29: every request at most this share of the window
+
+
+def assert_every_request_under_the_headroom(plugin: Row) -> None:
+    """Issue 29: room left for the answer and for estimates that err — every request at most
+    HEADROOM of the window."""
+    assert plugin.largest_share <= HEADROOM, (plugin.largest_share, plugin.lines())
+
+
 def assert_never_over_the_trigger_after_a_compaction(plugin: Row) -> None:
     assert plugin.over_trigger_after_compaction == 0, plugin.lines()
 

@@ -155,17 +155,24 @@ def test_cli_plugin_never_over_the_window(cli):
     measure.assert_never_over_the_window(cli["plugin"])
 
 
+def test_cli_plugin_every_request_at_most_090_of_the_window(cli):
+    measure.assert_every_request_under_the_headroom(cli["plugin"])
+
+
 def test_cli_plugin_never_over_the_trigger_after_a_compaction(cli):
     measure.assert_never_over_the_trigger_after_a_compaction(cli["plugin"])
 
 
+REWRITES_UNMET = ("issue 29: rewrites 3.0 vs the built-in's 2.0 on 0.22, which skips its third "
+                  "compaction by sending turn 7 at 0.99 of the window (the plugin's largest: 0.77); "
+                  "both compact every second turn before it")
+
+
+@measure.unmet_on(["0.22"], REWRITES_UNMET)
 def test_cli_plugin_rewrites_no_more_than_the_builtin(cli):
     measure.assert_rewrites_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.22"], "issue 29: cost <= 1.00x the built-in's over the whole session — 0.21M vs 0.19M: "
-                  "its 2 recall turns, where the plugin returns the 4 files asked for (~20K tokens, "
-                  "then carried) and the built-in an error; the read turns cost the same (next test)")
 def test_cli_plugin_costs_no_more_than_the_builtin(cli):
     measure.assert_cost_within(cli["plugin"], cli["builtin"])
 
@@ -175,8 +182,8 @@ def test_cli_plugin_read_turns_cost_no_more_than_the_builtin(cli):
     measure.assert_read_turns_cost_within(cli["plugin"], cli["builtin"])
 
 
-@measure.unmet_on(["0.19"], "issue 29: files no request carried whole, 9 vs 0 on 0.19, where the built-in "
-                  "shows every read whole by letting requests run to 1.14 of the window (6 of its 9 "
+@measure.unmet_on(["0.19"], "issue 29: files no request carried whole, 6 vs 0 on 0.19, where the built-in "
+                  "shows every read whole by letting requests run to 1.16 of the window (2 of its 18 "
                   "requests over it)")
 def test_cli_plugin_hides_no_more_fresh_results_than_the_builtin(cli):
     measure.assert_hides_no_more(cli["plugin"], cli["builtin"])
@@ -196,12 +203,25 @@ def test_cli_real_gateway_never_over_the_window(with_gateway):
     measure.assert_never_over_the_window(with_gateway)
 
 
+def test_cli_real_gateway_every_request_at_most_090_of_the_window(with_gateway):
+    measure.assert_every_request_under_the_headroom(with_gateway)
+
+
 def test_cli_real_gateway_never_over_the_trigger_after_a_compaction(with_gateway):
     measure.assert_never_over_the_trigger_after_a_compaction(with_gateway)
 
 
-@measure.unmet_on(["0.19"], "issue 29: with the real Gateway, files no request carried whole 9 vs 0 on "
-                  "0.19 (the built-in runs to 1.14 of the window there)")
+@measure.unmet_on(["0.22"], REWRITES_UNMET)
+def test_cli_real_gateway_rewrites_no_more_than_the_builtin(cli, with_gateway):
+    measure.assert_rewrites_within(with_gateway, cli["builtin"])
+
+
+def test_cli_real_gateway_costs_no_more_than_the_builtin(cli, with_gateway):
+    measure.assert_cost_within(with_gateway, cli["builtin"])
+
+
+@measure.unmet_on(["0.19"], "issue 29: with the real Gateway, files no request carried whole 6 vs 0 on "
+                  "0.19 (the built-in runs to 1.16 of the window there)")
 def test_cli_real_gateway_hides_no_more_fresh_results_than_the_builtin(cli, with_gateway):
     measure.assert_hides_no_more(with_gateway, cli["builtin"])
 

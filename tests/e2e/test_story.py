@@ -259,7 +259,7 @@ def test_turns_left_the_context_and_the_digest_tells_them(story):
     "live under the long temporary directory tests/run.py makes, so the 4th "
     "compaction's digest collapses and shortens the lines of turns 1-8 to 90 characters, "
     "which drops their paths (their ids stay: everything reads back). With a short base path "
-    "(pytest --basetemp) it holds at 0.95: the bar depends on path length, not on timing"))
+    "(pytest --basetemp) it holds at 0.93-0.95: the bar depends on path length, not on timing"))
 def test_earlier_requests_and_files_stay_visible_at_every_turn(story):
     v = visibility(story["plugin"])
     assert min(v["asked"]) >= 0.9 and min(v["read"]) >= 0.9, (story["line"], v["missing"][-3:])

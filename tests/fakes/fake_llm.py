@@ -21,7 +21,10 @@ chars of the tool result>`` for a recall (the batch's last result), ``found: <..
 for a search.
 
 Requests without ``tools`` are auxiliary calls (title generation, the built-in
-compressor's summariser): they get a short plain-text answer.
+compressor's summariser): they get a plain-text answer, short unless the prompt asks for a
+length — the built-in's summary prompt says ``Target ~N tokens`` (every Hermes version), and
+gets a summary of about N tokens, as a real summariser writes: a shorter one would land the
+built-in's compactions smaller than any real run of it does.
 
 ``usage.prompt_tokens`` follows the real request size (see :func:`prompt_tokens`),
 so an engine that lets the context grow past its window shows it on the wire.
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,6 +49,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+SUMMARY_ASKED = re.compile(r"Target ~(\d+) tokens")
+SUMMARY_LINE = "Fake summary: earlier turns read files. "
 
 
 # --------------------------------------------------------------------------- helpers
@@ -102,6 +108,14 @@ def prompt_chars(body: Dict[str, Any]) -> int:
 def prompt_tokens(body: Dict[str, Any]) -> int:
     """ceil((text of every message + tool-call names/arguments + JSON of tools) / 4)."""
     return int(math.ceil(prompt_chars(body) / 4.0))
+
+
+def summary_text(messages: List[Dict[str, Any]]) -> str:
+    """An auxiliary call's answer: as many tokens (``prompt_tokens``' 4 chars each) as the
+    prompt's ``Target ~N tokens`` asks for, else one line."""
+    asked = SUMMARY_ASKED.search(" ".join(message_text(m) for m in messages if isinstance(m, dict)))
+    chars = 4 * int(asked.group(1)) if asked else len(SUMMARY_LINE) - 1
+    return (SUMMARY_LINE * (chars // len(SUMMARY_LINE) + 1))[:chars].strip()
 
 
 def last_user_text(messages: List[Dict[str, Any]]) -> str:
@@ -314,7 +328,7 @@ class FakeLLM:
         last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
         verb, params = command
         if auxiliary:
-            ex.reply_text = "Fake summary: earlier turns read files."
+            ex.reply_text = summary_text(messages)
         elif last.get("role") == "tool":
             result = text_of_content(last.get("content"))
             if verb == "recall":

@@ -83,6 +83,17 @@ def test_fake_model_reports_cached_tokens_only_when_asked():
         assert second.usage.get("prompt_tokens_details", {}).get("cached_tokens") == cached
 
 
+def test_the_summariser_answers_at_the_length_the_hosts_prompt_asks_for():
+    """The built-in's summary prompt says "Target ~N tokens": a fake answering one line would
+    land its compactions smaller than a real summariser does."""
+    asked = {"messages": [user("Summarise these turns.\nTarget ~2400 tokens. Be CONCRETE.")]}
+    with FakeLLM() as llm:
+        summary = llm.respond("/v1/chat/completions", asked).reply_text
+        title = llm.respond("/v1/chat/completions", {"messages": [user("Generate a title")]}).reply_text
+    assert abs(len(summary) / 4 - 2400) <= 1
+    assert 0 < len(title) < 100
+
+
 def test_recall_takes_several_ids_in_one_batch():
     assert parse_command("DO recall call_1 call_7") == ("recall", ["call_1", "call_7"])
     with FakeLLM() as llm:

@@ -1,0 +1,70 @@
+"""The results the model asked for and has not read yet (the newest step's, mid-turn) are cut by
+a Gateway's reply no more than by our own compaction (issue 29: the real Gateway truncates the
+biggest results first, the current turn's included, and the CLI and messaging side-by-sides
+counted more results no request ever carried whole with it than without it). The reply's cut
+of them is undone and our tightening trims as few as fit, so with a Gateway as many stay whole
+as without one."""
+
+import pytest
+
+from fakes.gateway import FakeGateway
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.tokens import messages_tokens
+
+from helpers import conversation, make_engine, tool_turn
+
+WINDOW = 64_000
+BIG = 20_000                        # chars: the tamper cuts results longer than this
+
+
+def newest_step(shape, size):
+    """The current turn mid-way: the user asked, the model read three files of ``size`` words."""
+    return tool_turn(9, size, shape, calls=3, text="word ")[:-1]
+
+
+def cut_biggest(msgs):
+    """A /compact reply that truncates every big result to its first 2,000 characters (the
+    real Gateway's emergency level), in either message shape."""
+    out = []
+    for m in msgs:
+        if m.get("role") == "tool" and len(str(m.get("content"))) > BIG:
+            m = dict(m, content=m["content"][:2000])
+        elif isinstance(m.get("content"), list):
+            m = dict(m, content=[dict(b, content=b["content"][:2000])
+                                 if b.get("type") == "tool_result" and len(str(b.get("content"))) > BIG
+                                 else b for b in m["content"]])
+        out.append(m)
+    return out
+
+
+def whole_fresh(out, before):
+    """How many of the newest step's results (the last four messages) ``out`` carries as
+    ``before`` did."""
+    wanted = {tid: text for m in before[-4:] for tid, text in M.tool_results(m)}
+    got = {tid: text for m in out for tid, text in M.tool_results(m)}
+    return sum(1 for tid, text in wanted.items() if got.get(tid) == text)
+
+
+def compact(tmp_path, before, gateway=None):
+    extra = dict(gateway_url=gateway.url, api_key="k") if gateway else {}
+    rt, eng = make_engine(tmp_path, context_length=WINDOW, **extra)
+    out = eng.compress(before, current_tokens=messages_tokens(before))
+    stats = eng.get_status()["session_stats"]
+    rt.close()
+    assert M.validation_errors(out) == []
+    return out, stats
+
+
+# 12,000 words: two of the three fit whole (one message each); 8,000: all three (the Anthropic
+# shape holds them in one message, whole or trimmed together)
+@pytest.mark.parametrize("shape,size", [("openai", 12_000), ("openai", 8_000), ("anthropic", 8_000)])
+def test_a_gateway_that_cuts_fresh_results_hides_no_more_of_them_than_our_own_compaction(tmp_path, shape, size):
+    before = conversation(8, 12_000, shape, calls=2) + newest_step(shape, size)
+    local, _ = compact(tmp_path / "local", before)
+    with FakeGateway(api_key="k") as gw:
+        gw.tamper = cut_biggest
+        via, stats = compact(tmp_path / "gateway", before, gw)
+    assert stats["gateway_compactions"] == 1            # the Gateway's reply was used, repaired
+    assert whole_fresh(local, before) >= 1              # the case keeps some whole at all
+    assert whole_fresh(via, before) >= whole_fresh(local, before)
+    assert messages_tokens(via) <= int(WINDOW * 0.75)   # under the trigger all the same
