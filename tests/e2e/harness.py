@@ -240,6 +240,10 @@ def make_home(
         # sys.stderr for the whole process and swallows the turn's ``session_id:`` line.
         "memory": {"nudge_interval": 0},
         "skills": {"creation_nudge_interval": 0},
+        # The messaging gateway's kanban dispatcher (0.19+) sets and pops HERMES_KANBAN_BOARD
+        # in os.environ from its thread while a turn's .env reload iterates os.environ: the
+        # turn fails with 500 "Internal server error: 'HERMES_KANBAN_BOARD'" (CI, 0.19, once).
+        "kanban": {"dispatch_in_gateway": False},
     }
     _deep_merge(config, extra_config)
     (home / "config.yaml").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

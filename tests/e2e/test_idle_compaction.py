@@ -30,7 +30,7 @@ from test_side_by_side_cli import CONTEXT, READS, READ_TURNS, RECALL_TURNS, RECA
 from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
-TTL, PAUSE = 3, 4          # seconds: every turn starts on a cold cache
+TTL, PAUSE = 2, 1.5        # seconds: every turn starts on a cold cache (a turn's process starts in ~2 s more)
 SHORT_TTL = 60             # seconds: pauses shorter than the TTL (only a new process per turn)
 
 
