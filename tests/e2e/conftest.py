@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # for ``tests.e2e``; appended so plugin modules never shadow
     sys.path.append(str(REPO_ROOT))
@@ -23,3 +25,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in entry["faulthandler"].splitlines()[:6]:
             tr.line("    " + line)
     tr.line("%d recorded; every record (with the full traceback): %s" % (len(RECORDED), suite_log()))
+
+
+@pytest.fixture(scope="session")
+def story_sessions(tmp_path_factory):
+    """test_story's sessions and test_story_paused's, run once and at once (``sessions``)."""
+    from test_story import sessions
+
+    return sessions(tmp_path_factory.mktemp("story"))

@@ -20,21 +20,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
-from test_story import CONTEXT, figures, not_recallable, run_session, visibility  # noqa: E402
+from test_story import CONTEXT, PAUSE, PAUSED_TTL as TTL, figures, not_recallable, visibility  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
-TTL, PAUSE = 1, 1.5         # seconds: every turn starts on a cold cache (a turn's process starts in ~2 s more)
 
 pytestmark = pytest.mark.skipif(not HERMES_VERSION.startswith("0.22"),
                                 reason="run on the current host; 0.19's story bar is unmet without pauses")
 
 
 @pytest.fixture(scope="module")
-def paused(tmp_path_factory, request):
-    problem = harness.plugin_problem()
-    if problem:
-        pytest.fail(problem)
-    run = run_session(tmp_path_factory.mktemp("paused"), "plugin", pause=PAUSE, ttl=TTL)
+def paused(story_sessions, request):
+    """The paused session, run at once with test_story's two (``test_story.sessions``)."""
+    run = story_sessions["paused"]
     run["line"] = figures("tencentdb-offload, %.1f s pauses, TTL %d s" % (PAUSE, TTL), run)
     harness.print_past_capture(request, "%s\n%s" % (run["line"], run["conv"].summary()))
     return run
