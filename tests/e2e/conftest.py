@@ -29,7 +29,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 @pytest.fixture(scope="session")
 def story_sessions(tmp_path_factory):
-    """test_story's sessions and test_story_paused's, run once and at once (``sessions``)."""
+    """test_story's sessions and test_story_paused's, run once and at once: (runs by name,
+    wall seconds) from ``test_story.sessions``."""
     from test_story import sessions
 
     return sessions(tmp_path_factory.mktemp("story"))

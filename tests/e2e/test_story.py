@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -185,7 +185,7 @@ def not_recallable(run: Dict[str, Any]) -> List[str]:
         store.close()
 
 
-def sessions(tmp: Path) -> Dict[str, Any]:
+def sessions(tmp: Path) -> Tuple[Dict[str, Any], float]:
     """The story's sessions, all at once: the plugin and the built-in, and on Hermes 0.22 the
     plugin again with a pause before every turn (tests/e2e/test_story_paused.py). A per-turn
     process mostly waits on one core, so three take little more wall time than two (run one
@@ -197,19 +197,18 @@ def sessions(tmp: Path) -> Dict[str, Any]:
     if HERMES_VERSION.startswith("0.22"):
         arms["paused"] = (tmp / "paused", "plugin", PAUSE, PAUSED_TTL)
     t0 = time.monotonic()
-    runs = harness.at_once(run_session, arms)
-    runs["wall"] = time.monotonic() - t0
-    return runs
+    return harness.at_once(run_session, arms), time.monotonic() - t0
 
 
 @pytest.fixture(scope="module")
 def story(story_sessions, request):
     """Both sessions' runs (from ``sessions``), their figures printed side by side."""
-    runs = {e: story_sessions[e] for e in ("plugin", "builtin")}
+    every, wall = story_sessions
+    runs = {e: every[e] for e in ("plugin", "builtin")}
     runs["line"] = figures("tencentdb-offload", runs["plugin"])
     harness.print_past_capture(request, "%s\n%s\nSTORY wall time %.0fs (%d sessions at once)\n%s" % (
-        runs["line"], figures("built-in", runs["builtin"]), story_sessions["wall"],
-        len(story_sessions) - 1, runs["plugin"]["conv"].summary()))
+        runs["line"], figures("built-in", runs["builtin"]), wall, len(every),
+        runs["plugin"]["conv"].summary()))
     return runs
 
 

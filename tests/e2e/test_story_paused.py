@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(not HERMES_VERSION.startswith("0.22"),
 @pytest.fixture(scope="module")
 def paused(story_sessions, request):
     """The paused session, run at once with test_story's two (``test_story.sessions``)."""
-    run = story_sessions["paused"]
+    run = story_sessions[0]["paused"]
     run["line"] = figures("tencentdb-offload, %.1f s pauses, TTL %d s" % (PAUSE, TTL), run)
     harness.print_past_capture(request, "%s\n%s" % (run["line"], run["conv"].summary()))
     return run
