@@ -160,11 +160,16 @@ def make_homes(tmp: Path, gateway_url: str) -> Dict[str, Path]:
     homes = {"plugin": harness.make_home(tmp / "plugin", llm, env={
         "TENCENTDB_OFFLOAD_GATEWAY_URL": gateway_url})}
     noop = harness.make_home(tmp / "noop", llm, engine="compressor", enabled_plugins=(NOOP,))
-    (noop / "plugins" / NOOP).mkdir(parents=True)
-    (noop / "plugins" / NOOP / "__init__.py").write_text(NOOP_INIT)
-    (noop / "plugins" / NOOP / "plugin.yaml").write_text(NOOP_YAML)
+    write_noop_plugin(noop)
     homes["noop"] = noop
     return homes
+
+
+def write_noop_plugin(home: Path) -> None:
+    """The no-op plugin (the bench floor) in ``home``'s plugins folder; enable it by name."""
+    (home / "plugins" / NOOP).mkdir(parents=True)
+    (home / "plugins" / NOOP / "__init__.py").write_text(NOOP_INIT)
+    (home / "plugins" / NOOP / "plugin.yaml").write_text(NOOP_YAML)
 
 
 def run_child(py: Path, arm: str, home: Path, reps: int) -> Dict[str, Any]:

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The per-turn CLI (one ``hermes chat -q`` process per turn, ``--resume``), arm by arm in one run:
-the built-in compressor, the plugin without a Gateway, the plugin with a Gateway that accepts
-connections and never answers (``hang``), and with one whose every third request fails (503).
+the built-in compressor, the built-in with a no-op plugin enabled (``noop``: what the host
+charges any enabled plugin, e.g. 0.22's scan of every plugin manifest at each start), the
+plugin without a Gateway, the plugin with a Gateway that accepts connections and never answers
+(``hang``), and with one whose every third request fails (503).
 
 ``python3 bench/per_turn_cli.py [--hermes 0.19.0] [--quick]`` or ``bench/run.py --only
 per_turn_cli`` (not in the default run: ~3 min per host on 2 cores). The drive runs in a child
@@ -13,8 +15,9 @@ this process and are not counted). Each turn reads READS fresh ~25 KB files on t
 minimum 64K window (the session offers > 2 windows).
 
 Rows per host: CPU seconds per turn and turn latency (median) of the plugin against the
-built-in's (issue 29's bar: ≤ 1.10×), and the session's total time with the hung and the flaky
-Gateway against the no-Gateway plugin's (issue 27 item 13's bar: ≤ 1.10×).
+built-in's (issue 29's bar: ≤ 1.10×) and, as the floor any plugin pays, the no-op arm's against
+the built-in's; the session's total time with the hung and the flaky Gateway against the
+no-Gateway plugin's (issue 27 item 13's bar: ≤ 1.10×).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ QUICK_TURNS = 4
 BAR = 1.10
 GW_KEY = "bench-per-turn-key"
 HOSTS = ("0.19.0", "0.22.2")
-ARMS = ("builtin", "plugin", "hung", "flaky")
+ARMS = ("builtin", "noop", "plugin", "hung", "flaky")
 
 
 def median(values: List[float]) -> float:
@@ -61,12 +64,16 @@ def host_rows(host: str, runs: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]
     for key, what, unit in (("cpu", "CPU seconds per turn (the Hermes process)", "s"),
                             ("seconds", "turn latency (the Hermes process)", "s")):
         mine, theirs = median(p[key]), median(b[key])
+        noop = runs.get("noop")
+        floor = ("; built-in with a no-op plugin enabled %.2f %s (%.2fx: the host's charge "
+                 "for any plugin)" % (median(noop[key]), unit, median(noop[key]) / max(1e-9, theirs))
+                 if noop and noop[key] else "")
         out.append(row(base + key, "per-turn CLI " + what + ", median",
                        "Hermes %s, %s: plugin, no Gateway" % (host, shape), unit, mine, max(p[key]),
                        len(p[key]), theirs, "built-in (same run, turns interleaved)",
                        "≤ %.2fx the built-in's" % BAR, mine <= BAR * theirs,
-                       note="answered %d/%d (built-in %d/%d)" % (p["answered"], len(p["seconds"]),
-                                                                b["answered"], len(b["seconds"])),
+                       note="answered %d/%d (built-in %d/%d)%s" % (p["answered"], len(p["seconds"]),
+                                                                  b["answered"], len(b["seconds"]), floor),
                        group="per_turn_cli", host=host))
     for arm, what in (("hung", "a Gateway that never answers"), ("flaky", "every third Gateway request fails")):
         r = runs[arm]
@@ -111,6 +118,11 @@ def open_arm(stack: ExitStack, arm: str, tmp: Path) -> Any:
     if arm == "builtin":
         home = harness.make_home(tmp, llm.url, context_length=WINDOW, engine="compressor",
                                  enabled_plugins=())
+    elif arm == "noop":
+        import host_hooks
+        home = harness.make_home(tmp, llm.url, context_length=WINDOW, engine="compressor",
+                                 enabled_plugins=(host_hooks.NOOP,))
+        host_hooks.write_noop_plugin(home)
     else:
         url = "off"
         if arm in ("hung", "flaky"):

@@ -44,6 +44,13 @@ class Plan:
     args_cut: Dict[int, List[Tuple[str, str, str]]] = field(default_factory=dict)
     removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
     asked_back: Set[str] = field(default_factory=set)        # the current turn's recall reads
+    unread: Set[str] = field(default_factory=set)            # the newest step's, not yet read
+
+    @property
+    def whole_over_budget(self) -> Set[str]:
+        """Results trimmed only past the hard limit, not the budget: what the model asked for
+        in this turn and has not read (trimmed, it reads them again and pays twice)."""
+        return self.asked_back | self.unread
 
     def messages(self, i: int) -> List[Message]:
         s, e = self.spans[i]

@@ -281,7 +281,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                   count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
                   summaries: Optional[Dict[str, str]] = None,
                   digest_cap: Optional[int] = None, notes: Notes = Notes(),
-                  focus: Sequence[str] = (), ceiling: int = 0) -> CompactResult:
+                  focus: Sequence[str] = (), ceiling: int = 0, unread_room: int = 0) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
@@ -290,7 +290,9 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     L1 summaries by tool_call_id, shown in the digest for results that left; ``notes`` ride in
     the new digest section (the provider's text only while the kept messages lack it);
     groups matching the ``focus`` terms are kept before older ones (``focus``); what the model
-    asked to read back in the current turn stays whole up to ``ceiling`` tokens, over ``budget``.
+    asked to read back in the current turn stays whole up to ``ceiling`` tokens, over ``budget``;
+    the newest step's results it has not read yet up to ``unread_room`` (the room the task
+    canvas shown beside the list takes from ``budget``: the canvas does not crowd them out).
     ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
     seal = seal or _PROCESS_SEAL
@@ -300,9 +302,13 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     plan = _plan([m for m in src if M.role(m) != "system"], keep_first, seal)
     cap = digest_cap if digest_cap is not None else D.budget_for(budget)
     earlier = sum(D.tokens_of(b) for b in plan.bodies)
-    costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap, ceiling)
+    hard = ceiling if plan.asked_back else 0
+    if plan.current >= 0 and unread_room > budget:
+        plan.unread = read_backs.unread(src, seal)
+        hard = max(hard, min(unread_room, ceiling) if ceiling else unread_room)
+    costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap, hard)
 
-    allowed = costs.hard_limit if plan.asked_back else budget
+    allowed = costs.hard_limit if plan.whole_over_budget else budget
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)

@@ -18,10 +18,11 @@ def tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., Non
     """When the must-keep part is over budget: trim it harder step by step, then let the
     head go (the current user message and the newest group always stay). The current user
     message is the user's own words, byte for byte: never trimmed, whatever it starts with.
-    What the model asked to read back in this turn (``asked_back``) is trimmed only when it
-    would pass the ceiling: trimmed, it would point back to itself, and be read again."""
-    _tighten_to(plan, budget.room, trim_chars, trim, plan.asked_back, count)
-    if plan.asked_back and budget.hard_room(plan.must_cost()) < 0:
+    What the model asked to read back in this turn (``asked_back``), and the newest step's
+    results it has not read when they may pass the budget (``unread``), are trimmed only past
+    the hard limit: trimmed, a read-back would point back to itself, and either be read again."""
+    _tighten_to(plan, budget.room, trim_chars, trim, plan.whole_over_budget, count)
+    if plan.whole_over_budget and budget.hard_room(plan.must_cost()) < 0:
         _tighten_to(plan, budget.hard_room, trim_chars, trim, frozenset(), count)
 
 

@@ -10,7 +10,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .. import build_runtime
 from ..context import messages as M
@@ -302,7 +302,7 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
     stats = status["session_stats"]
     largest = max((r["prompt_tokens"] for r in d.requests), default=0)
     invalid = [r for r in d.requests if not r["valid"]]
-    kinds = _archived_kinds(Path(info["store_dir"]), status["session"])
+    kinds = _archived_kinds(Path(info["store_dir"]), status["session"], set(d.originals))
     archived = sum(kinds.values())
     store_stats = rt.store.stats().as_dict() if rt.store is not None else {}
     problems = []
@@ -338,8 +338,8 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
             "largest_request_tokens": largest,
             "largest_request_pct": round(100.0 * largest / d.ctx, 1),
             "archived_items": archived, "tool_results": len(d.originals),
-            "archived_tool_results": kinds.get("tool_result", 0),
-            "archived_messages": kinds.get("message", 0),
+            "archived_tool_results": kinds["tool_result"],
+            "archived_messages": kinds["message"],
             "calibration": status["calibration"],
             "outbox_backlog": store_stats.get("outbox_backlog", 0),
             "delivered": store_stats.get("delivered", 0),
@@ -356,15 +356,18 @@ def _close(runtime: Any, tmp: Optional[tempfile.TemporaryDirectory]) -> None:
         tmp.cleanup()
 
 
-def _archived_kinds(store_dir: Path, session: str) -> Dict[str, int]:
-    """Archived rows of ``session`` per kind (tool results as they arrived; messages a
-    compaction removed)."""
+def _archived_kinds(store_dir: Path, session: str, results: Set[str]) -> Dict[str, int]:
+    """Archived rows of ``session``: the conversation's tool results as they arrived (ids in
+    ``results``), and messages a compaction removed. A digest is shaped as a tool result but
+    was written by an earlier compaction: when a later one removes it, it counts as a message
+    (else the demo reported more results archived than the session had)."""
     conn = connect(store_dir / "store.db")
     try:
-        return dict(conn.execute("SELECT kind, count(*) FROM archive WHERE session=? GROUP BY kind",
-                                 (session,)).fetchall())
+        rows = conn.execute("SELECT kind, tool_call_id FROM archive WHERE session=?", (session,)).fetchall()
     finally:
         conn.close()
+    arrived = sum(1 for kind, tid in rows if kind == "tool_result" and tid in results)
+    return {"tool_result": arrived, "message": len(rows) - arrived}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -57,3 +57,15 @@ def test_an_invalid_threshold_is_named_at_the_top_and_never_credited(tmp_path, m
     warned = [i for i, line in enumerate(lines)
               if "TENCENTDB_OFFLOAD_THRESHOLD" in line and "invalid" in line and "default" in line]
     assert warned and warned[0] < trigger, lines[:8]
+
+
+def test_archived_results_are_the_sessions_own(tmp_path, monkeypatch):
+    # 40 turns: later compactions remove earlier digests (tool-result-shaped, written by us),
+    # which once counted as results "as they arrived": "166 of 160"
+    text = _demo_text(tmp_path, monkeypatch)
+    got = re.search(r"every tool result as it arrived \(%s of %s\) and %s messages? a compaction removed"
+                    % (NUMBER, NUMBER, NUMBER), text)
+    assert got, text
+    assert _n(got.group(1)) == _n(got.group(2)), got.group(0)
+    items = re.search(r"archived: %s items" % NUMBER, text).group(1)
+    assert _n(items) == _n(got.group(1)) + _n(got.group(3))

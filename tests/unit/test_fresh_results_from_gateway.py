@@ -68,3 +68,25 @@ def test_a_gateway_that_cuts_fresh_results_hides_no_more_of_them_than_our_own_co
     assert whole_fresh(local, before) >= 1              # the case keeps some whole at all
     assert whole_fresh(via, before) >= whole_fresh(local, before)
     assert messages_tokens(via) <= int(WINDOW * 0.75)   # under the trigger all the same
+
+
+def test_the_task_canvas_does_not_crowd_out_unread_results(tmp_path):
+    """The canvas shown beside the list takes its room from the target; the newest step's
+    unread results may use that room, so showing the canvas hides no more of them than not
+    showing it (the real-Gateway arm of the CLI side-by-side hid 5 where the plugin without a
+    Gateway hid 3: a ~1.7K-token canvas took the room of one more result)."""
+    from tencentdb_offload.context import canvas
+
+    before = conversation(8, 12_000, "openai", calls=2) + newest_step("openai", 10_000)
+    plain, _ = compact(tmp_path / "plain", before)
+    rt, eng = make_engine(tmp_path / "canvas", context_length=WINDOW)
+    block = canvas.format_block("001-task.mmd", "flowchart TD\n" + "".join(
+        "  N%d[step %d of the task: read and compare the files]\n" % (k, k) for k in range(250)))
+    eng.current_state().set_canvas(block)
+    shown = eng.compress(before, current_tokens=messages_tokens(before))
+    rt.close()
+    assert messages_tokens([{"role": "user", "content": block}]) > 2_500      # the case: a big canvas
+    assert M.validation_errors(shown) == []
+    assert whole_fresh(plain, before) == 3              # all three fit whole without a canvas
+    assert whole_fresh(shown, before) == 3
+    assert messages_tokens(shown) <= int(WINDOW * 0.75)

@@ -10,6 +10,8 @@ import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
@@ -180,6 +182,40 @@ def test_the_lossless_floor_is_what_showing_every_message_once_costs():
                           reads={"a": {"c1": str(Path(__file__))}})
     assert big.cost < big.floor, (big.cost, big.floor)
     assert "lossless cost floor (each offered token written once)" in row.lines()
+
+
+def test_fewest_rewrites_rewrite_as_late_as_the_ceiling_allows():
+    # 10 fixed, 30 a step, ceiling 90: 10+30+30 fits, the third step needs a rewrite, ...
+    assert measure.fewest_rewrites(10, 10, [30] * 7, 90) == 3
+    assert measure.fewest_rewrites(10, 10, [30, 30], 90) == 0
+    assert measure.fewest_rewrites(10, 10, [], 90) == 0
+    # what a rewrite cannot drop (tool schemas, system prompt) leaves less room each time
+    assert measure.fewest_rewrites(50, 40, [30, 30, 30], 90) == 2
+
+
+def test_fewest_rewrites_of_a_conversation_count_whole_reads_at_the_headroom(tmp_path):
+    """Each read adds its file's size where it first appears, even when a request carried it
+    cut: the floor is what an engine that shows every read whole must rewrite."""
+    window = 4000                                     # headroom 3,600 tokens
+    paths = {}
+    for n in range(4):
+        paths[f"c{n}"] = tmp_path / f"c{n}.txt"
+        paths[f"c{n}"].write_text("x" * 4000)         # 1,000 tokens each
+    msgs, exchanges = [user("t")], [ex(body(user("t")))]
+    for n in range(4):
+        msgs = msgs + [call(f"c{n}"), result(f"c{n}", "R" * 40)]     # every one cut on the wire
+        exchanges.append(ex(body(*msgs)))
+    c = measure.conversation(exchanges, window=window, trigger=3000,
+                             reads={k: str(v) for k, v in paths.items()})
+    # ~1,000 fixed (system prompt, tools) + 1,000 + 1,000 fits the 3,600; the third read needs
+    # a rewrite (down to the fixed part), the fourth fits after it
+    assert c.rewrites == 0 and c.fewest_rewrites == 1
+    row = measure.Row("plugin", window, 3000, 1, 1, [c])
+    builtin = measure.Row("builtin", window, 3000, 1, 1, [measure.Conversation()])
+    measure.assert_rewrites_within(row, builtin)
+    more = measure.Row("plugin", window, 3000, 1, 1, [measure.Conversation(rewrites=2, fewest_rewrites=1)])
+    with pytest.raises(AssertionError):
+        measure.assert_rewrites_within(more, builtin)
 
 
 def test_row_totals_and_the_side_by_side_table():

@@ -24,6 +24,18 @@ def _runtime(tmp_path, gw):
     return plugin.build_runtime(env=env_for(tmp_path, gateway_url=gw.url, api_key="k1"))
 
 
+def _refused(rt, session="s1"):
+    """The sender's refused attempt, recorded (flush gives up on the outage it saw): one
+    still in flight when the Gateway comes back could reopen the breaker after
+    ``record_success()`` and fail the next flush (2 of 5 runs of the parallel unit suite)."""
+    assert not rt.flush(session, 30)
+
+
+def _back(rt, gw):
+    gw.clear_fault()
+    rt.client.breaker.record_success()
+
+
 def _results(n, size):
     ascii_text = ("def handler(event):\n    return event['body']  # ok\n" * (size // 48 + 1))[:size]
     cjk = ("数据库连接失败，正在重试。" * (size // 39 + 1))[: size // 3]
@@ -51,8 +63,8 @@ def test_a_waiting_backlog_costs_the_results_once_on_disk(tmp_path, gw):
         assert waiting <= 1.2 * data, "store is %.2fx the data while the backlog waits" % (waiting / data)
         payloads = [r[0] for r in rt.store._conn().execute("SELECT payload FROM outbox")]
         assert all("result" not in json.loads(p) for p in payloads)
-        gw.clear_fault()
-        rt.client.breaker.record_success()
+        _refused(rt)
+        _back(rt, gw)
         assert rt.flush("s1", 30)
         sent = gw.ingested_pairs("hermes-s1")
         assert [p["result"] for p in sent] == texts          # the Gateway got the full text
@@ -126,10 +138,9 @@ def test_a_result_deleted_by_retention_before_delivery_is_not_sent_empty(tmp_pat
     rt = _runtime(tmp_path, gw)
     HookHandlers(rt).post_tool_call(tool_name="t", args={}, result="r" * 100, session_id="s1",
                                     tool_call_id="c1")
-    rt.writer.flush(10)
+    _refused(rt)
     rt.store.transaction([lambda c: c.execute("DELETE FROM archive")])
-    gw.clear_fault()
-    rt.client.breaker.record_success()
+    _back(rt, gw)
     try:
         assert rt.flush("s1", 10)
         assert gw.ingested_pairs("hermes-s1") == []
