@@ -88,7 +88,10 @@ def _run_engine(engine: str, tmp: Path, gateway_url: str = "off", ttl: int = TTL
 
 
 @pytest.fixture(scope="module")
-def idle(tmp_path_factory, request):
+def sessions(tmp_path_factory):
+    """Every session of this module in one run, all at once (a paused session mostly waits:
+    the others use the cores meanwhile): the built-in, the plugin without a Gateway and with
+    the real one, paused; on 0.22 also the short-pause pair (``short_pauses``)."""
     if not harness.hermes_bin().exists():
         pytest.skip(f"hermes CLI not found next to {sys.executable}")
     if not HERMES_VERSION.startswith(("0.19", "0.22")):
@@ -97,7 +100,18 @@ def idle(tmp_path_factory, request):
     if problem:
         pytest.fail(problem)
     arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-    rows = real_gateway.at_once_with_gateway(_run_engine, arms, tmp_path_factory)
+    if HERMES_VERSION.startswith("0.22"):
+        # the same session with no pause beyond a new process per turn (shorter than SHORT_TTL):
+        # the feature on (TTL SHORT_TTL) and off (TTL 0), both priced with a SHORT_TTL cache
+        arms["short: plugin"] = ("plugin", tmp_path_factory.mktemp("on"), "off", SHORT_TTL, 0, SHORT_TTL)
+        arms["short: plugin, feature off"] = ("plugin, feature off", tmp_path_factory.mktemp("off"), "off",
+                                              0, 0, SHORT_TTL)
+    return real_gateway.at_once_with_gateway(_run_engine, arms, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def idle(sessions, request):
+    rows = {k: v for k, v in sessions.items() if not k.startswith("short: ")}
     measure.show(request, f"IDLE COMPACTION hermes={HERMES_VERSION}: one process per turn, a {PAUSE} s pause "
                  f"before each turn, cache TTL {TTL} s (built-in: idle_compact_after_seconds {TTL})",
                  list(rows.values()),
@@ -147,15 +161,12 @@ def test_idle_real_gateway_costs_at_most_085_of_the_builtin(idle, with_gateway):
 
 
 @pytest.fixture(scope="module")
-def short_pauses(tmp_path_factory, request):
-    """The same session with no pause beyond a new process per turn (shorter than SHORT_TTL):
-    the plugin with the feature on (TTL SHORT_TTL) and off (TTL 0), at once, both priced with
-    a SHORT_TTL cache. Run on 0.22 only: the gate and the clock are the same code on 0.19."""
+def short_pauses(sessions, request):
+    """The short-pause pair (run with the others in ``sessions``): the plugin with the feature
+    on and off. On 0.22 only: the gate and the clock are the same code on 0.19."""
     if not HERMES_VERSION.startswith("0.22"):
         pytest.skip("run on 0.22 (the feature's clock and gate are host-independent)")
-    rows = harness.at_once(_run_engine, {
-        "plugin": ("plugin", tmp_path_factory.mktemp("on"), "off", SHORT_TTL, 0, SHORT_TTL),
-        "plugin, feature off": ("plugin, feature off", tmp_path_factory.mktemp("off"), "off", 0, 0, SHORT_TTL)})
+    rows = {k[len("short: "):]: v for k, v in sessions.items() if k.startswith("short: ")}
     measure.show(request, f"IDLE COMPACTION, SHORT PAUSES hermes={HERMES_VERSION}: one process per turn, no "
                  f"pause, cache TTL {SHORT_TTL} s: the feature on and off", list(rows.values()))
     return rows

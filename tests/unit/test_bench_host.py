@@ -115,3 +115,18 @@ def test_per_turn_rows_judge_cpu_and_latency_by_the_builtin_and_gateways_by_no_g
         == (16.9, True)
     assert rows["per_turn_cli/0.19.0/gateway/flaky"]["met"] is False
     assert per_turn_cli.median([3.0, 1.0, 2.0, 10.0]) == 2.5
+
+
+def test_per_turn_rows_compare_only_turns_every_arm_answered():
+    """A turn an engine failed (a request over the window) ends early and would flatter its
+    latency: it is left out of every arm's median, and the no-op plugin's floor is shown."""
+    def arm(seconds, ok):
+        return {"seconds": seconds, "cpu": seconds, "ok": ok, "answered": sum(ok)}
+    runs = {"builtin": arm([5.0, 5.0, 1.0, 1.0], [True, True, False, False]),
+            "noop": arm([5.0, 5.0, 5.0, 5.0], [True] * 4),
+            "plugin": arm([5.4, 5.4, 5.4, 5.4], [True] * 4),
+            "hung": arm([5.4] * 4, [True] * 4), "flaky": arm([5.4] * 4, [True] * 4)}
+    rows = {r["id"]: r for r in per_turn_cli.host_rows("0.22.2", runs)}
+    lat = rows["per_turn_cli/0.22.2/seconds"]
+    assert (lat["median"], lat["floor"], lat["met"]) == (5.4, 5.0, True)     # 1.08x, not 5.4 / 3.0
+    assert "no-op plugin enabled 5.00 s (1.00x" in lat["note"] and "the 2 turns all answered" in lat["note"]
