@@ -120,7 +120,8 @@ class CompactionRun:
         # the provider's text stays well inside the digest's share of this budget
         self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
         notes = self.notes(clean, attempt)
-        result, route, placed = self.finish(clean, attempt, room, notes, ceiling, room + shown)
+        trigger = self.state.calibrator.to_estimate(self.engine.threshold_tokens) - budget.overhead - shown
+        result, route, placed = self.finish(clean, attempt, room, notes, ceiling, (room + shown, trigger))
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
@@ -194,10 +195,11 @@ class CompactionRun:
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
                notes: Notes = Notes(), ceiling: int = 0,
-               unread_room: int = 0) -> Tuple[List[Message], Route, bool]:
+               unread: Tuple[int, int] = (0, 0)) -> Tuple[List[Message], Route, bool]:
         """The Gateway's list when it fits ``room``, else a local compaction to ``room`` (of
         the Gateway's list, or of ours); a recall read of this turn may take up to
-        ``ceiling``, the newest step's unread results up to ``unread_room``."""
+        ``ceiling``, the newest step's unread results ``unread``: (the room with the canvas's,
+        the trigger's room) as ``local_compact`` takes them."""
         s, rt = self.rt.settings, self.rt
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
@@ -210,7 +212,8 @@ class CompactionRun:
                       digest_cap=self.digest_cap)
         note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
         common["ceiling"] = max(0, ceiling - note_cost)
-        common["unread_room"] = max(0, unread_room - note_cost)
+        common["unread_room"] = max(0, unread[0] - note_cost)
+        common["trigger"] = max(0, unread[1] - note_cost)
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
         replied = None if attempt.messages is None else read_backs.restore(
             clean, attempt.messages, rt.seal)

@@ -149,6 +149,21 @@ def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
     return plan
 
 
+def _unread_limit(plan: Plan, unread: Set[str], budget: int, limits: Tuple[int, int, int],
+                  count: Callable[[Any], int]) -> int:
+    """What keeping the newest step's ``unread`` results whole may bring the landing to over
+    ``budget``: the room the canvas takes, the ceiling, and room under the trigger for a step
+    more of their size (``limits``; 0: no such limit). Sets ``plan.unread`` when it is over
+    the budget; 0 otherwise."""
+    room, ceiling, trigger = limits
+    size = sum(count(m) for m in plan.body if isinstance(m, dict) and unread.intersection(M.results_of(m)))
+    limit = min(x for x in (room, ceiling, trigger - size if trigger else 0) if x)
+    if not unread or limit <= budget:
+        return 0
+    plan.unread = unread
+    return limit
+
+
 def _choose_head(plan: Plan, keep_first: int) -> None:
     """The first groups up to ``keep_first`` messages, ending before the current turn, the
     first digest, and never on a plain assistant message (a digest call would merge into it)."""
@@ -281,7 +296,8 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                   count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
                   summaries: Optional[Dict[str, str]] = None,
                   digest_cap: Optional[int] = None, notes: Notes = Notes(),
-                  focus: Sequence[str] = (), ceiling: int = 0, unread_room: int = 0) -> CompactResult:
+                  focus: Sequence[str] = (), ceiling: int = 0, unread_room: int = 0,
+                  trigger: int = 0) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
@@ -292,7 +308,9 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     groups matching the ``focus`` terms are kept before older ones (``focus``); what the model
     asked to read back in the current turn stays whole up to ``ceiling`` tokens, over ``budget``;
     the newest step's results it has not read yet up to ``unread_room`` (the room the task
-    canvas shown beside the list takes from ``budget``: the canvas does not crowd them out).
+    canvas shown beside the list takes from ``budget``: the canvas does not crowd them out)
+    while a step more of their size still fits under ``trigger`` (else the next step would
+    compact again: one cache break more for them).
     ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
     seal = seal or _PROCESS_SEAL
@@ -304,8 +322,8 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     earlier = sum(D.tokens_of(b) for b in plan.bodies)
     hard = ceiling if plan.asked_back else 0
     if plan.current >= 0 and unread_room > budget:
-        plan.unread = read_backs.unread(src, seal)
-        hard = max(hard, min(unread_room, ceiling) if ceiling else unread_room)
+        hard = max(hard, _unread_limit(plan, read_backs.unread(src, seal), budget,
+                                       (unread_room, ceiling, trigger), count))
     costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap, hard)
 
     allowed = costs.hard_limit if plan.whole_over_budget else budget

@@ -70,23 +70,38 @@ def test_a_gateway_that_cuts_fresh_results_hides_no_more_of_them_than_our_own_co
     assert messages_tokens(via) <= int(WINDOW * 0.75)   # under the trigger all the same
 
 
+def _with_canvas(tmp_path, before, threshold):
+    from tencentdb_offload.context import canvas
+
+    rt, eng = make_engine(tmp_path, context_length=WINDOW, threshold=threshold)
+    block = canvas.format_block("001-task.mmd", "flowchart TD\n" + "".join(
+        "  N%d[step %d of the task: read and compare the files]\n" % (k, k) for k in range(250)))
+    assert messages_tokens([{"role": "user", "content": block}]) > 2_500      # the case: a big canvas
+    eng.current_state().set_canvas(block)
+    out = eng.compress(before, current_tokens=messages_tokens(before))
+    target = rt.settings.target_tokens(WINDOW)
+    rt.close()
+    assert M.validation_errors(out) == []
+    return out, target
+
+
 def test_the_task_canvas_does_not_crowd_out_unread_results(tmp_path):
     """The canvas shown beside the list takes its room from the target; the newest step's
     unread results may use that room, so showing the canvas hides no more of them than not
-    showing it (the real-Gateway arm of the CLI side-by-side hid 5 where the plugin without a
-    Gateway hid 3: a ~1.7K-token canvas took the room of one more result)."""
-    from tencentdb_offload.context import canvas
-
+    showing it (the real-Gateway arm of the CLI side-by-side on 0.22, trigger 0.85, hid 5
+    where the plugin without a Gateway hid 3: a ~1.7K-token canvas took one result's room)."""
     before = conversation(8, 12_000, "openai", calls=2) + newest_step("openai", 10_000)
     plain, _ = compact(tmp_path / "plain", before)
-    rt, eng = make_engine(tmp_path / "canvas", context_length=WINDOW)
-    block = canvas.format_block("001-task.mmd", "flowchart TD\n" + "".join(
-        "  N%d[step %d of the task: read and compare the files]\n" % (k, k) for k in range(250)))
-    eng.current_state().set_canvas(block)
-    shown = eng.compress(before, current_tokens=messages_tokens(before))
-    rt.close()
-    assert messages_tokens([{"role": "user", "content": block}]) > 2_500      # the case: a big canvas
-    assert M.validation_errors(shown) == []
+    shown, _ = _with_canvas(tmp_path / "canvas", before, 0.85)
     assert whole_fresh(plain, before) == 3              # all three fit whole without a canvas
     assert whole_fresh(shown, before) == 3
-    assert messages_tokens(shown) <= int(WINDOW * 0.75)
+    assert messages_tokens(shown) + messages_tokens(before[-4:]) <= int(WINDOW * 0.85)
+
+
+def test_unread_results_use_the_canvas_room_only_with_room_for_a_step_more(tmp_path):
+    """Kept whole over the target, they would make the next step of their size pass the
+    trigger (0.75) and compact again: one cache break more (the messaging side-by-side on
+    0.19 went from 3.5 to 4.0 rewrites a conversation). There the target holds."""
+    before = conversation(8, 12_000, "openai", calls=2) + newest_step("openai", 10_000)
+    shown, target = _with_canvas(tmp_path, before, 0.75)
+    assert whole_fresh(shown, before) == 2              # as few trimmed as fit the target
