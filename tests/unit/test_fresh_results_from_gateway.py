@@ -100,8 +100,7 @@ def test_the_task_canvas_does_not_crowd_out_unread_results(tmp_path):
 
 def test_unread_results_use_the_canvas_room_only_with_room_for_a_step_more(tmp_path):
     """Kept whole over the target, they would make the next step of their size pass the
-    trigger (0.75) and compact again: one cache break more (the messaging side-by-side on
-    0.19 went from 3.5 to 4.0 rewrites a conversation). There the target holds."""
+    trigger (0.75) and compact again: one cache break more. There the target holds."""
     before = conversation(8, 12_000, "openai", calls=2) + newest_step("openai", 10_000)
     shown, target = _with_canvas(tmp_path, before, 0.75)
     assert whole_fresh(shown, before) == 2              # as few trimmed as fit the target
