@@ -69,11 +69,11 @@ def host_rows(host: str, runs: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]
     for key, what, unit in (("cpu", "CPU seconds per turn (the Hermes process)", "s"),
                             ("seconds", "turn latency (the Hermes process)", "s")):
         mine, theirs = (median([r[key][i] for i in both]) for r in (p, b))
-        floor = ("; built-in with a no-op plugin enabled %.2f %s (%.2fx: the host's charge "
-                 "for any plugin)" % (median([noop[key][i] for i in both]), unit,
-                                      median([noop[key][i] for i in both]) / max(1e-9, theirs))
-                 if noop and noop[key] else "")
-        floor += "; medians over the %d turns all answered" % len(both)
+        floor = "; medians over the %d turns all answered" % len(both)
+        if noop and noop[key]:
+            any_plugin = median([noop[key][i] for i in both])
+            floor = ("; built-in with a no-op plugin enabled %.2f %s (%.2fx: the host's charge for "
+                     "any plugin)%s" % (any_plugin, unit, any_plugin / max(1e-9, theirs), floor))
         out.append(row(base + key, "per-turn CLI " + what + ", median",
                        "Hermes %s, %s: plugin, no Gateway" % (host, shape), unit, mine, max(p[key]),
                        len(p[key]), theirs, "built-in (same run, turns interleaved)",

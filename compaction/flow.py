@@ -115,13 +115,16 @@ class CompactionRun:
         story = self.engine.story_target()
         self.digest_cap = None if story <= self.engine.compaction_target() else D.budget_for(
             max(256, self.state.calibrator.to_estimate(story) - budget.overhead - shown))
-        ceiling = self.state.calibrator.to_estimate(int(self.engine.threshold_tokens * CEILING_SHARE)) \
-            - budget.overhead - shown
+        def list_room(tokens: int) -> int:     # what a request of ``tokens`` leaves the list
+            return self.state.calibrator.to_estimate(tokens) - budget.overhead - shown
+
+        ceiling = list_room(int(self.engine.threshold_tokens * CEILING_SHARE))
         # the provider's text stays well inside the digest's share of this budget
         self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
         notes = self.notes(clean, attempt)
-        trigger = self.state.calibrator.to_estimate(self.engine.threshold_tokens) - budget.overhead - shown
-        result, route, placed = self.finish(clean, attempt, room, notes, ceiling, (room + shown, trigger))
+        result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
+                                            unread_room=room + shown,
+                                            trigger=list_room(self.engine.threshold_tokens))
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
@@ -194,12 +197,12 @@ class CompactionRun:
         return place(result, D.note_pair(result, notes, seal=self.rt.seal))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
-               notes: Notes = Notes(), ceiling: int = 0,
-               unread: Tuple[int, int] = (0, 0)) -> Tuple[List[Message], Route, bool]:
+               notes: Notes = Notes(), ceiling: int = 0, unread_room: int = 0,
+               trigger: int = 0) -> Tuple[List[Message], Route, bool]:
         """The Gateway's list when it fits ``room``, else a local compaction to ``room`` (of
         the Gateway's list, or of ours); a recall read of this turn may take up to
-        ``ceiling``, the newest step's unread results ``unread``: (the room with the canvas's,
-        the trigger's room) as ``local_compact`` takes them."""
+        ``ceiling``, the newest step's unread results ``unread_room`` under ``trigger`` (as
+        ``local_compact`` takes them)."""
         s, rt = self.rt.settings, self.rt
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
@@ -211,9 +214,8 @@ class CompactionRun:
                       summaries=summaries, notes=notes, focus=self.focus,
                       digest_cap=self.digest_cap)
         note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
-        common["ceiling"] = max(0, ceiling - note_cost)
-        common["unread_room"] = max(0, unread[0] - note_cost)
-        common["trigger"] = max(0, unread[1] - note_cost)
+        common.update((key, max(0, value - note_cost)) for key, value in
+                      (("ceiling", ceiling), ("unread_room", unread_room), ("trigger", trigger)))
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
         replied = None if attempt.messages is None else read_backs.restore(
             clean, attempt.messages, rt.seal)

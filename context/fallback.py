@@ -155,10 +155,12 @@ def _unread_limit(plan: Plan, unread: Set[str], budget: int, limits: Tuple[int, 
     ``budget``: the room the canvas takes, the ceiling, and room under the trigger for a step
     more of their size (``limits``; 0: no such limit). Sets ``plan.unread`` when it is over
     the budget; 0 otherwise."""
+    if not unread:
+        return 0
     room, ceiling, trigger = limits
     size = sum(count(m) for m in plan.body if isinstance(m, dict) and unread.intersection(M.results_of(m)))
-    limit = min(x for x in (room, ceiling, trigger - size if trigger else 0) if x)
-    if not unread or limit <= budget:
+    limit = min([room] + [ceiling] * bool(ceiling) + [trigger - size] * bool(trigger))
+    if limit <= budget:
         return 0
     plan.unread = unread
     return limit

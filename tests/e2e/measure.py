@@ -103,8 +103,7 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
     verb = ""
     size = {cid: Path(p).stat().st_size for cid, p in reads.items()}
     read_first: Dict[str, int] = {}     # read id -> the main request it first appears in
-    fixed = 0                           # the first request's tool schemas and system prompt
-    sizes: List[int] = []               # every main request's tokens
+    first = fixed = 0                   # the first request's tokens; its tool schemas and system prompt
     for ex in exchanges:
         if ttl is not None:
             if last_at is not None and ex.at - last_at > ttl:
@@ -123,13 +122,12 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
             continue
         units = _messages(ex.body)
         if prev is None:
-            fixed = -(-sum(len(u[1]) for u in request_units(ex.body)
-                           if u[0][0] == "tools" or u[0][1] == "system") // 4)
+            first, fixed = tokens, -(-sum(len(u[1]) for u in request_units(ex.body)
+                                          if u[0][0] == "tools" or u[0][1] == "system") // 4)
         for u in units:
             if u[0][1] == "tool" and u[0][2] in reads:
                 read_chars[u[0][2]] = max(read_chars.get(u[0][2], 0), len(u[1]))
                 read_first.setdefault(u[0][2], out.requests)
-        sizes.append(tokens)
         for u in units if prev is not None else ():
             if u in seen:
                 continue
@@ -155,11 +153,10 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
     hidden = [n for cid, n in size.items() if read_chars.get(cid, 0) < n]
     out.unseen = len(hidden)
     out.unseen_tokens = sum(-(-n // 4) for n in hidden)
-    added = [0] * len(sizes)
+    added = [0] * out.requests          # the whole reads each main request shows first
     for cid, at in read_first.items():
         added[at] += -(-size[cid] // 4)
-    out.fewest_rewrites = fewest_rewrites(sizes[0] if sizes else 0, fixed, added[1:],
-                                          int(HEADROOM * window))
+    out.fewest_rewrites = fewest_rewrites(first, fixed, added[1:], int(HEADROOM * window))
     return out
 
 
