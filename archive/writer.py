@@ -224,14 +224,21 @@ class StoreWriter:
             self._held_bytes += moved
             self._queued_bytes -= moved
 
-    def _settle(self, groups: List[Group], lost: int = 0) -> None:
-        """These groups are finished (committed, or given up and counted)."""
+    def _settle(self, groups: List[Group], lost: int = 0, written: bool = False) -> bool:
+        """These groups are finished (committed, or given up and counted). ``written``: they
+        reached the store, so it takes writes again — said under the same lock, or a flush
+        woken here could read the store as unwritable a moment after it wrote. True when
+        that ended a run of failed attempts."""
         with self._cond:
+            recovered = written and self._failures > 0
+            if written:
+                self._failures = 0
             self._done += len(groups)
             self._queued_bytes -= sum(g[0] for g in groups)
             self.lost += lost
             self._lost_unrecorded += lost
             self._cond.notify_all()
+        return recovered
 
     def _commit(self, batch: List[Group]) -> None:
         with self._cond:
@@ -250,6 +257,7 @@ class StoreWriter:
             return
         except Exception:
             # one bad row must not lose the batch: commit each group alone
+            recovered = False
             for i, g in enumerate(groups):
                 try:
                     self._write(list(g[1]))
@@ -261,11 +269,10 @@ class StoreWriter:
                     log.warning("tencentdb-offload: %s", self.last_error)
                     self._settle([g], lost=1)
                     continue
-                self._settle([g])
-            self._recovered()
+                recovered = self._settle([g], written=True) or recovered
+            self._recovered(recovered)
             return
-        self._settle(groups)
-        self._recovered()
+        self._recovered(self._settle(groups, written=True))
 
     def _write(self, ops: List[Op]) -> None:
         """One transaction, on the file the store opened: a store deleted, replaced or turned
@@ -294,10 +301,10 @@ class StoreWriter:
         if self._failures == 1 or self._failures % 10 == 0:
             log.warning("tencentdb-offload: %s", self.last_error)
 
-    def _recovered(self) -> None:
-        if self._failures:
-            with self._cond:
-                self._failures = 0
+    def _recovered(self, after_failures: bool) -> None:
+        """After a commit: the failure that ended is no longer the last error; count the
+        writes given up meanwhile; wake whoever waits for commits."""
+        if after_failures:
             self.last_error = ""
         with self._cond:
             lost, self._lost_unrecorded = self._lost_unrecorded, 0

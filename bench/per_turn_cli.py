@@ -121,13 +121,14 @@ def open_arm(stack: ExitStack, arm: str, tmp: Path) -> Any:
     from tests.fakes.gateway import FakeGateway
 
     llm = stack.enter_context(FakeLLM())
+    # a user's turn: the host's toolchain probe on, as Hermes ships it
     if arm == "builtin":
         home = harness.make_home(tmp, llm.url, context_length=WINDOW, engine="compressor",
-                                 enabled_plugins=())
+                                 enabled_plugins=(), environment_probe=True)
     elif arm == "noop":
         import host_hooks
         home = harness.make_home(tmp, llm.url, context_length=WINDOW, engine="compressor",
-                                 enabled_plugins=(host_hooks.NOOP,))
+                                 enabled_plugins=(host_hooks.NOOP,), environment_probe=True)
         host_hooks.write_noop_plugin(home)
     else:
         url = "off"
@@ -137,7 +138,8 @@ def open_arm(stack: ExitStack, arm: str, tmp: Path) -> Any:
                          hang_seconds=3600.0)
             url = gw.url
         home = harness.make_home(tmp, llm.url, context_length=WINDOW, env={
-            "TENCENTDB_OFFLOAD_GATEWAY_URL": url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY})
+            "TENCENTDB_OFFLOAD_GATEWAY_URL": url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY},
+            environment_probe=True)
     return harness.Conversation(llm, home, timeout=300), harness.FileSupply(tmp / "files", tag="pt" + arm[:2])
 
 

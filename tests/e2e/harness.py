@@ -216,11 +216,16 @@ def make_home(
     enabled_plugins: Sequence[str] = (PLUGIN_NAME,),
     env: Mapping[str, str] = {},
     extra_config: Mapping[str, Any] = {},
+    environment_probe: bool = False,
 ) -> Path:
     """Create ``tmp_path/home`` (a HERMES_HOME) wired to the fake LLM at ``llm_url``.
 
     ``config.yaml`` is written as JSON (valid YAML). The plugin is copied in only when
-    it is listed in ``enabled_plugins``.
+    it is listed in ``enabled_plugins``. ``environment_probe`` turns on the host's toolchain
+    probe (0.17+: it runs ``python3``/``pip`` a few times per process to write one line of the
+    system prompt; through pyenv's shell shims that was 1.0-1.8 s of CPU in every ``hermes``
+    process, 18-32 % of a turn's, paid alike by every engine): benches that price a user's
+    turn keep it on, the tests leave it off.
     """
     home = Path(tmp_path) / "home"
     home.mkdir(parents=True, exist_ok=True)
@@ -244,6 +249,7 @@ def make_home(
         # in os.environ from its thread while a turn's .env reload iterates os.environ: the
         # turn fails with 500 "Internal server error: 'HERMES_KANBAN_BOARD'" (CI, 0.19, once).
         "kanban": {"dispatch_in_gateway": False},
+        "agent": {"environment_probe": bool(environment_probe)},
     }
     _deep_merge(config, extra_config)
     (home / "config.yaml").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -1042,6 +1048,16 @@ def state_db_contains(home: Path, needle: str) -> int:
     FTS included); read after the gateway stopped."""
     raw = needle.encode("utf-8")
     return sum(p.read_bytes().count(raw) for p in (home / "state.db", home / "state.db-wal") if p.exists())
+
+
+def compaction_reasons(home: Path) -> List[str]:
+    """Why the plugin compacted, one entry per compaction it recorded in ``home``'s store
+    ("threshold", "idle", ...)."""
+    import sqlite3
+
+    with sqlite3.connect(str(home / PLUGIN_NAME / "store.db")) as db:
+        rows = db.execute("SELECT data FROM events WHERE kind = 'compaction'").fetchall()
+    return [json.loads(r[0]).get("reason") for r in rows]
 
 
 def log_lines(home: Path, pattern: str, extra: Iterable[Path] = ()) -> List[str]:

@@ -31,39 +31,36 @@ from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
 TTL, PAUSE = 2, 1.5        # seconds: every turn starts on a cold cache (a turn's process starts in ~2 s more)
-SHORT_TTL = 60             # seconds: pauses shorter than the TTL (only a new process per turn)
 
 
-def _home(engine: str, tmp: Path, url: str, gateway_url: str, ttl: int) -> Path:
+def _home(engine: str, tmp: Path, url: str, gateway_url: str) -> Path:
     if engine.startswith("plugin"):
         return harness.make_home(tmp, url, context_length=CONTEXT, env={
-            "TENCENTDB_OFFLOAD_GATEWAY_URL": gateway_url, "TENCENTDB_OFFLOAD_CACHE_TTL_S": str(ttl)})
+            "TENCENTDB_OFFLOAD_GATEWAY_URL": gateway_url, "TENCENTDB_OFFLOAD_CACHE_TTL_S": str(TTL)})
     return harness.make_home(tmp, url, context_length=CONTEXT, engine="compressor", enabled_plugins=(),
                              extra_config={"compression": {"idle_compact_after_seconds": TTL}})
 
 
-def _say(conv: harness.Conversation, prompt: str, failed: List[str], ok: str, pause: float) -> harness.Turn:
-    time.sleep(pause)
+def _say(conv: harness.Conversation, prompt: str, failed: List[str], ok: str) -> harness.Turn:
+    time.sleep(PAUSE)
     turn = conv.say(prompt, expect_ok=False)
     if ok not in turn.result.stdout:
         failed.append(f"turn {turn.number}: {turn.result.describe(300)}")
     return turn
 
 
-def _run_engine(engine: str, tmp: Path, gateway_url: str = "off", ttl: int = TTL, pause: float = PAUSE,
-                price_ttl: int = TTL) -> measure.Row:
-    """One engine's row: "builtin", "plugin" (no Gateway) or "plugin+gateway" (``gateway_url``);
-    the plugin's cache TTL ``ttl`` (0: the feature off), ``pause`` before each turn, priced with
-    a cache that expires after ``price_ttl`` seconds idle."""
+def _run_engine(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row:
+    """One engine's row: "builtin", "plugin" (no Gateway) or "plugin+gateway" (``gateway_url``),
+    PAUSE before each turn, priced with a cache that expires after TTL seconds idle."""
     supply = harness.FileSupply(tmp / "files", tag=f"idle{engine[:2]}")
     with FakeLLM() as llm:
-        conv = harness.Conversation(llm, _home(engine, tmp, llm.url, gateway_url, ttl), timeout=300)
+        conv = harness.Conversation(llm, _home(engine, tmp, llm.url, gateway_url), timeout=300)
         failed: List[str] = []
         first_files: List[tuple] = []
         for _ in range(READ_TURNS):
             batch = supply.take(READS)
             first_files.append(batch[0])
-            _say(conv, "DO read " + " ".join(p for p, _ in batch), failed, f"done: read {READS} file(s)", pause)
+            _say(conv, "DO read " + " ".join(p for p, _ in batch), failed, f"done: read {READS} file(s)")
         call_of = {args.get("path"): cid for cid, name, args in llm.tool_calls_issued if name == "read_file"}
         # a file never read (its turn failed: see the answers bar) cannot be asked for
         wanted = [call_of[p] for p, _ in first_files[:RECALLS_PER_TURN * RECALL_TURNS] if p in call_of]
@@ -71,13 +68,13 @@ def _run_engine(engine: str, tmp: Path, gateway_url: str = "off", ttl: int = TTL
         markers: Dict[str, bool] = {}
         for k in range(RECALL_TURNS):
             ids = wanted[k * RECALLS_PER_TURN:(k + 1) * RECALLS_PER_TURN]
-            markers.update(_recalled(_say(conv, "DO recall " + " ".join(ids), failed, "recalled: ", pause),
+            markers.update(_recalled(_say(conv, "DO recall " + " ".join(ids), failed, "recalled: "),
                                      needle_of))
         exchanges = llm.exchanges
     turns = READ_TURNS + RECALL_TURNS
     lost = sorted(n for n, ok in markers.items() if not ok)
     reads = {"session": {cid: args["path"] for cid, name, args in llm.tool_calls_issued if name == "read_file"}}
-    row = measure.analyse(engine, {"session": exchanges}, window=CONTEXT, reads=reads, ttl=price_ttl,
+    row = measure.analyse(engine, {"session": exchanges}, window=CONTEXT, reads=reads, ttl=TTL,
                           trigger=int(THRESHOLD * CONTEXT) if engine.startswith("plugin")
                           else measure.builtin_trigger(CONTEXT),
                           turns=turns, answered=turns - len(failed), failed=failed,
@@ -88,10 +85,11 @@ def _run_engine(engine: str, tmp: Path, gateway_url: str = "off", ttl: int = TTL
 
 
 @pytest.fixture(scope="module")
-def sessions(tmp_path_factory):
+def idle(tmp_path_factory, request):
     """Every session of this module in one run, all at once (a paused session mostly waits:
     the others use the cores meanwhile): the built-in, the plugin without a Gateway and with
-    the real one, paused; on 0.22 also the short-pause pair (``short_pauses``)."""
+    the real one. Short pauses (a new process per turn, the default 300 s TTL) are
+    test_side_by_side_cli's sessions: no idle compaction may fire there."""
     if not harness.hermes_bin().exists():
         pytest.skip(f"hermes CLI not found next to {sys.executable}")
     if not HERMES_VERSION.startswith(("0.19", "0.22")):
@@ -100,18 +98,8 @@ def sessions(tmp_path_factory):
     if problem:
         pytest.fail(problem)
     arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-    if HERMES_VERSION.startswith("0.22"):
-        # the same session with no pause beyond a new process per turn (shorter than SHORT_TTL):
-        # the feature on (TTL SHORT_TTL) and off (TTL 0), both priced with a SHORT_TTL cache
-        arms["short: plugin"] = ("plugin", tmp_path_factory.mktemp("on"), "off", SHORT_TTL, 0, SHORT_TTL)
-        arms["short: plugin, feature off"] = ("plugin, feature off", tmp_path_factory.mktemp("off"), "off",
-                                              0, 0, SHORT_TTL)
-    return real_gateway.at_once_with_gateway(_run_engine, arms, tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def idle(sessions, request):
-    rows = {k: v for k, v in sessions.items() if not k.startswith("short: ")}
+    rows = real_gateway.at_once_with_gateway(_run_engine, arms, tmp_path_factory,
+                                              real_gateway.CURRENT_HOST)
     measure.show(request, f"IDLE COMPACTION hermes={HERMES_VERSION}: one process per turn, a {PAUSE} s pause "
                  f"before each turn, cache TTL {TTL} s (built-in: idle_compact_after_seconds {TTL})",
                  list(rows.values()),
@@ -121,8 +109,8 @@ def idle(sessions, request):
 
 @pytest.fixture
 def with_gateway(idle):
-    """The plugin's row with the real Gateway (skips where the Gateway is not beside us)."""
-    return real_gateway.arm(idle)
+    """The plugin's row with the real Gateway (skips where none is beside us, and on 0.19)."""
+    return real_gateway.arm(idle, real_gateway.CURRENT_HOST)
 
 
 def test_idle_plugin_answers_every_turn(idle):
@@ -158,23 +146,3 @@ def test_idle_real_gateway_recalls_every_marker(with_gateway):
 
 def test_idle_real_gateway_costs_at_most_085_of_the_builtin(idle, with_gateway):
     measure.assert_cost_within(with_gateway, idle["builtin"], share=0.85)
-
-
-@pytest.fixture(scope="module")
-def short_pauses(sessions, request):
-    """The short-pause pair (run with the others in ``sessions``): the plugin with the feature
-    on and off. On 0.22 only: the gate and the clock are the same code on 0.19."""
-    if not HERMES_VERSION.startswith("0.22"):
-        pytest.skip("run on 0.22 (the feature's clock and gate are host-independent)")
-    rows = {k[len("short: "):]: v for k, v in sessions.items() if k.startswith("short: ")}
-    measure.show(request, f"IDLE COMPACTION, SHORT PAUSES hermes={HERMES_VERSION}: one process per turn, no "
-                 f"pause, cache TTL {SHORT_TTL} s: the feature on and off", list(rows.values()))
-    return rows
-
-
-def test_short_pauses_cost_no_more_with_the_feature_on(short_pauses):
-    on, off = short_pauses["plugin"], short_pauses["plugin, feature off"]
-    measure.assert_answers_every_turn(on)
-    assert sum(c.compactions for c in on.convs) == sum(c.compactions for c in off.convs), \
-        "an idle compaction on a warm cache"
-    measure.assert_cost_within(on, off, share=1.02)     # the same requests: noise only

@@ -40,7 +40,7 @@ def idle_sbs(tmp_path_factory, request):
     if not HERMES_VERSION.startswith(("0.19", "0.22")):
         pytest.skip("issue 31's bars are for 0.19 and 0.22")
     arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-    rows = real_gateway.at_once_with_gateway(_run, arms, tmp_path_factory)
+    rows = real_gateway.at_once_with_gateway(_run, arms, tmp_path_factory, real_gateway.CURRENT_HOST)
     measure.show(request, f"IDLE MESSAGING hermes={HERMES_VERSION}: {SBS_CONVERSATIONS} conversations x "
                  f"{SBS_TURNS} turns ({SBS_READS} reads of ~25 KB each), a {PAUSE} s pause before each "
                  f"turn, cache TTL {TTL} s (built-in: idle_compact_after_seconds {TTL}), {CONTEXT:,} window; "
@@ -50,8 +50,8 @@ def idle_sbs(tmp_path_factory, request):
 
 @pytest.fixture(params=["plugin", real_gateway.ARM])
 def plugin_row(request, idle_sbs):
-    """The plugin's row without a Gateway, then with the real one (skipped where absent)."""
-    return idle_sbs["plugin"] if request.param == "plugin" else real_gateway.arm(idle_sbs)
+    """The plugin's row without a Gateway, then with the real one (skipped where absent, and on 0.19)."""
+    return idle_sbs["plugin"] if request.param == "plugin" else real_gateway.arm(idle_sbs, real_gateway.CURRENT_HOST)
 
 
 def test_idle_messaging_plugin_answers_every_turn(plugin_row):

@@ -11,8 +11,6 @@ Hermes 0.22 only: the visibility bar is an expected failure on 0.19 without paus
 """
 from __future__ import annotations
 
-import json
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -37,14 +35,9 @@ def paused(story_sessions, request):
     return run
 
 
-def _reasons(run) -> list:
-    with sqlite3.connect(str(run["home"] / "tencentdb-offload" / "store.db")) as db:
-        rows = db.execute("SELECT data FROM events WHERE kind = 'compaction'").fetchall()
-    return [json.loads(r[0]).get("reason") for r in rows]
-
-
 def test_idle_compactions_happened(paused):
-    assert _reasons(paused).count("idle") >= 2, (_reasons(paused), paused["line"])
+    reasons = harness.compaction_reasons(paused["home"])
+    assert reasons.count("idle") >= 2, (reasons, paused["line"])
 
 
 def test_earlier_requests_and_files_stay_visible_at_every_turn(paused):

@@ -30,3 +30,28 @@ def test_disk_full_makes_the_writer_unwritable_and_flush_return_at_once(tmp_path
     assert w.flush(600) and w.writable and w.last_flush == "written"
     assert st.count_archived("s") == 5
     w.close()
+
+
+def test_a_flush_that_saw_the_write_land_sees_the_store_writable(tmp_path):
+    """The flush wakes when the writes are committed; the bookkeeping after a commit (clearing
+    the error, counting lost writes, waking readers) may lag behind it. Writability must not:
+    it was said under the commit's own lock (a unit run once saw flush True, writable False)."""
+    class SlowAfterCommit(StoreWriter):
+        def _recovered(self, *args):
+            time.sleep(0.3)                 # the thread is descheduled right after the commit
+            super()._recovered(*args)
+
+    st = Store(tmp_path)
+    w = SlowAfterCommit(st)
+    w.RETRY_MIN_S = w.RETRY_MAX_S = 3600.0
+    broken = [True]
+
+    def write(conn):
+        if broken[0]:
+            raise __import__("sqlite3").OperationalError("database is locked")
+
+    w.submit(write)
+    assert w.flush(30) is False and not w.writable
+    broken[0] = False
+    assert w.flush(30) and w.writable and w.settled(30)
+    w.close()
