@@ -147,6 +147,22 @@ def request_tokens(messages: Sequence[Dict[str, Any]], tools: Any = None) -> Tup
                                                 and m.get("role") != "system")
 
 
+def _plausible(points: List[Any]) -> List[Tuple[float, float]]:
+    """The pairs a provider could have counted: positive numbers whose ratio is in
+    ``RATIO_MIN``–``RATIO_MAX`` (an overhead of ten windows is not a provider's count), and
+    above that ratio only by an overhead no larger than a request an in-band pair counted (a
+    session's first small request carries the tool schemas, which 0.22's request view does
+    not show us: 2K of ours, 11K counted; every later request counts that overhead too)."""
+    pairs = [(float(p[0]), float(p[1])) for p in points
+             if isinstance(p, list) and len(p) == 2
+             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e9
+                     for v in p)]
+    in_band = [y for x, y in pairs if RATIO_MIN <= y / x <= RATIO_MAX]
+    smallest = min(in_band, default=0.0)
+    return [(x, y) for x, y in pairs
+            if y >= RATIO_MIN * x and (y <= RATIO_MAX * x or y - RATIO_MAX * x <= smallest)]
+
+
 class Calibrator:
     """Least-squares fit of provider prompt tokens against our estimate.
 
@@ -228,23 +244,19 @@ class Calibrator:
 
     def seed(self, points: Any) -> str:
         """Start from ``export()``ed points, unless this one has observed something itself.
-        Only physically sensible points are taken: positive number pairs whose ratio is in
-        ``RATIO_MIN``–``RATIO_MAX`` (an overhead of ten windows is not a provider's count).
-        Returns what was ignored and why ("" when nothing was)."""
+        Only physically sensible points are taken (``_plausible``). Returns what was ignored
+        and why ("" when nothing was)."""
         if not isinstance(points, list):
             return "" if points is None else "calibration ignored: not a list of points"
-        good = [(float(p[0]), float(p[1])) for p in points[-self._window:]
-                if isinstance(p, list) and len(p) == 2
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                        and 0 < v < 1e9 for v in p)
-                and RATIO_MIN <= p[1] / p[0] <= RATIO_MAX]
+        recent = points[-self._window:]
+        good = _plausible(recent)
         with self._lock:
             if good and not self._points:
                 self._points = good
                 self._fit = self._solve()
-        dropped = len(points[-self._window:]) - len(good)
+        dropped = len(recent) - len(good)
         return ("calibration: %d of %d inherited points ignored (not a plausible provider "
-                "count)" % (dropped, len(points[-self._window:]))) if dropped else ""
+                "count)" % (dropped, len(recent))) if dropped else ""
 
     def snapshot(self) -> Dict[str, Any]:
         return {"slope": round(self.slope, 3), "overhead": self.overhead,

@@ -27,6 +27,28 @@ def test_seed_keeps_the_plausible_points_of_a_damaged_row():
     assert cal.to_real(30_000) <= 40_000
 
 
+# Hermes 0.22 shows the engine a request without its tool schemas: a session's first, small
+# request counts several times our estimate; every later one counts the same schemas
+FIRST_SMALL = [2_000.0, 11_000.0]
+LATER = [[16_000.0, 24_000.0], [20_000.0, 29_000.0]]
+
+
+def test_seed_keeps_a_first_small_request_whose_overhead_later_requests_also_counted():
+    cal = Calibrator()
+    assert cal.seed([FIRST_SMALL] + LATER) == ""
+    assert cal.points == 3
+
+
+def test_seed_ignores_an_overhead_larger_than_a_request_counted_in_band():
+    # beyond 3 per token of ours: 18.9K, under the smallest in-band count (24K): kept
+    assert Calibrator().seed([[3_700.0, 30_000.0]] + LATER) == ""
+    for beyond in ([3_700.0, 40_000.0], TEN_WINDOWS[0]):        # 28.9K; 640K
+        cal = Calibrator()
+        assert "1 of 3" in cal.seed([beyond] + LATER) and cal.points == 2
+    cal = Calibrator()
+    assert "1 of 1" in cal.seed([FIRST_SMALL]) and cal.points == 0   # nothing vouches for it
+
+
 def test_the_fit_never_yields_an_overhead_beyond_what_was_counted():
     cal = Calibrator()
     cal.observe(10_000, 40_000)
