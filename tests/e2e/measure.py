@@ -85,6 +85,9 @@ class Conversation:
     unseen_tokens: int = 0  # the sizes of those hidden files (what reading them again writes)
     other_turns: int = 0    # main requests of turns with another command (recall, ...)
     fewest_rewrites: int = 0  # the least any engine needs at the headroom (module doc)
+    # per main request: "<K tokens>k/<reads shown>-<of them not whole>" ("aux" for auxiliary
+    # calls), printed when a bar fails so one run shows where results were hidden
+    trace: List[str] = field(default_factory=list)
 
 
 def _messages(body: Dict[str, Any]) -> List[tuple]:
@@ -119,8 +122,12 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
         out.read_cost += cost if verb == "read" else 0.0
         if ex.auxiliary:
             out.auxiliary += 1
+            out.trace.append("aux")
             continue
         units = _messages(ex.body)
+        shown = [u for u in units if u[0][1] == "tool" and u[0][2] in size]
+        out.trace.append("%.1fk/%d-%d" % (tokens / 1000, len(shown),
+                                          sum(len(u[1]) < size[u[0][2]] for u in shown)))
         if prev is None:
             first, fixed = tokens, -(-sum(len(u[1]) for u in request_units(ex.body)
                                           if u[0][0] == "tools" or u[0][1] == "system") // 4)
@@ -335,7 +342,11 @@ def assert_read_turns_cost_within(plugin: Row, builtin: Row, share: float = 1.0)
 def assert_hides_no_more(plugin: Row, builtin: Row) -> None:
     """Issue 29: no saving bought by hiding fresh results — no more files read that no request
     carried whole than the built-in (a real model would read them back and pay again)."""
-    assert plugin.total("unseen") <= builtin.total("unseen"), (plugin.total("unseen"), builtin.total("unseen"))
+    assert plugin.total("unseen") <= builtin.total("unseen"), "\n".join(
+        ["hidden: %s %d, %s %d; per conversation, each request (tokens/reads shown-not whole):"
+         % (plugin.engine, plugin.total("unseen"), builtin.engine, builtin.total("unseen"))]
+        + ["%s hid %d: %s" % (row.engine, c.unseen, " ".join(c.trace))
+           for row in (plugin, builtin) for c in row.convs])
 
 
 def assert_fair_baseline(rows: Mapping[str, Row], window: int) -> None:

@@ -169,6 +169,25 @@ def test_offered_load_counts_each_read_once_at_its_largest(tmp_path):
     assert row.cost_with_reads_again == c.cost + 1.25 * 1001
 
 
+def test_a_failed_hidden_bar_shows_each_conversations_requests(tmp_path):
+    """One failing run must say where results were hidden: each request's size, the reads
+    it carried and how many of them not whole, per conversation of both engines."""
+    path = tmp_path / "c1.txt"
+    path.write_text("x" * 4000)
+    cut = [ex(body(user("t1"))), ex(body(user("t1"), call("c1"))), ex(body(), auxiliary=True),
+           ex(body(user("t1"), call("c1"), result("c1", "R" * 40)))]
+    plugin = measure.analyse("plugin", {"a": cut}, window=64000, trigger=48000, turns=1,
+                             answered=1, reads={"a": {"c1": str(path)}})
+    whole = cut[:2] + [ex(body(user("t1"), call("c1"), result("c1", "x" * 4000)))]
+    builtin = measure.analyse("builtin", {"a": whole}, window=64000, trigger=48000, turns=1,
+                              answered=1, reads={"a": {"c1": str(path)}})
+    assert plugin.convs[0].trace[2:] == ["aux", "%.1fk/1-1" % (prompt_tokens(cut[3].body) / 1000)]
+    with pytest.raises(AssertionError) as failed:
+        measure.assert_hides_no_more(plugin, builtin)
+    assert "plugin hid 1: " in str(failed.value) and "/1-1" in str(failed.value)
+    measure.assert_hides_no_more(builtin, plugin)           # 0 <= 1: passes
+
+
 def test_the_lossless_floor_is_what_showing_every_message_once_costs():
     """An append-only conversation that shows every message whole pays at least the floor
     (each offered token written once); one that cuts a fresh read before sending it can pay
