@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .archive.recall import SCHEMAS
 from .host.command import explain_unchanged
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
-from .compaction import idle, prepare, request_cut
+from .compaction import cut_memo, idle, prepare, request_cut
 from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
 from .context.fallback import has_compressible
 from .context.tokens import messages_tokens, request_tokens
@@ -202,12 +202,13 @@ class TencentDBOffloadEngine(ContextEngine):
         cancelled = attempt_cancelled(self)
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
-        if not isinstance(messages, list) or not messages:
+        if not isinstance(messages, list) or not messages or not self.runtime.settings.enabled:
             return messages if isinstance(messages, list) else []
-        if not self.runtime.settings.enabled:
-            return messages
         try:
             reason = "manual" if force else idle.start(self.runtime, self.current_state())
+            caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
+            if caught_up is not None:           # the last request cut's bytes (0.22)
+                return self._landed(caught_up[1], caught_up[0])
             self._landing_deep = reason == "idle"
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
                                 wait_gateway=reason != "idle")
@@ -232,13 +233,14 @@ class TencentDBOffloadEngine(ContextEngine):
                 self.compression_count += 1
         return result
 
-    def _landed(self, record: Any) -> None:
+    def _landed(self, record: Any, result: Any = None) -> Any:
         state = self.current_state()
         with state.lock:
             self.compression_count += 1
             state.canvas_repin = True       # the next request may show the current canvas
         self._last_compression_made_progress = True
         self.runtime.record_compaction(state, record)
+        return result
 
     def compaction_target(self) -> int:
         target = self.story_target()

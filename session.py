@@ -123,6 +123,7 @@ class SessionState:
     pinned_anchor: str = ""          # 0.22: the user message it is pinned to (anchor_key)
     canvas_repin: bool = False       # 0.22: a compaction happened; pin the current canvas anew
     compact_transcript: bool = False  # 0.22: a request was cut for itself; the host should compact
+    cut_memo: Any = None             # 0.22: that cut (compaction/cut_memo.CutMemo), for the catch-up
     request_estimate: int = 0        # estimate of the last request sent (for calibration)
     overhead_estimate: int = 0       # system prompt + tool schemas of the last request
     last_usage: int = 0              # provider prompt tokens of the last response
@@ -227,9 +228,21 @@ class SessionState:
 
     def transcript_due(self, due: bool) -> None:
         """A request was cut for itself (the host's transcript is still too big), or the host
-        compacted since."""
+        compacted since (the cut kept for it is then stale)."""
         with self.lock:
             self.compact_transcript = due
+            if not due:
+                self.cut_memo = None
+
+    def remember_cut(self, memo: Any) -> None:
+        with self.lock:
+            self.cut_memo = memo
+
+    def take_cut(self) -> Any:
+        """The last request cut, once (None when there is none)."""
+        with self.lock:
+            memo, self.cut_memo = self.cut_memo, None
+            return memo
 
     def response_measured(self, prompt: int) -> int:
         """The provider counted ``prompt`` tokens: the estimate of the request it answered,

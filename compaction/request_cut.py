@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
+from . import cut_memo
 from .engine_view import CompactingEngine
 from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
@@ -42,8 +43,7 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
     when it is within the ceiling or nothing could be cut. Leading system messages go as they are."""
     if not too_big(engine, estimate):
         return None
-    lead = next((i for i, m in enumerate(request)
-                 if not (isinstance(m, dict) and m.get("role") == "system")), len(request))
+    lead = cut_memo.lead_of(request)
     body = [m for m in request[lead:] if isinstance(m, dict)]
     if not body:
         return None
@@ -53,6 +53,7 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
         return None
     state = engine.current_state()
     engine.runtime.record_compaction(state, replace(record, reason="request"))
+    cut_memo.remember(engine, body, result, record)
     if not state.compact_transcript:    # said once until the host compacts its transcript
         state.transcript_due(True)
         log.warning("tencentdb-offload: %s: the host sent a request near the window "

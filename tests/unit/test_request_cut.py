@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from helpers import conversation, make_engine
+from helpers import conversation, make_engine, tool_turn
 from tencentdb_offload.compaction.request_cut import REQUEST_CEILING
 from tencentdb_offload.context.tokens import request_tokens
 from tencentdb_offload.context.validate import validation_errors
@@ -83,5 +83,69 @@ def test_the_ceiling_follows_the_calibration(tmp_path):
         sent = eng.select_context(request)
         assert sent is not None and _tokens(sent) < raw
         assert state.stats.request_cuts == 1
+    finally:
+        rt.close()
+
+
+def _request_ending_on_a_step():
+    """system + 11 tool turns, then a turn whose newest step's 2 results the model has not
+    read yet (the request that carries them to it)."""
+    return [SYSTEM] + conversation(11, 30_000) + tool_turn(11, 15_000, calls=2)[:-1]
+
+
+def _cut_then(tmp_path, since):
+    """A request cut, then the host's compaction of its transcript: that request's messages
+    (no system prompt, as the host hands them to compress) followed by ``since``."""
+    rt, eng = make_engine(tmp_path, context_length=WINDOW)
+    request = _request_ending_on_a_step()
+    sent = eng.select_context(request)
+    assert sent is not None and eng.should_compress(0)
+    transcript = copy.deepcopy(request[1:]) + since
+    return rt, eng, sent, transcript, eng.compress(transcript)
+
+
+ANSWER = [{"role": "assistant", "content": "done with step 11"},
+          {"role": "user", "content": "and now?"}]
+
+
+def test_the_transcript_compaction_after_a_cut_keeps_the_cuts_bytes(tmp_path):
+    """The request cut was the model's prefix: the transcript's compaction starts with exactly
+    it (one prompt-cache rewrite, not two) and lands under the trigger. Compacted afresh, the
+    results the cut kept whole for the model (unread then, read since) would be trimmed."""
+    rt, eng, sent, transcript, out = _cut_then(tmp_path, copy.deepcopy(ANSWER))
+    try:
+        assert out[:len(sent) - 1] == sent[1:] and out[len(sent) - 1:] == ANSWER
+        assert eng.estimate_real(out) < eng.threshold_tokens
+        assert validation_errors(out) == []
+        assert not eng.should_compress(0)
+        state = eng.current_state()
+        assert state.last_compaction.reason == "threshold" and state.cut_memo is None
+    finally:
+        rt.close()
+
+
+def test_a_transcript_that_no_longer_begins_with_the_cut_is_compacted_afresh(tmp_path):
+    rt, eng = make_engine(tmp_path, context_length=WINDOW)
+    try:
+        request = _request_ending_on_a_step()
+        sent = eng.select_context(request)
+        transcript = copy.deepcopy(request[1:]) + copy.deepcopy(ANSWER)
+        transcript[0]["content"] = "an earlier message, edited since"
+        out = eng.compress(transcript)
+        assert out[:len(sent) - 1] != sent[1:]
+        assert eng.estimate_real(out) <= eng.compaction_target() * 1.05
+        assert not eng.should_compress(0)
+    finally:
+        rt.close()
+
+
+def test_a_catch_up_that_would_pass_the_trigger_is_compacted_afresh(tmp_path):
+    big = [{"role": "assistant", "content": " ".join("w%d" % i for i in range(40_000))},
+           {"role": "user", "content": "and now?"}]
+    rt, eng, sent, transcript, out = _cut_then(tmp_path, big)
+    try:
+        assert eng.estimate_real(sent[1:] + big) > eng.threshold_tokens
+        assert eng.estimate_real(out) < eng.threshold_tokens and out != sent[1:] + big
+        assert validation_errors(out) == [] and not eng.should_compress(0)
     finally:
         rt.close()
