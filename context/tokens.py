@@ -152,7 +152,7 @@ def _plausible(points: List[Any]) -> List[Tuple[float, float]]:
     ``RATIO_MIN``–``RATIO_MAX`` (an overhead of ten windows is not a provider's count), and
     above that ratio only by an overhead no larger than a request an in-band pair counted (a
     session's first small request carries the tool schemas, which 0.22's request view does
-    not show us: 2K of ours, 11K counted; every later request counts that overhead too)."""
+    not show us: say 2K of ours, 11K counted; every later request counts that overhead too)."""
     pairs = [(float(p[0]), float(p[1])) for p in points
              if isinstance(p, list) and len(p) == 2
              and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e9
