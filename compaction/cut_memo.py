@@ -46,12 +46,6 @@ def message_key(m: Any) -> str:
     return hashlib.sha1(raw.encode("utf-8", "replace")).hexdigest()
 
 
-def lead_of(messages: Sequence[Any]) -> int:
-    """How many system messages lead the list (they stay as they are)."""
-    return next((i for i, m in enumerate(messages)
-                 if not (isinstance(m, dict) and m.get("role") == "system")), len(messages))
-
-
 def remember(engine: CompactingEngine, body: Sequence[Message], result: Sequence[Message],
              record: Compaction) -> None:
     engine.current_state().remember_cut(
@@ -65,15 +59,15 @@ def catch_up(engine: CompactingEngine, messages: List[Any], reason: str,
     it would not land under the trigger, or the host cancelled this attempt."""
     started = time.monotonic()
     state = engine.current_state()
-    memo = state.take_cut()
-    if memo is None or not state.compact_transcript or reason != "threshold":
+    memo = state.take_cut()             # set only while the transcript is due
+    if memo is None or reason != "threshold":
         return None
-    lead = lead_of(messages)
+    lead = M.leading_systems(messages)
     body = messages[lead:]
     n = len(memo.source)
     if len(body) < n or tuple(map(message_key, body[:n])) != memo.source:
         return None
-    out = list(messages[:lead]) + [M.fresh(m) for m in memo.result] + list(body[n:])
+    out = list(messages[:lead]) + list(memo.result) + list(body[n:])    # taken once: no copy
     after = engine.estimate_real(out)
     if engine.threshold_tokens <= 0 or after >= engine.threshold_tokens or cancelled():
         return None

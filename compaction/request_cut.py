@@ -21,6 +21,7 @@ from . import cut_memo
 from .engine_view import CompactingEngine
 from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
+from ..context import messages as M
 
 Message = Dict[str, Any]
 log = plugin_logger("tencentdb_offload.compaction")
@@ -43,7 +44,7 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
     when it is within the ceiling or nothing could be cut. Leading system messages go as they are."""
     if not too_big(engine, estimate):
         return None
-    lead = cut_memo.lead_of(request)
+    lead = M.leading_systems(request)
     body = [m for m in request[lead:] if isinstance(m, dict)]
     if not body:
         return None

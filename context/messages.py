@@ -100,6 +100,11 @@ def group_spans(messages: Sequence[Message]) -> List[Tuple[int, int]]:
     return spans
 
 
+def leading_systems(messages: Sequence[Any]) -> int:
+    """How many system messages open the list (the system prompt: it stays as it is)."""
+    return next((i for i, m in enumerate(messages) if role(m) != "system"), len(messages))
+
+
 # --- content rewriting ---------------------------------------------------------------
 
 def fresh(m: Message) -> Message:

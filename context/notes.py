@@ -101,7 +101,7 @@ def place(after: List[Message], pair: List[Message]) -> List[Message]:
         at -= 1
     while at > 0 and M.role(after[at - 1]) == "assistant" and not M.calls_of(after[at - 1]):
         at -= 1
-    systems = next((i for i, m in enumerate(after) if M.role(m) != "system"), len(after))
+    systems = M.leading_systems(after)
     if at <= systems:           # never first: a provider wants the conversation to open with
         at = next((e for s, e in M.group_spans(after) if s >= systems), len(after))  # a user
     return after[:at] + pair + after[at:]
