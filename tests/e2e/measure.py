@@ -85,8 +85,9 @@ class Conversation:
     unseen_tokens: int = 0  # the sizes of those hidden files (what reading them again writes)
     other_turns: int = 0    # main requests of turns with another command (recall, ...)
     fewest_rewrites: int = 0  # the least any engine needs at the headroom (module doc)
-    # per main request: "<K tokens>k/<reads shown>-<of them not whole>" ("aux" for auxiliary
-    # calls), printed when a bar fails so one run shows where results were hidden
+    # per main request: "<K tokens>k/<reads shown>-<of them not whole>", "!" after a rewrite
+    # ("aux" for auxiliary calls), printed when a bar fails so one run shows where results
+    # were hidden and where the prefix was rewritten
     trace: List[str] = field(default_factory=list)
 
 
@@ -126,8 +127,6 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
             continue
         units = _messages(ex.body)
         shown = [u for u in units if u[0][1] == "tool" and u[0][2] in size]
-        out.trace.append("%.1fk/%d-%d" % (tokens / 1000, len(shown),
-                                          sum(len(u[1]) < size[u[0][2]] for u in shown)))
         if prev is None:
             first, fixed = tokens, -(-sum(len(u[1]) for u in request_units(ex.body)
                                           if u[0][0] == "tools" or u[0][1] == "system") // 4)
@@ -148,7 +147,11 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
         out.other_turns += verb != "read"
         out.largest = max(out.largest, tokens)
         out.over_window += tokens > window
-        if prev is not None and units[:len(prev[0])] != prev[0]:
+        rewrote = prev is not None and units[:len(prev[0])] != prev[0]
+        out.trace.append("%.1fk/%d-%d%s" % (tokens / 1000, len(shown),
+                                            sum(len(u[1]) < size[u[0][2]] for u in shown),
+                                            "!" if rewrote else ""))
+        if rewrote:
             out.rewrites += 1
             out.after_rewrite_max = max(out.after_rewrite_max, tokens)
             if len(units) < len(prev[0]) or prev[1] - tokens >= harness.MIN_TOKEN_DROP:
@@ -324,9 +327,20 @@ def assert_rewrites_within(plugin: Row, builtin: Row, slack: float = 0.5) -> Non
     every request under the headroom and every read whole (the built-in makes fewer only by
     passing the headroom or hiding reads); ``slack`` per conversation."""
     bar = max(builtin.rewrites_per_conversation, plugin.fewest_rewrites_per_conversation)
-    assert plugin.rewrites_per_conversation <= bar + slack, (
-        plugin.rewrites_per_conversation, builtin.rewrites_per_conversation,
-        plugin.fewest_rewrites_per_conversation)
+    assert plugin.rewrites_per_conversation <= bar + slack, _traces(
+        "rewrites per conversation: %s %.2f, %s %.2f, fewest %.2f"
+        % (plugin.engine, plugin.rewrites_per_conversation, builtin.engine,
+           builtin.rewrites_per_conversation, plugin.fewest_rewrites_per_conversation),
+        plugin, builtin)
+
+
+def _traces(head: str, *rows: Row) -> str:
+    """``head``, then each conversation's requests (tokens/reads shown-not whole, "!" a rewrite)."""
+    return "\n".join([head + "; per conversation, each request (tokens/reads shown-not whole, "
+                      "! a rewrite):"]
+                     + ["%s %d hidden, %d rewrites: %s" % (row.engine, c.unseen, c.rewrites,
+                                                          " ".join(c.trace))
+                        for row in rows for c in row.convs])
 
 
 def assert_cost_within(plugin: Row, builtin: Row, share: float = 1.0) -> None:
@@ -342,11 +356,9 @@ def assert_read_turns_cost_within(plugin: Row, builtin: Row, share: float = 1.0)
 def assert_hides_no_more(plugin: Row, builtin: Row) -> None:
     """Issue 29: no saving bought by hiding fresh results — no more files read that no request
     carried whole than the built-in (a real model would read them back and pay again)."""
-    assert plugin.total("unseen") <= builtin.total("unseen"), "\n".join(
-        ["hidden: %s %d, %s %d; per conversation, each request (tokens/reads shown-not whole):"
-         % (plugin.engine, plugin.total("unseen"), builtin.engine, builtin.total("unseen"))]
-        + ["%s hid %d: %s" % (row.engine, c.unseen, " ".join(c.trace))
-           for row in (plugin, builtin) for c in row.convs])
+    assert plugin.total("unseen") <= builtin.total("unseen"), _traces(
+        "hidden: %s %d, %s %d" % (plugin.engine, plugin.total("unseen"), builtin.engine,
+                                  builtin.total("unseen")), plugin, builtin)
 
 
 def assert_fair_baseline(rows: Mapping[str, Row], window: int) -> None:

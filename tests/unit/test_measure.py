@@ -184,7 +184,7 @@ def test_a_failed_hidden_bar_shows_each_conversations_requests(tmp_path):
     assert plugin.convs[0].trace[2:] == ["aux", "%.1fk/1-1" % (prompt_tokens(cut[3].body) / 1000)]
     with pytest.raises(AssertionError) as failed:
         measure.assert_hides_no_more(plugin, builtin)
-    assert "plugin hid 1: " in str(failed.value) and "/1-1" in str(failed.value)
+    assert "plugin 1 hidden, 0 rewrites: " in str(failed.value) and "/1-1" in str(failed.value)
     measure.assert_hides_no_more(builtin, plugin)           # 0 <= 1: passes
 
 
@@ -235,6 +235,19 @@ def test_fewest_rewrites_of_a_conversation_count_whole_reads_at_the_headroom(tmp
     more = measure.Row("plugin", window, 3000, 1, 1, [measure.Conversation(rewrites=2, fewest_rewrites=1)])
     with pytest.raises(AssertionError):
         measure.assert_rewrites_within(more, builtin)
+
+
+def test_the_trace_marks_each_rewrite_and_a_failed_rewrite_bar_prints_it():
+    """Where a conversation rewrote its prefix must be readable from one failing run."""
+    exchanges = [ex(body(user("t1"))), ex(body(user("t1"), call("c1"))),
+                 ex(body(user("t2"))), ex(body(user("t2"), user("t3")))]
+    c = measure.conversation(exchanges, window=64000, trigger=48000)
+    assert c.rewrites == 1 and [t.endswith("!") for t in c.trace] == [False, False, True, False]
+    row = measure.Row("plugin", 64000, 48000, 1, 1, [c])
+    builtin = measure.Row("builtin", 64000, 48000, 1, 1, [measure.Conversation()])
+    with pytest.raises(AssertionError) as failed:
+        measure.assert_rewrites_within(row, builtin, slack=0.0)
+    assert "plugin 0 hidden, 1 rewrites: " in str(failed.value) and "!" in str(failed.value)
 
 
 def test_row_totals_and_the_side_by_side_table():
