@@ -207,8 +207,8 @@ class TencentDBOffloadEngine(ContextEngine):
         try:
             reason = "manual" if force else idle.start(self.runtime, self.current_state())
             caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
-            if caught_up is not None:           # the last request cut's bytes (0.22)
-                return self._landed(caught_up[1], caught_up[0])
+            if caught_up is not None:           # the last request cut's bytes (0.22): already
+                return self._landed(caught_up[1], caught_up[0], repin=False)    # sent, pin kept
             self._landing_deep = reason == "idle"
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
                                 wait_gateway=reason != "idle")
@@ -233,11 +233,12 @@ class TencentDBOffloadEngine(ContextEngine):
                 self.compression_count += 1
         return result
 
-    def _landed(self, record: Any, result: Any = None) -> Any:
+    def _landed(self, record: Any, result: Any = None, repin: bool = True) -> Any:
         state = self.current_state()
         with state.lock:
             self.compression_count += 1
-            state.canvas_repin = True       # the next request may show the current canvas
+            # the next request is a rewrite anyway: it may show the current canvas
+            state.canvas_repin = state.canvas_repin or repin
         self._last_compression_made_progress = True
         self.runtime.record_compaction(state, record)
         return result

@@ -149,3 +149,28 @@ def test_a_catch_up_that_would_pass_the_trigger_is_compacted_afresh(tmp_path):
         assert validation_errors(out) == [] and not eng.should_compress(0)
     finally:
         rt.close()
+
+
+def test_the_canvas_stays_where_the_cut_request_showed_it(tmp_path):
+    """The transcript compaction after a cut sends nothing new (the cut's bytes): the canvas
+    the cut request carried stays on its user message. Pinned anew to the next turn's user
+    message instead, it would rewrite the prefix one request after the cut (seen on the
+    messaging side-by-side with the real Gateway: 4 rewrites where 3 suffice)."""
+    from tencentdb_offload.context import canvas
+    from tencentdb_offload.context import messages as M
+    rt, eng = make_engine(tmp_path, context_length=WINDOW)
+    try:
+        eng.current_state().set_canvas(canvas.format_block(
+            "001-fix.mmd", "flowchart TD\n  A[fix the bug] --> B[run tests]"))
+        step = _request_ending_on_a_step()
+        user_at = max(i for i, m in enumerate(step) if m.get("role") == "user")
+        first = eng.select_context(step[:user_at + 1])      # the turn's first request: pinned
+        assert first is not None and canvas.blocks(M.text_of(first[-1]), rt.seal)
+        sent = eng.select_context(step)                     # the cut, canvas where it was
+        assert sent is not None and eng.should_compress(0)
+        out = eng.compress(copy.deepcopy(step[1:]) + copy.deepcopy(ANSWER))
+        assert not eng.should_compress(0)
+        after = eng.select_context([SYSTEM] + out)
+        assert after is not None and after[:len(sent)] == sent, "the prefix was rewritten"
+    finally:
+        rt.close()
