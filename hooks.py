@@ -207,13 +207,14 @@ class HookHandlers:
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction
         if not (rt.settings.canvas and state.canvas_hash) or HOST_SELECTS_CONTEXT:
             return None         # 0.22: the canvas goes in per request (engine.select_context)
+        with state.lock:
+            if state.canvas_hash == state.injected_canvas_hash:
+                return None
         if isinstance(history, list) and any(canvas.holds_block(m, rt.seal) for m in history):
             # 0.19 replays the one shown with its user message: swapping it for a newer one
             # rewrites the prompt prefix from there; the next compaction shows the current one
             return None
         with state.lock:
-            if state.canvas_hash == state.injected_canvas_hash:
-                return None
             state.injected_canvas_hash = state.canvas_hash
             text = state.canvas_text
         state.record_canvas_shown()
