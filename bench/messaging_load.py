@@ -11,7 +11,10 @@ process of the host's venv (``--child``) with the e2e harness (tests/e2e/harness
 the host's minimum 64K window, so each conversation compacts about once by its last turn.
 
 Per engine: turn latency p50 / p95 (one turn = one POST /v1/chat/completions, as a messaging
-client waits for it), turns answered, and the gateway process's RSS, open fds and threads
+client waits for it), turns answered, the gateway process's CPU seconds per turn (user +
+system, every thread, from the first turn to idle after the last; a third run, the plugin
+without a Gateway, after the built-in's, holds issue 29's bar: at most CPU_RATIO × the
+built-in's), and its RSS, open fds and threads
 (harness ``process_counts``) after the first WARMUP_SHARE of the conversations finished and at
 the end (idle, 1 s after the last reply). Flat = RSS growth ≤ RSS_GROWTH and fds ≤ +FD_SLACK.
 The host's own process grows with every new session whatever the engine, so a further row
@@ -40,10 +43,13 @@ WINDOW, THRESHOLD, RATIO = 64_000, 0.75, 0.5
 WARMUP_SHARE = 0.2                  # conversation 20 of 100
 RSS_GROWTH, FD_SLACK = 0.10, 5
 EXCESS_MB = 8.0                     # the plugin's RSS growth beyond the built-in's in the same run
+CPU_RATIO = 1.10                    # issue 29: CPU per turn at most this times the built-in's
 TAG = "mlq%03dq"
 TAG_RE = re.compile(r"mlq(\d{3})q")
 GW_KEY = "bench-messaging-key"
 ENGINES = ("plugin", "builtin")
+LOCAL = "plugin-local"              # the plugin without a Gateway: issue 29's CPU bar is on it
+RUN_ORDER = ("plugin", "builtin", LOCAL)    # the built-in between the plugin's two runs
 
 
 # -- pure parts (unit-tested) -----------------------------------------------------------------
@@ -77,6 +83,22 @@ def engine_rows(host: str, shape: str, runs: Dict[str, Dict[str, Any]]) -> List[
                        b[key], "built-in %s" % key, "beside the built-in's (same run)", None,
                        note="answered %d/%d (built-in %d/%d); slowest turn %.1f s (built-in %.1f s)"
                        % (p["answered"], p["turns"], b["answered"], b["turns"], p["max"], b["max"]),
+                       group="messaging_load", host=host))
+    local = runs.get(LOCAL) or {}
+    for r, label, bar in ((local, "plugin without a Gateway", True),
+                          (p, "plugin with the (fake) Gateway", False)):
+        if "cpu_per_turn" not in r or "cpu_per_turn" not in b:
+            continue                    # a result from before this row
+        out.append(row(base + ("cpu" if bar else "cpu/gateway"), "messaging gateway CPU seconds per turn",
+                       "Hermes %s, %s: %s" % (host, shape, label), "s", r["cpu_per_turn"], None,
+                       r["turns"], b["cpu_per_turn"], "built-in",
+                       "≤ %.2f× the built-in's" % CPU_RATIO if bar else "beside the built-in's",
+                       r["cpu_per_turn"] <= CPU_RATIO * b["cpu_per_turn"] if bar else None,
+                       note="the gateway process's user + system CPU from its first turn to idle "
+                       "after the last, every thread (the plugin's sender and writer too), over "
+                       "its turns; turn latency p50 %.2f s vs %.2f s; rewrites per "
+                       "conversation %.1f vs %.1f; the engines run one after the other in the "
+                       "same run" % (r["p50"], b["p50"], r["rewrites"], b["rewrites"]),
                        group="messaging_load", host=host))
     for engine in ENGINES:
         r = runs[engine]
@@ -159,12 +181,15 @@ def drive(engine: str, tmp: Path, convs: int, turns: int, at_once: int, reads: i
         with FakeLLM() as llm, FakeGateway(api_key=GW_KEY) as gw:
             gw.slow_compact()
             home, port = harness.engine_home(
-                tmp, engine, llm.url, window=WINDOW, concurrent_runs=4 * at_once,
-                settings={"TENCENTDB_OFFLOAD_GATEWAY_URL": gw.url, "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
+                tmp, "plugin" if engine == LOCAL else engine, llm.url, window=WINDOW,
+                concurrent_runs=4 * at_once,
+                settings={"TENCENTDB_OFFLOAD_GATEWAY_URL": "off" if engine == LOCAL else gw.url,
+                          "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
                           "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
                           "TENCENTDB_OFFLOAD_COMPACT_RATIO": str(RATIO)})
             gwp = harness.GatewayProcess(home, port)
             gwp.start()
+            cpu_at_start = harness.process_cpu_seconds(gwp.pid)
             step = max(1, convs // 10)
 
             def sample() -> None:                   # mid-run (requests in flight)
@@ -199,6 +224,7 @@ def drive(engine: str, tmp: Path, convs: int, turns: int, at_once: int, reads: i
                 list(pool.map(conversation, range(warm_after, convs)))
             wall = time.monotonic() - t0
             end = idle_counts()
+            cpu = harness.process_cpu_seconds(gwp.pid) - cpu_at_start
             gwp.sigterm()
             exchanges = llm.exchanges
     finally:
@@ -212,14 +238,14 @@ def drive(engine: str, tmp: Path, convs: int, turns: int, at_once: int, reads: i
         found = set(TAG_RE.findall(harness.request_text(ex.body)))
         if len(found) == 1:
             by_conv.setdefault(TAG % int(found.pop()), []).append(ex)
-    trigger = int(THRESHOLD * WINDOW) if engine == "plugin" else measure.builtin_trigger(WINDOW)
+    trigger = measure.builtin_trigger(WINDOW) if engine == "builtin" else int(THRESHOLD * WINDOW)
     wire = measure.analyse(engine, by_conv, window=WINDOW, trigger=trigger, turns=len(replies),
                            answered=0)
     return {"turns": len(replies), "seconds_wall": wall,
             "answered": sum(1 for _, r in replies if r.status == 200 and r.text.strip() == expected),
             "p50": percentile(seconds, 50), "p95": percentile(seconds, 95), "max": seconds[-1],
             "warm_after": warm_after, "warm": warm,
-            "end": end, "series": series,
+            "end": end, "series": series, "cpu_per_turn": cpu / max(1, len(replies)),
             "cost": wire.cost, "cached_share": wire.cached_share,
             "rewrites": wire.rewrites_per_conversation, "over_window": wire.over_window,
             "offered_windows": wire.min_offered / WINDOW}
@@ -240,7 +266,7 @@ def child(quick: bool) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="tdo-messaging-load-"))
     runs: Dict[str, Any] = {}
     try:
-        for engine in ENGINES:
+        for engine in RUN_ORDER:
             say("%s: %s (%d reads of ~25 KB a turn)" % (engine, shape, reads))
             runs[engine] = drive(engine, tmp / engine, convs, turns, at_once, reads)
             r = runs[engine]

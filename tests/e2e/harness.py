@@ -924,6 +924,12 @@ def process_counts(pid: int, ports: Iterable[int] = ()) -> ProcessCounts:
     return ProcessCounts(rss, threads, fds, conns)
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far, all its threads."""
+    after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(after_name[11]) + int(after_name[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 class GatewayProcess:
     """One ``hermes gateway run`` process on ``home`` (API server on ``port``); output
     appended to ``home/../gateway-output.log``. Start, stop with SIGTERM, start again."""

@@ -62,10 +62,11 @@ def test_flat_bounds_rss_share_and_fd_count():
     assert messaging_load.flat(warm, {"rss_kb": 150_000, "fds": 10}) == {"rss": True, "fds": True}
 
 
-def _run(p50, p95, warm_rss, end_rss, warm_fds, end_fds, cost):
+def _run(p50, p95, warm_rss, end_rss, warm_fds, end_fds, cost, cpu=0.5):
     warm = {"done": 20, "rss_kb": warm_rss, "fds": warm_fds, "threads": 30}
     end = {"done": 100, "rss_kb": end_rss, "fds": end_fds, "threads": 31}
     return {"turns": 300, "answered": 300, "p50": p50, "p95": p95, "max": p95 + 1, "warm_after": 20,
+            "cpu_per_turn": cpu,
             "warm": warm, "end": end, "series": [dict(warm, done=50)], "cost": cost,
             "cached_share": 0.5, "rewrites": 1.0, "over_window": 0, "offered_windows": 1.2}
 
@@ -83,6 +84,20 @@ def test_messaging_rows_latency_beside_builtin_and_flatness_per_engine():
     assert rows["messaging_load/0.22.2/fds/plugin"]["met"] is False                # +6
     assert rows["messaging_load/0.22.2/fds/builtin"]["met"] is True
     assert rows["messaging_load/0.22.2/cost"]["ratio"] == 0.5
+    assert "messaging_load/0.22.2/cpu" not in rows                                # no local run
+    gateway_cpu = rows["messaging_load/0.22.2/cpu/gateway"]                        # reported
+    assert (gateway_cpu["median"], gateway_cpu["floor"], gateway_cpu["met"]) == (0.5, 0.5, None)
+    runs[messaging_load.LOCAL] = _run(2.0, 5.0, 204_800, 215_040, 30, 30, 1.0e6, cpu=0.56)
+
+    def cpu_bar():
+        return next(r for r in messaging_load.engine_rows("0.22.2", "x", runs)
+                    if r["id"] == "messaging_load/0.22.2/cpu")
+    assert (cpu_bar()["ratio"], cpu_bar()["met"]) == (1.12, False)                 # 0.56 vs 0.5 s
+    runs[messaging_load.LOCAL]["cpu_per_turn"] = 0.55
+    assert cpu_bar()["met"] is True                                                # 1.10x
+    del runs["builtin"]["cpu_per_turn"]                                            # an older result
+    assert not any("/cpu" in r["id"] for r in messaging_load.engine_rows("0.22.2", "x", runs))
+    runs["builtin"]["cpu_per_turn"] = 0.5
     beyond = rows["messaging_load/0.22.2/rss/plugin-beyond-builtin"]                # 30 vs 10 MB grown
     assert (beyond["median"], beyond["floor"], beyond["met"]) == (30.0, 10.0, False)
     runs["plugin"]["end"]["rss_kb"] = 204_800 + 18 * 1024                          # 18 ≤ 10 + 8
