@@ -237,8 +237,8 @@ class TencentDBOffloadEngine(ContextEngine):
         state = self.current_state()
         with state.lock:
             self.compression_count += 1
-            # the next request is a rewrite anyway: it may show the current canvas
-            state.canvas_repin = state.canvas_repin or repin
+            if repin:       # the next request is a rewrite anyway: it may show the current canvas
+                state.canvas_repin = True
         self._last_compression_made_progress = True
         self.runtime.record_compaction(state, record)
         return result

@@ -210,9 +210,12 @@ class HookHandlers:
         with state.lock:
             if state.canvas_hash == state.injected_canvas_hash:
                 return None
-        if isinstance(history, list) and any(canvas.holds_block(m, rt.seal) for m in history):
+        if isinstance(history, list) and any(canvas.holds_block(m, rt.seal)
+                                             for m in reversed(history)):
             # 0.19 replays the one shown with its user message: swapping it for a newer one
-            # rewrites the prompt prefix from there; the next compaction shows the current one
+            # rewrites the prompt prefix from there; the next compaction shows the current one.
+            # Newest first: ours sits on the user message of the last compaction or turn start,
+            # so only the messages since are read
             return None
         with state.lock:
             state.injected_canvas_hash = state.canvas_hash
