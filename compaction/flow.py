@@ -297,10 +297,16 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
     ``messages`` itself when even that fails or the attempt was cancelled."""
     rt = engine.runtime
     try:
-        plain = local_compact([m for m in messages if isinstance(m, dict)],
-                              int(engine.compaction_target() * 0.8), keep_first=rt.settings.keep_first,
-                              seal=rt.seal)
+        clean = [m for m in messages if isinstance(m, dict)]
+        plain = local_compact(clean, int(engine.compaction_target() * 0.8),
+                              keep_first=rt.settings.keep_first, seal=rt.seal)
         if plain.changed and not cancelled():
+            # what leaves stays recallable here too: the flow that failed did not archive it
+            gone = departures.find(clean, plain.messages, seal=rt.seal)
+            rt.archive_departures(engine.current_state(), gone._replace(
+                items=gone.items + list(plain.departed)))
+            if gone.items or plain.departed:
+                rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
             return [M.fresh(m) for m in plain.messages]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)
