@@ -34,10 +34,6 @@ _NO_TAG = r"(?:(?!</?current_task_context).)*"          # a body never holds our
 # A sealed block ends with a seal line over its exact body (HMAC, ``context/provenance.py``).
 _SEALED_RE = re.compile(r"<current_task_context>\n(%s)\n\[tdo-seal canvas ([0-9a-f]{20})\]\n"
                         r"</current_task_context>" % _NO_TAG, re.S)
-# Blocks older versions wrote unsealed, recognised only in their exact complete shape.
-_LEGACY_RE = re.compile(r"<current_task_context>\n(?:%s|%s)\n%s\n</current_task_context>"
-                        % (re.escape(PREAMBLE), re.escape(GATEWAY_PREAMBLE), _NO_TAG), re.S)
-_SEAL_LINE = "\n[tdo-seal canvas "
 _TAG_TEXT_RE = re.compile(r"<(\s*/?\s*current_task_context)", re.I)
 _SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
 
@@ -74,8 +70,8 @@ def gateway_block(msg: Message) -> str:
 
 
 def sealed(block: str, seal: Optional[Seal]) -> str:
-    """``block`` as it goes into the context: its body escaped and sealed. Without a seal it
-    keeps the unsealed shape (recognised only when exactly as ``format_block`` made it)."""
+    """``block`` as it goes into the context: its body escaped and sealed (without a seal,
+    unsealed: then it is never recognised as ours)."""
     if not block:
         return ""
     m = _SEALED_RE.fullmatch(block)
@@ -100,14 +96,13 @@ def digest(text: str) -> str:
 
 
 def _spans(text: str, seal: Optional[Seal]) -> List[Tuple[int, int]]:
-    """Where our whole blocks are: sealed ones whose seal verifies, and old exact ones."""
-    if not isinstance(text, str) or OPEN not in text:
+    """Where our whole blocks are: sealed ones whose seal verifies. The unsealed shape of
+    0.2 is public (the model reads its preamble in every canvas), so a user could type it:
+    it is text like any other."""
+    if seal is None or not isinstance(text, str) or OPEN not in text:
         return []
-    found = [m.span() for m in _LEGACY_RE.finditer(text) if _SEAL_LINE not in m.group(0)]
-    if seal is not None:
-        found += [m.span() for m in _SEALED_RE.finditer(text)
-                  if seal.check("canvas", m.group(1), m.group(2))]
-    return sorted(found)
+    return [m.span() for m in _SEALED_RE.finditer(text)
+            if seal.check("canvas", m.group(1), m.group(2))]
 
 
 def strip(text: str, seal: Optional[Seal] = None) -> Tuple[str, int]:

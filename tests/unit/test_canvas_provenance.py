@@ -87,12 +87,13 @@ def test_gateway_injected_message_is_taken_whole():
     assert canvas.strip("go\n\n" + block, SEAL) == ("go", 1)
 
 
-def test_blocks_of_older_versions_only_in_their_exact_shape():
-    old = canvas.format_block("001-a.mmd", "flowchart TD\n  A --> B")
-    assert canvas.strip("go\n\n" + old) == ("go", 1)
-    assert canvas.strip("go\n\n" + old, SEAL) == ("go", 1)
-    almost = old.replace("Task canvas kept", "Task canvas kept (my copy)")
-    assert canvas.strip("go\n\n" + almost, SEAL) == ("go\n\n" + almost, 0)
+def test_the_unsealed_shape_is_text_like_any_other():
+    # 0.2 wrote blocks unsealed; their shape is public (the model reads the preamble in every
+    # canvas), so a user can paste one back: it is the user's text, kept whole
+    typed = canvas.format_block("001-a.mmd", "flowchart TD\n  A --> B")
+    assert canvas.strip("keep this:\n\n" + typed, SEAL) == ("keep this:\n\n" + typed, 0)
+    assert not canvas.holds_block({"role": "user", "content": typed}, SEAL)
+    assert canvas.blocks(typed) == []
 
 
 def test_canvas_edits_keep_api_content_byte_identical():

@@ -27,7 +27,7 @@ def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
     conv = [{"role": "system", "content": "sys"}] + conversation(3, 100) + [TURN_START]
     assert eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000) is None
     eng.current_state().set_canvas(BLOCK)
-    stale = canvas.format_block("000-old.mmd", "flowchart TD\n  X[old]")
+    stale = canvas.sealed(canvas.format_block("000-old.mmd", "flowchart TD\n  X[old]"), rt.seal)
     conv[1] = dict(conv[1], content=conv[1]["content"] + "\n\n" + stale)
     snapshot = json.dumps(conv)
     out = eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000)

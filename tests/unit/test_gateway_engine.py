@@ -243,7 +243,7 @@ def test_every_third_call_failing_loses_and_duplicates_nothing(tmp_path, gw):
 def test_unchanged_messages_keep_api_content(tmp_path, gw):
     rt, eng, hooks = setup(tmp_path, gw, compact_ratio="0.5")     # room for the kept turn
     conv = conversation(25, 4000, calls=2)
-    block = canvas.format_block("000-old.mmd", "old canvas")     # as an older version wrote it
+    block = canvas.sealed(canvas.format_block("000-old.mmd", "old canvas"), rt.seal)
     at = len(conv) - 5          # before the last turn's user message
     conv[at:at] = [{"role": "user", "content": "keep me",
                     "api_content": "keep me\n\nplugin context\n\n" + block},

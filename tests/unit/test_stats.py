@@ -46,7 +46,7 @@ def test_canvas_shown_and_removed_through_select_context_and_pre_llm_call(tmp_pa
     conv = [{"role": "system", "content": "s"}] + conversation(2, 50) + [
         {"role": "user", "content": "next turn"}]
     eng.select_context(conv)
-    stale = dict(conv[1], content=conv[1]["content"] + "\n\n" + BLOCK)
+    stale = dict(conv[1], content=conv[1]["content"] + "\n\n" + canvas.sealed(BLOCK, rt.seal))
     eng.select_context([conv[0], stale] + conv[2:])
     session, totals = _both(rt, eng)
     assert session["canvas_injections"] == totals["canvas_injections"] == 1
