@@ -168,9 +168,8 @@ def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, A
     if sidecars:
         for i, m in enumerate(repaired):
             api = sidecars.get(_content_key(m))
-            if api is not None:
-                stripped, _n = canvas.strip(api) if isinstance(api, str) else (api, 0)
-                repaired[i] = dict(m, api_content=stripped)
+            if api is not None:     # (our sealed canvas in it goes with the flow's strip)
+                repaired[i] = dict(m, api_content=api)
     return list(host_systems) + repaired, newest_canvas
 
 

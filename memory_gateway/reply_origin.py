@@ -29,7 +29,6 @@ from collections import Counter, defaultdict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..context import blocks as B
-from ..context import canvas
 from ..context import messages as M
 
 Message = Dict[str, Any]
@@ -72,9 +71,9 @@ def current_turn(messages: Sequence[Message]) -> int:
 
 
 def canvas_only(m: Message) -> bool:
-    """A user message that is nothing but whole canvas blocks (what the Gateway may add), or
-    the Gateway's own canvas message (``_mmdContextMessage``: taken whole as the canvas, its
-    text escaped into our block, never kept as a message)."""
+    """The Gateway's own canvas message (``_mmdContextMessage``: taken whole as the canvas,
+    its text escaped into our block, never kept as a message), or a user message that is
+    nothing but its ``<history_task_context>`` blocks (inserted beside it)."""
     if m.get("role") != "user":
         return False
     if m.get("_mmdContextMessage"):
@@ -87,8 +86,7 @@ def canvas_only(m: Message) -> bool:
         content = "\n".join(b.text for b in blocks)
     if not isinstance(content, str) or not content.strip():
         return False
-    rest, _n = canvas.strip(content)
-    return not _HISTORY.sub("", rest).strip()
+    return not _HISTORY.sub("", content).strip()
 
 
 class _Sent:
