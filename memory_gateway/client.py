@@ -23,7 +23,7 @@ from .breaker import CircuitBreaker
 from .shared_health import SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
                      GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
-                     int_code, is_envelope)
+                     parse_envelope)
 from .transport import (BadReply, BaseURL, Connection, PeerClosed, ReplyTooLarge, build_request,
                         host_header, unsafe_credentials)
 
@@ -34,6 +34,8 @@ READ_REF = "/v2/offload/read-ref"
 HEALTH = "/health"
 FRESH_S = 30.0          # heard from the Gateway this recently: no /health before a compaction
 RESET_MEANS_TOO_LARGE = 64_000   # the Gateway enforces its body limit by closing the socket
+COMPACT_REPLY_EXTRA = 512_000  # a /compact reply may exceed twice our body by a canvas or so
+QUICK_RESET_S = 5.0     # ... as soon as it has the headers; a reset after a long wait is a crash
 
 
 class GatewayClient:
@@ -94,9 +96,13 @@ class GatewayClient:
             session_id, messages, ratio=ratio, context_window=context_window,
             total_tokens=total_tokens, message_tokens=message_tokens))
 
-    def compact_encoded(self, body: bytes) -> Dict[str, Any]:
-        """``/compact`` with a body made by ``encode_compact`` (the compactor sizes it first)."""
-        data = self._call(COMPACT, body, self.timeout)
+    def compact_encoded(self, body: bytes, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """``/compact`` with a body made by ``encode_compact`` (the compactor sizes it first),
+        within ``timeout`` (default: the compaction timeout)."""
+        # its reply is our messages, some cut, plus the canvas: parsing a reply many times our
+        # body (a flood of tiny objects) would cost hundreds of MB, so it is not read
+        data = self._call(COMPACT, body, self.timeout if timeout is None else max(0.0, timeout),
+                          reply_limit=min(self.reply_limit, 2 * len(body) + COMPACT_REPLY_EXTRA))
         if not isinstance(data.get("messages"), list) or not isinstance(data.get("report", {}), dict):
             raise GatewayProtocolError("compact reply has no message list")
         return data
@@ -241,7 +247,8 @@ class GatewayClient:
             self.shared.record(up, error)
 
     # -- transport --------------------------------------------------------------------
-    def _call(self, path: str, body: Any, timeout: float) -> Dict[str, Any]:
+    def _call(self, path: str, body: Any, timeout: float,
+              reply_limit: int = 0) -> Dict[str, Any]:
         if not self.breaker.allow():
             raise GatewayUnavailable("circuit open after: %s" % (self.breaker.last_error or "failure"))
         self._trust_shared_down()
@@ -253,12 +260,14 @@ class GatewayClient:
         thread = threading.get_ident()
         self._waiting_since[thread] = started
         try:
-            status, raw = self._request("POST", path, payload, timeout)
+            status, raw = self._request("POST", path, payload, timeout, reply_limit)
         except GatewayUnavailable as exc:
             exc.body_bytes = len(payload)
+            exc.size_refusal = (exc.reset and len(payload) > RESET_MEANS_TOO_LARGE and
+                                time.monotonic() - started < min(QUICK_RESET_S, timeout / 2))
             self.last_error = str(exc)
-            if not (exc.reset and len(payload) > RESET_MEANS_TOO_LARGE):
-                self.breaker.record_outage(str(exc))   # (a cut-off large body is a size refusal)
+            if not exc.size_refusal:
+                self.breaker.record_outage(str(exc))
                 self._share(False, str(exc))
             raise
         finally:
@@ -290,49 +299,18 @@ class GatewayClient:
         return data
 
     def _judged(self, path: str, status: int, raw: bytes) -> Dict[str, Any]:
-        """``_parse``, knowing this process's history: a route that answered before does not
+        """``parse_envelope``, knowing this process's history: a route that answered before does not
         vanish for good, its 404 is a Gateway restarting (routes not mounted yet)."""
         try:
-            return self._parse(path, status, raw)
+            return parse_envelope(path, status, raw)
         except GatewayNotSupported:
             if path not in self._served:
                 raise
             raise GatewayUnavailable("%s answered 404 for %s, a route it served before "
                                      "(restarting?)" % (self.base_url, path)) from None
 
-    @staticmethod
-    def _parse(path: str, status: int, raw: bytes) -> Dict[str, Any]:
-        try:
-            env = json.loads(raw.decode("utf-8")) if raw else None
-        except (ValueError, UnicodeDecodeError):
-            env = None
-        except RecursionError:      # nested past the parser's depth: a broken reply, not a crash
-            raise GatewayProtocolError("reply to %s is nested too deeply to read" % path) from None
-        if status == 404:
-            if not is_envelope(env):    # a proxy's page while the Gateway restarts: not its verdict
-                raise GatewayUnavailable("%s answered HTTP 404 with a page that is not the "
-                                         "Gateway's (a proxy in front of a restarting Gateway?)"
-                                         % path)
-            raise GatewayNotSupported(404, "no route %s on this Gateway" % path)
-        if status != 200:
-            message = ""
-            if isinstance(env, dict):
-                message = str(env.get("message") or env.get("error") or "")
-            raise GatewayRejected(status, message[:300] or "no message",
-                                  code=int_code(env.get("code") if isinstance(env, dict) else None))
-        if not isinstance(env, dict):
-            raise GatewayProtocolError("reply to %s is not a JSON object" % path)
-        code = env.get("code")
-        if code != 0:
-            raise GatewayRejected(200, str(env.get("message") or env.get("error")
-                                           or "code %r" % code)[:300], code=int_code(code))
-        data = env.get("data", {})
-        if not isinstance(data, dict):
-            raise GatewayProtocolError("reply to %s has data of type %s" % (path, type(data).__name__))
-        return data
-
     def _request(self, method: str, path: str, payload: Optional[bytes],
-                 timeout: float) -> Tuple[int, bytes]:
+                 timeout: float, reply_limit: int = 0) -> Tuple[int, bytes]:
         """One exchange, all of it (connect, send, headers, body) within ``timeout``."""
         if self.fatal_config:
             raise GatewayConfigError(self.fatal_config)
@@ -353,7 +331,8 @@ class GatewayClient:
                 if conn is None:
                     conn = self._conns.put(Connection(self._scheme, self._host, self._port,
                                                       deadline))
-                status, _headers, raw = conn.exchange(request, deadline, self.reply_limit)
+                status, _headers, raw = conn.exchange(request, deadline,
+                                                      reply_limit or self.reply_limit)
                 if not conn.reusable:
                     self._drop()
                 return status, raw

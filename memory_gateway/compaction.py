@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -188,15 +189,18 @@ class GatewayCompactor:
             count: Optional[Callable[[Any], int]] = None) -> GatewayOutcome:
         args = (session_id, messages, target_tokens, context_length, calibrator,
                 overhead_estimate, count or TokenMemo())
+        started = time.monotonic()
         try:
-            return self._attempt(int(self.client.body_limit * 0.95), *args)
+            return self._attempt(int(self.client.body_limit * 0.95), None, *args)
         except GatewayUnavailable as exc:
-            if not (exc.reset and exc.body_bytes > RESET_MEANS_TOO_LARGE):
+            if not exc.size_refusal:
                 raise
-            return self._attempt(max(RESET_MEANS_TOO_LARGE, exc.body_bytes // 2), *args)
+            left = self.client.timeout - (time.monotonic() - started)   # one deadline for both
+            return self._attempt(max(RESET_MEANS_TOO_LARGE, exc.body_bytes // 2), left, *args)
 
-    def _attempt(self, limit: int, session_id: str, messages: List[Message], target_tokens: int,
-                 context_length: int, calibrator: Calibrator, overhead_estimate: int,
+    def _attempt(self, limit: int, timeout: Optional[float], session_id: str,
+                 messages: List[Message], target_tokens: int, context_length: int,
+                 calibrator: Calibrator, overhead_estimate: int,
                  count: Callable[[Any], int]) -> GatewayOutcome:
         wire, sidecars = strip_for_wire(messages)
         body_trimmed: List[Message] = []
@@ -216,7 +220,7 @@ class GatewayCompactor:
         if len(body) > limit:
             wire, body_trimmed = shrink_to_body_limit(wire, limit, len(body) - _json_size(wire))
             body = encode(wire, ascii_only=False)
-        data = self.client.compact_encoded(body)
+        data = self.client.compact_encoded(body, timeout)
         report = data.get("report") or {}
         if not isinstance(report, dict):
             raise GatewayProtocolError("compact report is not an object")

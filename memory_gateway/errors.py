@@ -2,12 +2,14 @@
 
 Callers never see ``URLError`` or ``socket.timeout``: ``GatewayUnavailable`` (not
 reachable; ``GatewayTimeout`` when it did not answer in time), ``GatewayRejected`` (it
-answered no), ``GatewayProtocolError`` (it answered something that is not the V2 API).
+answered no), ``GatewayProtocolError`` (it answered something that is not the V2 API);
+``parse_envelope`` reads a reply into its data or one of them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import json
+from typing import Any, Dict, Optional
 
 
 class GatewayError(Exception):
@@ -21,6 +23,7 @@ class GatewayUnavailable(GatewayError):
         super().__init__(message)
         self.body_bytes = body_bytes
         self.reset = reset          # the connection was cut mid-exchange (body limit, crash)
+        self.size_refusal = False   # cut at once after a large body: the Gateway's body limit
 
 
 class GatewayTimeout(GatewayUnavailable):
@@ -77,6 +80,11 @@ class GatewayRejected(GatewayError):
         return (self.code in CODES_AUTH) if self._by_code else self.http_status in (401, 403)
 
     @property
+    def too_large(self) -> bool:
+        """The body was over the Gateway's limit: send less, not never."""
+        return (self.code == 413) if self._by_code else self.http_status == 413
+
+    @property
     def outage(self) -> bool:
         """The Gateway cannot serve anyone now (its storage, a proxy, a crash)."""
         return (self.code in CODES_OUTAGE) if self._by_code else self.http_status >= 500
@@ -117,3 +125,39 @@ def is_envelope(value: Any) -> bool:
     """A reply body the Gateway itself wrote: a JSON object with its ``code`` or ``error``
     (a proxy's or ingress' HTML page is not)."""
     return isinstance(value, dict) and ("code" in value or "error" in value)
+
+
+def parse_envelope(path: str, status: int, raw: bytes) -> Dict[str, Any]:
+    """The ``data`` of a Gateway reply, or the error the reply means."""
+    try:
+        env = json.loads(raw.decode("utf-8")) if raw else None
+    except (ValueError, UnicodeDecodeError):
+        env = None
+    except RecursionError:      # nested past the parser's depth: a broken reply, not a crash
+        raise GatewayProtocolError("reply to %s is nested too deeply to read" % path) from None
+    if status == 404:
+        if not is_envelope(env):    # a proxy's page while the Gateway restarts: not its verdict
+            raise GatewayUnavailable("%s answered HTTP 404 with a page that is not the "
+                                     "Gateway's (a proxy in front of a restarting Gateway?)"
+                                     % path)
+        raise GatewayNotSupported(404, "no route %s on this Gateway" % path)
+    if 400 <= status < 500 and status != 413 and not is_envelope(env):
+        # a proxy's page (its own 400/405/...): no verdict of the Gateway on our rows
+        raise GatewayUnavailable("%s answered HTTP %d with a page that is not the "
+                                 "Gateway's (a proxy in front of it?)" % (path, status))
+    if status != 200:
+        message = ""
+        if isinstance(env, dict):
+            message = str(env.get("message") or env.get("error") or "")
+        raise GatewayRejected(status, message[:300] or "no message",
+                              code=int_code(env.get("code") if isinstance(env, dict) else None))
+    if not isinstance(env, dict):
+        raise GatewayProtocolError("reply to %s is not a JSON object" % path)
+    code = env.get("code")
+    if int_code(code) != 0:     # (False and 0.0 equal 0 in Python: not the Gateway's 0)
+        raise GatewayRejected(200, str(env.get("message") or env.get("error")
+                                       or "code %r" % code)[:300], code=int_code(code))
+    data = env.get("data", {})
+    if not isinstance(data, dict):
+        raise GatewayProtocolError("reply to %s has data of type %s" % (path, type(data).__name__))
+    return data

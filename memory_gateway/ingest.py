@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
 
-from .client import (BodyTooLarge, GatewayClient, GatewayError, GatewayRejected,
+from .client import (GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
 from ..archive.outbox import OutboxHead, OutboxRow
 from ..archive.store import Store
@@ -260,15 +260,27 @@ class IngestWorker:
                                          for r in batch],
                                    prompt=context.prompt,
                                    recent_messages=list(context.recent) or None)
-        except BodyTooLarge:
-            if len(batch) > 1:
-                return all(self._send(gid, [r], session) for r in batch)
-            return self._send_shrunk(gid, batch[0], session)
-        except GatewayUnavailable as exc:
-            self.last_error = str(exc)
+        except GatewayError as exc:
+            # over ours or its body limit (a 413, or a cut right after the body): send less
+            if getattr(exc, "too_large", False) or getattr(exc, "size_refusal", False):
+                if len(batch) > 1:
+                    return all(self._send(gid, [r], session) for r in batch)
+                return self._send_shrunk(gid, batch[0], session)
+            return self._refused(gid, batch, session, exc)
+        self.store.mark_delivered(ids)
+        self.delivered += len(ids)
+        self.policy.accepted(session)
+        return True
+
+    def _refused(self, gid: str, batch: List[OutboxRow], session: str, exc: GatewayError) -> bool:
+        """A batch the Gateway did not take: kept for later, or (a row it refuses for good)
+        marked dead; True when nothing of it waits any more. A broken reply (protocol
+        error) or a refusal worth retrying waits with a backoff."""
+        ids = [r.id for r in batch]
+        self.last_error = str(exc)
+        if isinstance(exc, GatewayUnavailable):
             return False
-        except GatewayRejected as exc:
-            self.last_error = str(exc)
+        if isinstance(exc, GatewayRejected):
             if exc.auth_refused:
                 self._retry_later(session, CONFIG_RETRY_S)
                 return False
@@ -278,18 +290,9 @@ class IngestWorker:
                 self.store.mark_failed(ids, str(exc), dead=True)
                 log.warning("tencentdb-offload: Gateway refused an outbox row for good: %s", exc)
                 return True
-            self._backoff(session, batch)
-            self.store.mark_failed(ids, str(exc), dead=False)
-            return False
-        except GatewayError as exc:      # protocol error: a broken reply, try again later
-            self.last_error = str(exc)
-            self._backoff(session, batch)
-            self.store.mark_failed(ids, str(exc), dead=False)
-            return False
-        self.store.mark_delivered(ids)
-        self.delivered += len(ids)
-        self.policy.accepted(session)
-        return True
+        self._backoff(session, batch)
+        self.store.mark_failed(ids, str(exc), dead=False)
+        return False
 
     @staticmethod
     def _noted(row: OutboxRow) -> Dict[str, Any]:

@@ -168,8 +168,8 @@ def _derived(r: Message, w: Message) -> bool:
     if not _sublist(r.get("tool_calls") or [], w.get("tool_calls") or [], _same,
                     lambda call: True):
         return False
-    if r.get("role") == "tool":
-        return True             # a result's content may be a summary or a truncation
+    if r.get("role") == "tool":     # a result's content may be a summary or a truncation
+        return _replaced_with_text(r.get("content"), w.get("content"))
     rc, wc = r.get("content"), w.get("content")
     if isinstance(rc, list) and isinstance(wc, list):
         return _sublist(rc, wc, _block_from, _droppable_block)
@@ -180,8 +180,30 @@ def _block_from(b: Any, wb: Any) -> bool:
     """Reply block ``b`` is sent block ``wb``, a result's content perhaps replaced."""
     if B.read_block(wb).kind is B.Kind.TOOL_RESULT:
         return (B.read_block(b).kind is B.Kind.TOOL_RESULT
-                and _same(_without(b, "content"), _without(wb, "content")))
+                and _same(_without(b, "content"), _without(wb, "content"))
+                and _replaced_with_text(b.get("content"), wb.get("content")))
     return _same(b, wb)
+
+
+def _replaced_with_text(new: Any, old: Any) -> bool:
+    """A result's content kept, or replaced by text: a summary or a truncation is text, never
+    an image, a block of unknown kind, or a lone surrogate (which no JSON encoder sends)."""
+    if _same(new, old):
+        return True
+    if isinstance(new, list):
+        return all(isinstance(b, dict) and b.get("type") == "text" and _sendable(b.get("text"))
+                   for b in new)
+    return _sendable(new)
+
+
+def _sendable(text: Any) -> bool:
+    if not isinstance(text, str):
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _droppable_block(b: Any) -> bool:

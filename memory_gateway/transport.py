@@ -260,7 +260,8 @@ class BaseURL:
         self.scheme = parts.scheme
         self.host = host
         self.port = port or (443 if parts.scheme == "https" else 80)
-        self.prefix = parts.path.rstrip("/")
+        # a request line is ASCII: a path typed with other characters goes percent-encoded
+        self.prefix = urllib.parse.quote(parts.path.rstrip("/"), safe="/%:@!$&'()*+,;=~")
         self.has_credentials = "@" in parts.netloc
         netloc = parts.netloc.rsplit("@", 1)[-1]
         self.display = "%s://%s%s" % (self.scheme, netloc, self.prefix)

@@ -30,7 +30,11 @@ class HostilePeer:
     for a request whose ``session_id`` contains text, an empty success for the others).
     ``trailing`` (arg = (object, bytes): the reply, then bytes past its end), ``sequence``
     (arg = a list of behaviours: the n-th request to the path gets the n-th, the last repeats).
-    ``sessions`` lists the ``session_id`` of every POST, in order."""
+    ``late_reset`` (arg = seconds: read the request, wait, then RST), ``reset_over`` (arg =
+    bytes: RST a request body larger than that, an empty success otherwise — how the Gateway
+    enforces its body limit), ``status`` (arg = (HTTP status, body bytes): a proxy's page), ``echo`` (arg = a function of the
+    request body bytes returning the reply object).
+    ``sessions`` lists the ``session_id`` of every POST, in order; ``bodies`` their sizes."""
 
     def __init__(self, routes: Optional[Dict[str, Tuple[str, Any]]] = None) -> None:
         self.routes: Dict[str, Tuple[str, Any]] = {"/health": HEALTH_OK}
@@ -38,6 +42,7 @@ class HostilePeer:
         self.default: Tuple[str, Any] = ("json", envelope({}))
         self.requests: List[Tuple[str, str, Dict[str, str]]] = []
         self.sessions: List[str] = []
+        self.bodies: List[int] = []
         self._served: Dict[str, int] = {}
         self.sent_bytes = 0
         self._stop = threading.Event()
@@ -103,6 +108,7 @@ class HostilePeer:
                 behaviour = self.routes.get(path, self.default)
                 session = _session_of(body) if method == "POST" else ""
                 self.sessions.append(session)
+                self.bodies.append(len(body))
                 if behaviour[0] == "sequence":     # the n-th request gets the n-th answer
                     answers = behaviour[1]
                     with self._lock:
@@ -111,6 +117,10 @@ class HostilePeer:
                 if behaviour[0] == "for_session":
                     text, chosen = behaviour[1]
                     behaviour = chosen if text in session else ("json", envelope({}))
+                if behaviour[0] == "echo":
+                    behaviour = ("json", behaviour[1](body))
+                if behaviour[0] == "reset_over":
+                    behaviour = ("reset", None) if need > behaviour[1] else ("json", envelope({}))
                 if not self._answer(conn, behaviour):
                     return
         except OSError:
@@ -135,7 +145,14 @@ class HostilePeer:
         if kind == "hang":
             self._stop.wait()
             return False
-        if kind == "reset":
+        if kind == "status":
+            status, body = arg
+            conn.sendall(("HTTP/1.1 %d Refused\r\nContent-Type: text/html\r\nContent-Length: %d"
+                          "\r\n\r\n" % (status, len(body))).encode("ascii") + body)
+            return True
+        if kind == "late_reset" and self._stop.wait(arg):
+            return False
+        if kind in ("reset", "late_reset"):
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return False
         if kind in ("slow_headers", "slow_body"):
