@@ -37,6 +37,7 @@ ROWS_PER_PASS = 1000        # row heads (no content) read per session and pass
 BATCH_SHARE = 0.8           # of the body limit: a batch's stored bytes (JSON escaping adds)
 SHRUNK_SHARE = 0.5          # of the body limit: what a single too-large result is cut to
 CONFIG_RETRY_S = 30.0
+BOUNDARY_KEEP = 4096        # sessions whose prompt boundary is remembered
 LEASE_MIN_S = 30.0
 CUT_NOTE = ("\n\n[... %d characters not sent to the Gateway; the full result is in the local "
             "archive: tdai_read_cos(tool_call_id=\"%s\") ...]")
@@ -253,7 +254,7 @@ class IngestWorker:
                 p = batch[0].payload
                 self.client.ingest(gid, [], prompt=p.get("prompt", ""),
                                    recent_messages=p.get("recent_messages") or None)
-                self._boundary[session] = gateway_timestamp()
+                self._set_boundary(session, gateway_timestamp())
             else:
                 context = self.policy.outgoing(session)
                 self.client.ingest(gid, [self._after_boundary(session, self._noted(r))
@@ -301,6 +302,14 @@ class IngestWorker:
             return row.payload
         return dict(row.payload, result=row.payload["result"] + CUT_NOTE % (
             row.cut, row.payload.get("tool_call_id", "")))
+
+    def _set_boundary(self, session: str, stamp: str) -> None:
+        """The newest sessions' boundaries only (a messaging gateway serves conversations for
+        months): a session pushed out fares as in a new process, its next prompt sets it."""
+        self._boundary.pop(session, None)
+        self._boundary[session] = stamp
+        while len(self._boundary) > BOUNDARY_KEEP:
+            del self._boundary[next(iter(self._boundary))]
 
     def _after_boundary(self, session: str, pair: Dict[str, Any]) -> Dict[str, Any]:
         """The Gateway attaches a pair to the task whose boundary (stamped with the Gateway's

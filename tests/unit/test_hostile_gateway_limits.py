@@ -146,3 +146,18 @@ def test_a_compact_reply_far_larger_than_the_request_is_not_read():
             c.compact("hermes-s1", [{"role": "user", "content": "hi"}], ratio=1.0,
                       context_window=64_000, total_tokens=60_000)
     assert "larger than" in str(err.value)
+
+
+def test_prompt_boundaries_stay_bounded_across_many_conversations(tmp_path, monkeypatch):
+    from tencentdb_offload.memory_gateway import ingest
+    monkeypatch.setattr(ingest, "BOUNDARY_KEEP", 50)
+    with HostilePeer() as peer:
+        rt, eng = make_engine(tmp_path, gateway_url=peer.url, api_key="k1")
+        hooks = HookHandlers(rt)
+        for n in range(120):
+            hooks.pre_llm_call(session_id="conv-%d" % n, user_message="task %d, please" % n,
+                               conversation_history=[], is_first_turn=True)
+        assert rt.writer.flush(10) and rt.flush(None, 20)
+        kept = dict(rt.worker._boundary)
+        rt.close()
+    assert len(kept) == 50, len(kept)       # every prompt was sent; the newest 50 kept
