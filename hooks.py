@@ -14,7 +14,7 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from .host.compat import HOST_SELECTS_CONTEXT
-from .context import canvas, recall_blocks
+from .context import canvas, recall_blocks, result_keys
 from .context import messages as M
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
 from .common.text import clean_text
@@ -22,6 +22,7 @@ from .archive.store import ArchiveItem, Store
 from .common.humanize import printable
 from .context.tokens import request_tokens
 from .memory_gateway.timestamps import gateway_timestamp
+from .runtime import after_fork
 from .runtime.process import Runtime
 from .archive.recall import READ, SEARCH
 from .common.peer_text import plugin_logger
@@ -114,6 +115,11 @@ class HookHandlers:
         # session ids whose current turn is a poll; bounded: a session that only ever polls
         # (a cron chat) would otherwise stay here for the life of the process
         self._heartbeat_turns = RecentSet(4 * runtime.settings.max_sessions)
+        after_fork.reset_in_child(self._forked)
+
+    def _forked(self) -> None:
+        # a parent thread may have held the set's lock at the fork
+        self._heartbeat_turns = RecentSet(self._heartbeat_turns.limit)
 
     def _failed(self, where: str, exc: BaseException) -> None:
         # the error text may quote a tool's name or a peer's words: no terminal controls
@@ -137,13 +143,13 @@ class HookHandlers:
             return
         state = rt.registry.for_session_id(session_id)
         call_id = str(tool_call_id or "") or "hermes-" + uuid.uuid4().hex[:16]
-        with state.lock:            # parallel tool calls: set-if-absent under the lock
-            if call_id in state.processed_ids:
-                return
-            state.processed_ids.add(call_id)
-        params = bounded(args if args is not None else {})
         text = clean_text(result) if isinstance(result, str) else json.dumps(
             bounded(result), ensure_ascii=False, default=str)
+        text_hash = result_keys.content_hash(text)
+        with state.lock:            # parallel tool calls: set-if-absent under the lock
+            if not state.claim_result(call_id, text_hash):
+                return              # a duplicate: same id and text (ids alone are reused)
+        params = bounded(args if args is not None else {})
         ops = [Store.op_archive(state.key, [ArchiveItem(
             kind="tool_result", content=text, tool_call_id=clean_text(call_id), tool_name=name,
             role="tool", args=params)], rt.now())]

@@ -28,6 +28,12 @@ MAX_INHERITED_CANVAS = 100_000      # chars: a pin read back from the store beyo
 _STATS_LOCK = threading.Lock()     # counters are bumped from hook threads and engines at once
 
 
+def new_stats_lock() -> None:
+    """In a forked child: the parent's lock may have been held by a thread the child lacks."""
+    global _STATS_LOCK
+    _STATS_LOCK = threading.Lock()
+
+
 @dataclass
 class SessionStats:
     """Counters for one conversation, or (``SessionRegistry.totals``) for the process. Written
@@ -112,6 +118,8 @@ class SessionState:
     recent: List[Dict[str, str]] = field(default_factory=list)
     l15_hash: str = ""
     processed_ids: Set[str] = field(default_factory=set)     # tool calls recorded by the hook
+    result_hashes: Dict[str, Set[str]] = field(default_factory=dict)  # call id -> texts archived
+    reused_ids: Set[str] = field(default_factory=set)        # call ids seen with different texts
     confirmed_ids: Set[str] = field(default_factory=set)     # replaced by summaries (Gateway)
     deleted_ids: Set[str] = field(default_factory=set)       # removed from the context
     canvas_text: str = ""            # the current canvas block, formatted
@@ -135,6 +143,18 @@ class SessionState:
     stats: SessionStats = field(default_factory=SessionStats)
     totals: SessionStats = field(default_factory=SessionStats, repr=False)  # the registry's
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def claim_result(self, tid: str, text_hash: str) -> bool:
+        """Record a tool result (under the lock); False when this id and text are archived
+        already. The same id with another text is new: the id is then reused."""
+        seen = self.result_hashes.setdefault(tid, set())
+        if text_hash in seen:
+            return False
+        if seen:
+            self.reused_ids.add(tid)
+        seen.add(text_hash)
+        self.processed_ids.add(tid)
+        return True
 
     def inherit(self, calibration: Any, pin: Any, cache_clock: Any = None) -> str:
         """Start from an earlier process's calibration points, canvas pin and last response

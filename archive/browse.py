@@ -11,6 +11,7 @@ for another process's transaction) and overwrites what it deletes (``secure_dele
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -35,8 +36,10 @@ class BrowseError(Exception):
 def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connection:
     """A read-only connection to ``directory/store.db``; BrowseError when there is none."""
     db = Path(directory) / "store.db"
-    if not db.is_file():
+    if not db.exists():
         raise BrowseError("no archive at %s" % db)
+    if not db.is_file():
+        raise BrowseError("%s is not a file: not a tencentdb-offload store" % db)
     try:
         conn = readonly.connect(db.resolve(), timeout)
         names = readonly.tables(conn)
@@ -66,8 +69,8 @@ def find(conn: sqlite3.Connection, ident: str, session: Optional[str] = None) ->
     ``tool_call_id``; in one conversation when ``session`` is given (keys repeat across them)."""
     number = ident[1:] if ident.startswith("#") else ident
     head = "SELECT " + lookup.ITEM + ",session FROM archive WHERE "
-    if number.isdigit():
-        rows = conn.execute(head + "id=?", (int(number),)).fetchall()
+    if number.isascii() and number.isdigit():      # beyond SQLite's integers: no such row
+        rows = conn.execute(head + "id=?", (int(number),)).fetchall() if int(number) < 2 ** 63 else []
     elif item_key.PATTERN.fullmatch(ident):
         low = "msg:" + ident[len(item_key.PREFIX):]
         rows = conn.execute(head + "item_key >= ? AND item_key < ? ORDER BY id LIMIT 50",
@@ -129,10 +132,7 @@ def forget_counts(conn: sqlite3.Connection, session: str) -> Dict[str, int]:
 def forget(directory: Path, session: str, timeout: float = BUSY_S) -> Dict[str, int]:
     """Delete one conversation's data (archive, outbox, leases, events, aliases) in one
     transaction; the rows removed per table. Waits up to ``timeout`` for the write lock."""
-    db = Path(directory) / "store.db"
-    open_readonly(directory).close()           # exists and is a store: never create one
-    conn = sqlite3.connect(str(db), timeout=timeout, isolation_level=None)
-    try:
+    with writer(directory, timeout) as conn:
         conn.execute("PRAGMA secure_delete=ON")     # the deleted text is overwritten, not freed
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -152,8 +152,35 @@ def forget(directory: Path, session: str, timeout: float = BUSY_S) -> Dict[str, 
         except sqlite3.Error:
             pass
         return removed
+
+
+@contextlib.contextmanager
+def writer(directory: Path, timeout: float = BUSY_S) -> Iterator[sqlite3.Connection]:
+    """The connection of an operator command's one write (forget, requeue): to a store that
+    exists (never creates one); a busy or read-only store is a BrowseError in words."""
+    open_readonly(directory).close()
+    try:
+        conn = sqlite3.connect(str(Path(directory) / "store.db"), timeout=timeout,
+                               isolation_level=None)
+    except sqlite3.Error as exc:
+        raise write_problem(exc, directory) from exc
+    try:
+        yield conn
+    except sqlite3.OperationalError as exc:
+        raise write_problem(exc, directory) from exc
     finally:
         conn.close()
+
+
+def write_problem(exc: sqlite3.Error, directory: Path) -> BrowseError:
+    """What a refused write means for the user: wait, or a store they may not write."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return BrowseError("the store %s is busy (another process holds its write lock); try "
+                           "again" % directory)
+    if "readonly" in text or "read-only" in text:
+        return BrowseError("cannot write %s: the store is read-only here (%s)" % (directory, text))
+    return BrowseError("cannot write %s: %s" % (directory, text))
 
 
 def items(conn: sqlite3.Connection, session: str) -> Iterator[Dict[str, Any]]:

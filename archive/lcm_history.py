@@ -18,11 +18,11 @@ import os
 import re
 import sqlite3
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..host.hermes_config import hermes_home
+from .readonly import uri
 
 LABEL = "hermes-lcm history"
 KEY_PREFIX = "lcm-"
@@ -57,10 +57,6 @@ def unavailable(reason: str) -> str:
     return "LCM history unavailable: %s" % reason
 
 
-def _url(path: Path) -> str:
-    return "file:%s?" % urllib.request.pathname2url(str(path))
-
-
 def _wal_header(path: Path) -> bool:
     """True when the file says it is in WAL mode (header bytes 18-19 are 2)."""
     with open(path, "rb") as fh:
@@ -91,7 +87,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     else:
         mode = "immutable=1"                # at rest: no lock, no -wal/-shm created
     try:
-        return sqlite3.connect(_url(path) + mode, uri=True, timeout=BUSY_S, check_same_thread=False)
+        return sqlite3.connect(uri(path) + mode, uri=True, timeout=BUSY_S, check_same_thread=False)
     except sqlite3.Error as exc:
         raise LcmUnavailable("cannot open %s: %s" % (path, exc))
 

@@ -10,10 +10,11 @@ costs a page, not 50 MB. Search folds case with Python's ``str.casefold`` (SQLit
 from __future__ import annotations
 
 import codecs
+import hashlib
 import sqlite3
 from typing import Any, Dict, Generator, List, Optional
 
-from ..context import item_key
+from ..context import item_key, result_keys
 
 # the conversation and the session ids aliased to it; two placeholders, both the key
 SCOPE = "session IN (SELECT ? UNION SELECT session_id FROM aliases WHERE conversation=?)"
@@ -27,8 +28,10 @@ _SNIPPET = SNIPPET_BEFORE + 300
 def read_page(conn: sqlite3.Connection, conversation: str, key: str,
               offset: int, limit: int) -> Optional[Dict[str, Any]]:
     """``limit`` chars from ``offset`` of an archived item of this conversation: a message by
-    its ``msg-`` key (``context/item_key.py``), a tool result by its ``tool_call_id``."""
-    row = None
+    its ``msg-`` key (``context/item_key.py``), a tool result by its ``tool_call_id`` (the
+    oldest with that id; ``other_keys`` lists the keys of newer texts under a reused id) or by
+    ``<id>~<hash>`` (``context/result_keys.py``), exactly that text."""
+    row, others = None, []
     if item_key.PATTERN.fullmatch(key):
         low = "msg:" + key[len(item_key.PREFIX):]
         row = conn.execute(
@@ -38,11 +41,47 @@ def read_page(conn: sqlite3.Connection, conversation: str, key: str,
         row = conn.execute(
             "SELECT " + ITEM + " FROM archive WHERE tool_call_id=? AND "
             + SCOPE + " ORDER BY id LIMIT 1", (key, conversation, conversation)).fetchone()
+        if row is not None and limit:
+            others = _other_keys(conn, conversation, key, row[0])
+    if row is None and result_keys.split(key):
+        row = _version(conn, conversation, key)
     if row is None:
         return None
     item = described(row)
+    if others:
+        item["other_keys"] = others
     item["content"] = page_of(conn, item.pop("id"), item["total_chars"], offset, limit)
     return item
+
+
+def _other_keys(conn: sqlite3.Connection, conversation: str, tid: str, rowid: int) -> List[str]:
+    """Keys of the other texts archived under a reused call id, newest first (at most 20)."""
+    rows = conn.execute("SELECT item_key, tool_call_id FROM archive WHERE tool_call_id=? AND id<>? "
+                        "AND " + SCOPE + " ORDER BY id DESC LIMIT 20",
+                        (tid, rowid, conversation, conversation)).fetchall()
+    return [readable_key(k, c) for k, c in rows]
+
+
+def _version(conn: sqlite3.Connection, conversation: str, key: str) -> Any:
+    """The row of ``<id>~<hash>``: stored under that key, or the id's first text (stored
+    under the bare id before the id was known to be reused) when its hash matches."""
+    row = conn.execute("SELECT " + ITEM + " FROM archive WHERE item_key=? AND " + SCOPE
+                       + " ORDER BY id LIMIT 1", ("call:" + key, conversation, conversation)).fetchone()
+    if row is not None:
+        return row
+    tid, want = result_keys.split(key) or ("", "")
+    for row in conn.execute("SELECT " + ITEM + " FROM archive WHERE item_key=? AND " + SCOPE
+                            + " ORDER BY id", ("call:" + tid, conversation, conversation)).fetchall():
+        digest = hashlib.sha1()
+        pieces = chunks(conn, row[0])
+        try:
+            for piece in pieces:
+                digest.update(piece.encode("utf-8", "replace"))
+        finally:
+            pieces.close()
+        if digest.hexdigest().startswith(want):
+            return row
+    return None
 
 
 # the columns ``described`` reads, in its order
@@ -52,7 +91,7 @@ ITEM = "id,item_key,kind,tool_call_id,tool_name,role,chars,created"
 def readable_key(item_key_value: str, tool_call_id: Optional[str]) -> str:
     """The key the model is shown for a stored row: its call id, or ``msg-`` and 12 digits."""
     if item_key_value.startswith("call:") and tool_call_id:
-        return tool_call_id
+        return item_key_value[5:]           # the call id, or "<id>~<hash>" for a reused id
     if item_key_value.startswith("msg:"):
         return item_key.PREFIX + item_key_value[4:4 + item_key.DIGITS]
     return item_key_value

@@ -12,8 +12,9 @@ from an operator command would rewrite a store the user only asked to look at. H
 
 from __future__ import annotations
 
+import os
 import sqlite3
-import urllib.request
+import urllib.parse
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -22,9 +23,15 @@ from .stats import StoreStats, columns, decode_event, outbox_where, read_stats, 
 STORE_TABLES = {"archive", "outbox", "events"}
 
 
+def uri(path: Path) -> str:
+    """``file:PATH?`` for sqlite3's ``uri=True``; any byte of the name (not UTF-8, space, ?, #,
+    %) percent-encoded, so every path the file system holds can be opened."""
+    return "file:%s?" % urllib.parse.quote(os.fsencode(str(path)))
+
+
 def connect(path: Path, timeout: float = 5) -> sqlite3.Connection:
     """A connection that cannot write ``path`` or create files beside it."""
-    url = "file:%s?" % urllib.request.pathname2url(str(path))
+    url = uri(path)
     if Path(str(path) + "-wal").exists() and Path(str(path) + "-shm").exists():
         conn = sqlite3.connect(url + "mode=ro&readonly_shm=1", uri=True, timeout=timeout)
         try:

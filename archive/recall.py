@@ -165,14 +165,19 @@ class RecallTools:
                 item = self.history.read(wanted, offset, limit)
             except LcmUnavailable as exc:
                 return _error(unavailable(str(exc)))
+        flushed = None
         if item is None and wanted and len(wanted) <= MAX_ID and self.store is not None:
-            self.flush()
+            flushed = self.flush()
             item = self.store.read_page(session_key, wanted, offset, limit)
         if item is None and ref_id and self.read_ref is not None:
             item = self._remote(gateway_session, path, ref_id, offset, limit)
         if item is None:
             if self.store is None:
                 return _error("the archive is unavailable (see /tencentdb-offload status)")
+            if flushed is False:        # it may be among the writes held in memory
+                return _error("nothing archived under %s yet: writes are waiting to be written "
+                              "(the store is busy or failing; see /tencentdb-offload status)"
+                              % _echo(wanted), hint="try again in a while")
             # another conversation's item reads exactly like a missing one
             return _error("nothing archived under %s in this conversation"
                           % _echo(wanted or path),
@@ -188,6 +193,7 @@ class RecallTools:
             "next_offset": nxt if nxt < total else None,
             "source": item.get("source", "archive"), "content": page,
             **{k: item[k] for k in ("session", "time") if k in item},
+            **_reused(item),
         }, ensure_ascii=False)
 
     def _remote(self, gateway_session: str, path: str, call_id: str, offset: int,
@@ -242,6 +248,16 @@ class RecallTools:
         return {"lcm_history": {"source": "hermes-lcm history (read-only, before the switch; "
                                           "every earlier session)",
                                 "count": len(found["results"]), **found}}
+
+
+def _reused(item: Dict[str, Any]) -> Dict[str, Any]:
+    """For a call id the provider reused: the keys of its other results, so none is hidden."""
+    keys = item.get("other_keys")
+    if not keys:
+        return {}
+    return {"other_keys": keys,
+            "note": "this call id was reused: this is its first result; each key in "
+                    "other_keys (newest first) reads one of the others"}
 
 
 def _text(value: Any) -> str:

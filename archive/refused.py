@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .browse import BUSY_S, open_readonly
+from .browse import BUSY_S, writer
 
 
 
@@ -36,14 +36,9 @@ def requeue(directory: Path, session: Optional[str] = None, timeout: float = BUS
     """Refused rows (of one session, or all) wait for the sender again, their attempts reset
     so the first retry is not delayed by old backoff; the number of rows re-queued. Waits up
     to ``timeout`` for the write lock, like any writer."""
-    open_readonly(directory).close()           # exists and is a store: never create one
-    conn = sqlite3.connect(str(Path(directory) / "store.db"), timeout=timeout,
-                           isolation_level=None)
-    try:
+    with writer(directory, timeout) as conn:
         conn.execute("BEGIN IMMEDIATE")
         where, args = ("dead=1 AND session=?", (session,)) if session else ("dead=1", ())
         moved = conn.execute("UPDATE outbox SET dead=0, attempts=0 WHERE " + where, args).rowcount
         conn.execute("COMMIT")
         return moved
-    finally:
-        conn.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 Ident = Optional[Tuple[int, int]]
 SUFFIXES = ("", "-wal", "-shm")
@@ -61,22 +61,95 @@ def quarantine(db: Path, label: str, suffixes: Tuple[str, ...] = SUFFIXES) -> st
     return aside.name if moved else ""
 
 
-def salvage(conn: Optional[sqlite3.Connection], dest: Path) -> int:
+def salvage(conn: Optional[sqlite3.Connection], dest: Path, schema: str) -> int:
     """Back up what ``conn`` (open on the old file) still reads into ``dest``; the archived
-    items saved, or -1 when it cannot be read (the file itself is garbage)."""
+    items saved, or -1 when it cannot be read (the file itself is garbage). A backup copies
+    damaged pages verbatim, so a copy that fails SQLite's quick check is rebuilt row by row
+    into a fresh ``schema``, skipping the rows that cannot be read."""
     if conn is None:
         return -1
     try:
-        out = sqlite3.connect(str(dest))
+        out = sqlite3.connect(str(dest), isolation_level=None)
         try:
             conn.backup(out)
+            if out.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                out.close()
+                _remove(dest)
+                out = sqlite3.connect(str(dest), isolation_level=None)
+                _copy_rows(conn, out, schema)
             return int(out.execute("SELECT count(*) FROM archive").fetchone()[0])
         finally:
             out.close()
     except sqlite3.Error:
-        for suffix in SUFFIXES:
-            Path(str(dest) + suffix).unlink(missing_ok=True)
+        _remove(dest)
         return -1
+
+
+def _remove(db: Path) -> None:
+    for suffix in SUFFIXES:
+        Path(str(db) + suffix).unlink(missing_ok=True)
+
+
+MAX_SKIPS = 200     # unreadable stretches skipped per table before the rest is given up
+
+
+def _copy_rows(src: sqlite3.Connection, out: sqlite3.Connection, schema: str) -> None:
+    """Every row ``src`` can still read, table by table, into a fresh ``schema``."""
+    out.executescript(schema)
+    tables = [r[0] for r in out.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite%'")]
+    for table in tables:
+        cols = ",".join('"%s"' % r[1] for r in out.execute('PRAGMA table_info("%s")' % table))
+        insert = 'INSERT OR IGNORE INTO "%s"(rowid,%s) VALUES (%s)' % (
+            table, cols, ",".join("?" * (cols.count(",") + 2)))
+        out.execute("BEGIN")
+        try:
+            _copy_table(src, out, 'SELECT rowid,%s FROM "%s" WHERE rowid>? ORDER BY rowid'
+                        % (cols, table), insert)
+        finally:
+            out.execute("COMMIT")
+
+
+def _copy_table(src: sqlite3.Connection, out: sqlite3.Connection, select: str,
+                insert: str) -> None:
+    last, step, skips = 0, 1, 0
+    while skips <= MAX_SKIPS:
+        try:
+            for row in src.execute(select, (last,)):
+                out.execute(insert, row)
+                last, step = row[0], 1
+            return
+        except sqlite3.OperationalError as exc:
+            if "no such" in str(exc):   # a table the old file never had
+                return
+        except sqlite3.DatabaseError:
+            pass
+        skips += 1
+        last += step                    # past the unreadable stretch, in growing steps
+        step = min(step * 2, 1 << 20)
+
+
+def schema_problem(conn: sqlite3.Connection, schema: str, version: int) -> str:
+    """Why this version cannot use the store: written by a newer one, or ``schema``'s tables
+    there with columns missing (every write would fail); '' when nothing."""
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > version:
+        return ("was written by a newer version of tencentdb-offload (schema %d, this one "
+                "reads %d): update the plugin, or move the file aside to start a new archive"
+                % (found, version))
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.executescript(schema)
+        for (table,) in probe.execute("SELECT name FROM sqlite_master WHERE type='table'"):
+            want = {r[1] for r in probe.execute('PRAGMA table_info("%s")' % table)}
+            have = {r[1] for r in conn.execute('PRAGMA table_info("%s")' % table)}
+            if have and want - have:
+                return ("has an unknown schema (table %s lacks %s): written by a newer version "
+                        "of tencentdb-offload or another program; move the file aside to start "
+                        "a new archive" % (table, ", ".join(sorted(want - have))))
+        return ""
+    finally:
+        probe.close()
 
 
 def usable(db: Path) -> bool:
@@ -98,3 +171,18 @@ def usable(db: Path) -> bool:
             conn.close()
     except sqlite3.Error:
         return False
+
+
+def while_locked(step: Callable[[], Any], seconds: float) -> Any:
+    """Run ``step``, retrying for up to ``seconds`` while SQLite says the file is locked/busy."""
+    deadline = time.monotonic() + seconds
+    pause = 0.01
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(0.25, pause * 2)

@@ -24,9 +24,9 @@ def load_seal(directory: Path) -> Tuple[Seal, str]:
         if not path.exists():               # write aside, then link: readers never see half a key
             tmp = path.with_name("%s.%d.tmp" % (KEY_FILE, os.getpid()))
             fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(os.urandom(32).hex().encode("ascii"))
-            try:
+            try:                            # a full disk must not leave the half key behind
+                with os.fdopen(fd, "wb") as out:
+                    out.write(os.urandom(32).hex().encode("ascii"))
                 os.link(str(tmp), str(path))   # fails if another process won the race
             except FileExistsError:
                 pass

@@ -23,7 +23,7 @@ from .outbox import OUTBOX_SCHEMA, Outbox, migrate_outbox, sized
 
 from . import lookup, repair
 from .stats import StoreStats, decode_event, read_stats
-from ..context import item_key
+from ..context import item_key, result_keys
 from ..common.per_thread import PerThread
 from ..common.peer_text import plugin_logger
 
@@ -65,6 +65,11 @@ CREATE TABLE IF NOT EXISTS counters(
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL);
 """
+
+SCHEMA_VERSION = 1          # PRAGMA user_version; 0 is a store made before it was set
+# Hermes 0.17 resumes a rotated session id for months: its alias goes only with its rows
+_ALIAS_IN_USE = (" AND conversation NOT IN (SELECT session FROM archive UNION "
+                 "SELECT conversation FROM handover)")
 
 
 @dataclass
@@ -117,6 +122,7 @@ class Store(Outbox):
         self.generation = 0                 # bumped by a recovery: older connections are stale
         self._identity: Optional[Tuple[repair.Ident, repair.Ident]] = None
         self._anchor: Optional[sqlite3.Connection] = None   # the file as opened, for a salvage
+        self._produced: repair.Ident = None     # the file the last recovery made
         self._repairing = threading.RLock()
         self._conns: PerThread[Tuple[sqlite3.Connection, int]] = PerThread(lambda c: c[0].close())
         self._open_checked()
@@ -142,15 +148,24 @@ class Store(Outbox):
 
     def _start(self) -> None:
         """Create (or open) the file and remember which file it is."""
-        _while_locked(self._create, self.BUSY_TIMEOUT_S)
+        repair.while_locked(self._create, self.BUSY_TIMEOUT_S)
         self._anchor = self._connect()
         self._anchor.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL
         self._identity = repair.identity(self.path)
 
     def _create(self) -> None:
         conn = self._conn()
+        self._refuse(conn, SCHEMA)          # a store we do not know is left as it is
         conn.executescript(SCHEMA + OUTBOX_SCHEMA)
         migrate_outbox(conn)
+        self._refuse(conn, OUTBOX_SCHEMA)
+        if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+            conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)
+
+    def _refuse(self, conn: sqlite3.Connection, schema: str) -> None:
+        problem = repair.schema_problem(conn, schema, SCHEMA_VERSION)
+        if problem:
+            raise StoreError("%s %s" % (self.path, problem))
 
     def _quarantine(self, exc: Exception, suffixes: Tuple[str, ...]) -> None:
         """Move a corrupt database aside (kept for inspection) and start a new one."""
@@ -174,7 +189,7 @@ class Store(Outbox):
                                isolation_level=None, check_same_thread=False)
         # switching to WAL answers "locked" at once (no busy wait) while another process
         # creates or recovers the file: a second process starting is normal, so wait
-        _while_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"), self.BUSY_TIMEOUT_S)
+        repair.while_locked(lambda: conn.execute("PRAGMA journal_mode=WAL"), self.BUSY_TIMEOUT_S)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=%d" % int(self.BUSY_TIMEOUT_S * 1000))
         # after a checkpoint the WAL shrinks back: a burst must not leave a copy on disk
@@ -191,43 +206,47 @@ class Store(Outbox):
         db, wal = repair.identity(self.path)
         if db == want[0] and (wal == want[1] or want[1] is None):
             return False
-        if db is None:
-            what = "deleted"
-        elif db != want[0]:
-            what = "replaced"
-        else:
-            what = "left without its WAL" if wal is None else "given another WAL"
+        what = ("deleted" if db is None else "replaced" if db != want[0] else
+                "left without its WAL" if wal is None else "given another WAL")
         self.recover("store.db was %s while in use" % what, replaced=db not in (None, want[0]))
         return True
 
-    def recover(self, reason: str, replaced: bool = False) -> None:
+    def recover(self, reason: str, replaced: bool = False) -> bool:
         """Keep the broken file, restore what the open copy still holds (or adopt a good store
-        another process put there), and carry on with a working file. The writer re-sends
-        what it holds."""
+        another process put there) and carry on; the writer re-sends what it holds. False
+        when the broken file is this process's last recovery: no pile of copies of it."""
         with self._repairing:
-            if self._identity is not None and self._identity == repair.identity(self.path) \
-                    and not reason.startswith("the store failed"):
-                return              # another thread recovered meanwhile
+            now, damaged = repair.identity(self.path), reason.startswith("the store failed")
+            if self._identity is not None and self._identity == now and not damaged:
+                return True         # another thread recovered meanwhile
+            if damaged and now[0] is not None and now[0] == self._produced:
+                self.last_error = "%s; the store recovered here is damaged too" % reason
+                return False
             self._identity = None
-            if replaced and repair.usable(self.path):
-                done = "another good store is there now; using it"
-                self._drop_connections()
-            else:
-                tmp = self.path.with_name(self.path.name + ".salvage-" + repair.stamp())
-                saved = repair.salvage(self._anchor, tmp)
-                self._drop_connections()
-                aside = repair.quarantine(self.path, "broken")
-                if saved >= 0:
-                    tmp.rename(self.path)
-                done = ("%s; restored %d archived items from the open copy" % (
-                    "kept as " + aside if aside else "nothing left to keep", saved)
-                    if saved >= 0 else "kept as %s; started a new store" % (aside or "-"))
+            done = self._replace_file(replaced)
             self.generation += 1
             self._start()
+            self._produced = self._identity[0] if self._identity else None
             text = "%s %s: %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), reason, done)
             self.recoveries = (self.recoveries + [text])[-10:]
             self.last_error = text
             log.warning("tencentdb-offload: %s", text)
+            return True
+
+    def _replace_file(self, replaced: bool) -> str:
+        """Put a working file at ``store.db``; says what was done."""
+        if replaced and repair.usable(self.path):
+            self._drop_connections()
+            return "another good store is there now; using it"
+        tmp = self.path.with_name(self.path.name + ".salvage-" + repair.stamp())
+        saved = repair.salvage(self._anchor, tmp, SCHEMA + OUTBOX_SCHEMA)
+        self._drop_connections()
+        aside = repair.quarantine(self.path, "broken")
+        if saved < 0:
+            return "kept as %s; started a new store" % (aside or "-")
+        tmp.rename(self.path)
+        return "%s; restored %d archived items from the open copy" % (
+            "kept as " + aside if aside else "nothing left to keep", saved)
 
     def _drop_connections(self) -> None:
         # every connection on the old file closes before a new file takes the name: the last
@@ -262,16 +281,22 @@ class Store(Outbox):
     @staticmethod
     def op_archive(session: str, items: List[ArchiveItem], now: float) -> Callable:
         # rows (content hashes, argument JSON) are built on the writer thread, not the caller's
+        insert = ("INSERT OR IGNORE INTO archive(session,item_key,kind,tool_call_id,tool_name,"
+                  "role,args,content,chars,created) VALUES (?,?,?,?,?,?,?,?,?,?)")
+
         def op(conn: sqlite3.Connection) -> None:
-            rows = []
             for it in items:
                 text = clean_text(it.content)
-                rows.append((session, it.key, it.kind, clean_text(it.tool_call_id) or None,
-                             clean_text(it.tool_name), clean_text(it.role),
-                             clean_text(_args_text(it.args)), text, len(text), now))
-            conn.executemany(
-                "INSERT OR IGNORE INTO archive(session,item_key,kind,tool_call_id,tool_name,"
-                "role,args,content,chars,created) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+                row = [session, it.key, it.kind, clean_text(it.tool_call_id) or None,
+                       clean_text(it.tool_name), clean_text(it.role),
+                       clean_text(_args_text(it.args)), text, len(text), now]
+                if conn.execute(insert, row).rowcount or not it.key.startswith("call:"):
+                    continue
+                # a reused call id with another text: kept under "<id>~<hash>" (result_keys)
+                if conn.execute("SELECT content IS NOT ? FROM archive WHERE session=? AND "
+                                "item_key=?", (text, session, it.key)).fetchone()[0]:
+                    row[1] = "call:" + result_keys.suffixed(row[3], text)
+                    conn.execute(insert, row)
         return sized(op, sum(len(it.content) for it in items))
 
     def archive(self, session: str, items: List[ArchiveItem]) -> None:
@@ -353,7 +378,8 @@ class Store(Outbox):
     def reclaim(self, retention_days: int, now: Optional[float] = None,
                 keep_since: Optional[float] = None) -> Dict[str, int]:
         """Delete archive, outbox, alias, event and handover rows older than ``retention_days``; rows
-        created at or after ``keep_since`` (the calling process's start) always stay."""
+        created at or after ``keep_since`` (the calling process's start) always stay, and so
+        does an alias whose conversation still has rows."""
         if retention_days <= 0:
             return {}
         cutoff = (now or time.time()) - retention_days * 86_400
@@ -362,24 +388,10 @@ class Store(Outbox):
         counts: Dict[str, int] = {}
 
         def op(conn: sqlite3.Connection) -> None:
-            for table, col in (("archive", "created"), ("outbox", "created"),
-                               ("aliases", "created"), ("events", "ts"), ("handover", "at")):
-                cur = conn.execute("DELETE FROM %s WHERE %s < ?" % (table, col), (cutoff,))
+            for table, col in (("archive", "created"), ("outbox", "created"), ("events", "ts"),
+                               ("handover", "at"), ("aliases", "created")):
+                cur = conn.execute("DELETE FROM %s WHERE %s < ?%s" % (
+                    table, col, _ALIAS_IN_USE if table == "aliases" else ""), (cutoff,))
                 counts[table] = cur.rowcount
         self.transaction([op])
         return counts
-
-
-def _while_locked(step: Callable[[], Any], seconds: float) -> Any:
-    """Run ``step``, retrying for up to ``seconds`` while SQLite says the file is locked/busy."""
-    deadline = time.monotonic() + seconds
-    pause = 0.01
-    while True:
-        try:
-            return step()
-        except sqlite3.OperationalError as exc:
-            text = str(exc)
-            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
-                raise
-        time.sleep(pause)
-        pause = min(0.25, pause * 2)

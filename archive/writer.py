@@ -27,7 +27,14 @@ log = plugin_logger("tencentdb_offload.store")
 Op = Callable[[sqlite3.Connection], Any]
 Group = Tuple[int, Tuple[Op, ...]]          # (bytes held, the operations of one submit)
 _WAKE = (0, ())                             # retry now (flush); commits nothing
-_STORE_PROBLEMS = (sqlite3.OperationalError, OSError)   # locked, full, I/O: retry later
+
+
+class StoreDamaged(Exception):
+    """The store file is damaged and a recovery did not make it take the write: the store's
+    problem, not the row's, so the write is held for a retry, never dropped."""
+
+
+_STORE_PROBLEMS = (sqlite3.OperationalError, OSError, StoreDamaged)   # retry later
 
 
 class StoreWriter:
@@ -36,6 +43,9 @@ class StoreWriter:
     IDLE_S = 60.0
     MAX_WAITING_BYTES = 64 << 20     # held in memory while the store is failing
     RETRY_MIN_S, RETRY_MAX_S = 0.5, 30.0
+    # while writes are held a flush waits this long for the retry it asks for: a retry stuck
+    # on another process's write lock takes the busy timeout (10 s), and a recall must not
+    HELD_WAIT_S = 0.5
     EXIT_FLUSH_S = 10.0              # a normal exit waits at most this long for queued writes
     # A submit comes from a hook whose caller is still running: 0.22 runs every hook on a new
     # thread and joins it. Waking at once, this thread would take the GIL from that caller for
@@ -57,6 +67,7 @@ class StoreWriter:
         self.opener = opener        # retried while there is no store
         self.last_error = ""
         self.lost = 0               # writes given up: over the cap, or refused by SQLite
+        self._refused = 0           # of those, refused by SQLite (a flush waiting saw them go)
         self._lost_unrecorded = 0
         self._queue: "queue.Queue[Any]" = queue.Queue()
         self._held: List[Group] = []       # failed on a store problem, oldest first
@@ -66,6 +77,7 @@ class StoreWriter:
         self._fail_total = 0        # every failed attempt: a waiting flush sees one happen
         self.last_flush = ""
         self._retry_at = 0.0
+        self._attempt_at = 0.0      # when the writes now being tried were taken
         self._submitted = 0
         self._done = 0
         self._cond = threading.Condition()
@@ -94,15 +106,21 @@ class StoreWriter:
         self._queue.put((size, ops))
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything submitted before is committed; False on timeout, and False
-        at once when a write attempt fails meanwhile (the writes are held for a retry: waiting
-        longer would not write them). ``last_flush`` says which."""
+        """Wait until everything submitted before is committed; False on timeout, False at
+        once when a write attempt fails meanwhile (the writes are held for a retry: waiting
+        longer would not write them), False after at most ``HELD_WAIT_S`` while writes are
+        held, and False when one of them was refused and dropped. ``last_flush`` says which."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            target, failures = self._submitted, self._fail_total
-            if self._done < target and self._held:
-                self._retry_at = 0.0            # a waiting caller: retry now, not after backoff
-                self._queue.put(_WAKE)
+            target, failures, refused = self._submitted, self._fail_total, self._refused
+            if self._done < target and self._failures:
+                if not self._held and time.monotonic() - self._attempt_at > self.HELD_WAIT_S:
+                    self.last_flush = "held for retry: %s" % self.last_error
+                    return False                # a retry stuck on a lock: waiting cannot hurry it
+                deadline = min(deadline, time.monotonic() + self.HELD_WAIT_S)
+                if self._held:                  # not already retrying: retry now, not after backoff
+                    self._retry_at = 0.0
+                    self._queue.put(_WAKE)
             self._flushers += 1
             self._cond.notify_all()             # a caller waits: the writer stops settling
             try:
@@ -112,11 +130,15 @@ class StoreWriter:
                         self.last_flush = "held for retry: %s" % self.last_error
                         return False
                     if left <= 0 or not self._thread.is_alive():
-                        self.last_flush = "timed out"
+                        self.last_flush = ("held for retry: %s" % self.last_error
+                                           if self._failures else "timed out")
                         return False
                     self._cond.wait(left)
             finally:
                 self._flushers -= 1
+            if self._refused != refused:
+                self.last_flush = self.last_error
+                return False
         self.last_flush = "written"
         return True
 
@@ -236,6 +258,7 @@ class StoreWriter:
             self._done += len(groups)
             self._queued_bytes -= sum(g[0] for g in groups)
             self.lost += lost
+            self._refused += lost
             self._lost_unrecorded += lost
             self._cond.notify_all()
         return recovered
@@ -243,6 +266,7 @@ class StoreWriter:
     def _commit(self, batch: List[Group]) -> None:
         with self._cond:
             groups, self._held = self._held + batch, []
+            self._attempt_at = time.monotonic()
             self._queued_bytes += self._held_bytes
             self._held_bytes = 0
         if not groups:
@@ -284,10 +308,16 @@ class StoreWriter:
         try:
             self.store.transaction(ops)
         except sqlite3.DatabaseError as exc:
-            if check is None or not is_broken(exc):
+            if not is_broken(exc):
                 raise
-            self.store.recover("the store failed: %s" % exc)
-            self.store.transaction(ops)
+            if check is None or not self.store.recover("the store failed: %s" % exc):
+                raise StoreDamaged(exc) from exc
+            try:
+                self.store.transaction(ops)
+            except sqlite3.DatabaseError as again:
+                if is_broken(again):
+                    raise StoreDamaged(again) from again
+                raise
 
     def _failed(self, groups: List[Group], error: str) -> None:
         self._hold(groups)

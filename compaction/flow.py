@@ -19,6 +19,7 @@ from .engine_view import CompactingEngine
 from ..session import SessionState
 from ..host.compat import HOST_SELECTS_CONTEXT
 from ..context import canvas, departures, durable_pointers, focus, read_backs, recall_blocks
+from ..context import result_keys
 from ..context import digest as D
 from ..context import messages as M
 from ..context.fallback import local_compact
@@ -208,7 +209,8 @@ class CompactionRun:
         recallable = rt.writer.settled(0.2)
         with self.state.lock:
             summaries = dict(self.state.summaries)      # the Gateway's L1, for the digest
-        common = dict(keep_first=s.keep_first,
+            reused = set(self.state.reused_ids)         # call ids the provider reused
+        common = dict(keep_first=s.keep_first, reused=reused,
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
                       recallable=recallable, count=self.count, seal=rt.seal,
                       summaries=summaries, notes=notes, focus=self.focus,
@@ -253,7 +255,9 @@ class CompactionRun:
             gone = departures.Departures(gone.items + extra + self.args_gone, gone.left_ids,
                                          gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
-        self.left = departures.read_keys(gone)
+        with self.state.lock:
+            reused = set(self.state.reused_ids)     # archive_departures may have added some
+        self.left = departures.read_keys(gone, reused | result_keys.reused_in(clean))
         if gone.items:
             self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
         return gone.count
@@ -272,7 +276,10 @@ class CompactionRun:
                 return rt.store is not None and rt.store.holds(self.state.key, tid)
             except Exception:                       # unreadable: not promised
                 return False
-        result, restored = durable_pointers.restore(result, clean, rt.seal, held)
+        with self.state.lock:
+            reused = set(self.state.reused_ids)
+        result, restored = durable_pointers.restore(result, clean, rt.seal, held,
+                                                    reused | result_keys.reused_in(clean))
         if restored:
             rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
                           "them (%s)" % (restored, rt.writer.last_error or "not written"))

@@ -45,6 +45,7 @@ class Plan:
     removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
     asked_back: Set[str] = field(default_factory=set)        # the current turn's recall reads
     unread: Set[str] = field(default_factory=set)            # the newest step's, not yet read
+    reused: Set[str] = field(default_factory=set)            # call ids with several texts
 
     @property
     def whole_over_budget(self) -> Set[str]:

@@ -1,15 +1,16 @@
 """What left the context in a compaction: compare the messages before and after by content.
 
 A Gateway reply is made of new objects, so identity says nothing; content does. A tool result
-counts as kept while a result with the same ``tool_call_id`` and length is still there; any
-other message while its text is. Stateless: the engine decides what to archive and records ids.
+counts as kept while a result with the same ``tool_call_id`` and text is still there (a reply
+that rewrites a result, even to the same length, is a departure); any other message while its
+text is. Stateless: the engine decides what to archive and records ids.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from . import item_key
+from . import item_key, result_keys
 from . import messages as M
 from .provenance import Seal
 
@@ -61,7 +62,7 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
     for m in after:
         if M.is_tool_result(m):
             for tid, text in M.tool_results(m):
-                kept_calls.add((tid, len(text)))
+                kept_calls.add((tid, text))     # a set: compared by hash, then in full
                 if text.startswith(OFFLOADED_MARK):
                     summarised.add(tid)
         else:
@@ -75,7 +76,7 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
             continue
         if M.is_tool_result(m):
             for tid, text in M.tool_results(m):
-                if (tid, len(text)) in kept_calls:
+                if (tid, text) in kept_calls:
                     continue
                 count += 1
                 left.add(tid)
@@ -95,12 +96,14 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
     return Departures(items, left, summarised, count)
 
 
-def read_keys(gone: Departures) -> List[str]:
+def read_keys(gone: Departures, reused: AbstractSet[str] = frozenset()) -> List[str]:
     """The keys ``tdai_read_cos`` reads what left back by (a tool result its
-    ``tool_call_id``, anything else its ``msg-`` key, as the archive shows them), in order."""
+    ``tool_call_id``, or its ``result_keys`` key when the id is ``reused``; anything else its
+    ``msg-`` key, as the archive shows them), in order."""
     keys: List[str] = []
     for d in gone.items:
-        keys.append(d.tool_call_id if d.kind == "tool_result" and d.tool_call_id
+        keys.append(result_keys.key_of(d.tool_call_id, d.content, reused)
+                    if d.kind == "tool_result" and d.tool_call_id
                     else item_key.message_key(d.role, d.content))
     listed = set(keys)
     keys += sorted(t for t in gone.left_ids if t not in listed)  # archived when they arrived

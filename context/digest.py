@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
 
 from . import digest_fold as fold
-from . import item_key
+from . import item_key, result_keys
 from . import messages as M
 from .notes import Notes, memory_of
 from .provenance import Seal
@@ -151,9 +151,10 @@ def outcome_of(text: str) -> str:
     return "error: " + first if low.startswith(("error", "traceback", "failed", "exception")) else ""
 
 
-def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None
-             ) -> Tuple[List[Turn], List[Tuple[str, str]]]:
-    """The turns of ``cut`` (oldest first) and the rules among them as (text, key)."""
+def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None,
+             reused: AbstractSet[str] = frozenset()) -> Tuple[List[Turn], List[Tuple[str, str]]]:
+    """The turns of ``cut`` (oldest first) and the rules among them as (text, key); a call
+    whose id is ``reused`` is listed by its result's own key (``result_keys``)."""
     turns: List[Turn] = []
     rules: List[Tuple[str, str]] = []
     by_id: Dict[str, Call] = {}
@@ -182,6 +183,7 @@ def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None
             call = by_id.get(tid)
             if call is not None:
                 call.outcome = outcome_of(text)
+                call.tool_call_id = result_keys.key_of(tid, text, reused)
                 summary = (summaries or {}).get(tid)
                 if summary:
                     call.summary = one_line(summary, DETAIL_CHARS)
@@ -224,13 +226,18 @@ def render_turn(n: int, turn: Turn) -> str:
     return "\n".join(lines)
 
 
+def rule_line(text: str, key: str) -> str:
+    """A rule on one line: its own line breaks would read, at the next collapse, as digest
+    structure (a turn line, a memory note); the whole text stays readable by its key."""
+    return "! %s (%s)" % (M.trim_text(" ".join(text.split()), RULE_CHARS, "full text: " + key), key)
+
+
 def render(turns: Sequence[Turn], rules: Sequence[Tuple[str, str]], first: int, *,
            header: str, collapsed_before: Sequence[str] = (), notes: Notes = Notes()) -> str:
     parts = [header]
     if rules:
         parts.append(RULES)
-        parts.extend("! %s (%s)" % (M.trim_text(t, RULE_CHARS, "full text: " + k), k)
-                     for t, k in rules)
+        parts.extend(rule_line(t, k) for t, k in rules)
     parts.extend(notes.lines())
     if collapsed_before or turns:
         parts.append("Turns:")
@@ -288,11 +295,12 @@ def tokens_of(body: str) -> int:
 
 def build(earlier: Sequence[str], cut: Sequence[Message], *, seal: Seal, cap: int,
           recallable: bool = True, summaries: Optional[Dict[str, str]] = None,
-          number: int = 1, notes: Notes = Notes()) -> Tuple[List[Message], bool]:
+          number: int = 1, notes: Notes = Notes(),
+          reused: AbstractSet[str] = frozenset()) -> Tuple[List[Message], bool]:
     """The digest messages to follow the ``earlier`` digest bodies (kept as they are) for the
     messages ``cut`` now, and whether they replace the earlier ones (a collapse at the cap).
     ``notes`` ride in the new section; with nothing cut there is no section."""
-    turns, rules = turns_of(cut, summaries)
+    turns, rules = turns_of(cut, summaries, reused)
     first = last_number(earlier) + 1
     header = CONTINUED if earlier else (HEADER if recallable else HEADER_HELD)
     if not turns and not rules:
@@ -329,7 +337,7 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
         r, lines = collapse(b)
         old_rules.extend(r)
         old_lines.extend(lines)
-    new_rules = ["! %s (%s)" % (M.trim_text(t, RULE_CHARS, "full text: " + k), k) for t, k in rules]
+    new_rules = [rule_line(t, k) for t, k in rules]
     header = HEADER if recallable else HEADER_HELD
 
     def head(rule_lines: List[str]) -> List[str]:

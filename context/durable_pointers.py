@@ -9,9 +9,10 @@ the archive holds.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Sequence, Tuple
 
 from . import messages as M
+from . import result_keys
 from .provenance import Seal
 
 Message = Dict[str, Any]
@@ -19,30 +20,33 @@ POINTER_KINDS = ("trim", "summary")      # our texts that point at the archive f
 
 
 def pointed(result: Sequence[Message], seal: Seal) -> List[str]:
-    """Ids of the tool results in ``result`` that are our sealed trim or summary."""
-    return [tid for m in result if M.is_tool_result(m) for tid, text in M.tool_results(m)
+    """Keys the trim or summary pointers of ours in ``result`` name (the call id, or its
+    ``result_keys`` key when the id is reused)."""
+    return [result_keys.pointer_in(tid, text) or tid
+            for m in result if M.is_tool_result(m) for tid, text in M.tool_results(m)
             if (seal.open_text(text) or ("",))[0] in POINTER_KINDS]
 
 
 def restore(result: List[Message], before: Sequence[Message], seal: Seal,
-            held: Callable[[str], bool]) -> Tuple[List[Message], int]:
+            held: Callable[[str], bool],
+            reused: AbstractSet[str] = frozenset()) -> Tuple[List[Message], int]:
     """``result`` with each result message whose pointer is not ``held`` replaced by its
-    original from ``before`` (same ids, different text); and how many results went back."""
+    original from ``before`` (same ids, the text the pointer names); and how many results
+    went back."""
     originals: Dict[str, Message] = {}
     for m in before:
         if isinstance(m, dict) and M.is_tool_result(m):
-            for tid in M.results_of(m):
-                originals[tid] = m
+            for tid, text in M.tool_results(m):
+                originals[result_keys.key_of(tid, text, reused)] = m
     out: List[Message] = []
     restored = 0
     for m in result:
-        ids = M.results_of(m) if M.is_tool_result(m) else []
-        orig = originals.get(ids[0]) if ids else None
-        if orig is not None and M.results_of(orig) == ids and orig != m:
-            missing = [tid for tid in pointed([m], seal) if not held(tid)]
-            if missing:
-                out.append(M.fresh(orig))
-                restored += len(missing)
-                continue
+        missing = [key for key in pointed([m], seal) if not held(key)] \
+            if M.is_tool_result(m) else []
+        orig = next((originals[k] for k in missing if k in originals), None)
+        if orig is not None and M.results_of(orig) == M.results_of(m) and orig != m:
+            out.append(M.fresh(orig))
+            restored += len(missing)
+            continue
         out.append(m)
     return out, restored

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set
 
 from . import blocks as B
 from . import digest as D
@@ -24,7 +24,7 @@ from . import messages as M
 from .heartbeat import is_heartbeat_call
 from .callargs import args_key, trim_call_args
 from . import item_key
-from . import read_backs
+from . import read_backs, result_keys
 from .departures import Departed, plain_text
 from .notes import Notes, carried
 from .provenance import Seal
@@ -62,16 +62,18 @@ def drop_old_notices(messages: Sequence[Message], seal: Seal) -> List[Message]:
 
 
 def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]],
-             seal: Optional[Seal] = None) -> str:
+             seal: Optional[Seal] = None, reused: AbstractSet[str] = frozenset()) -> str:
     """``text`` as it stays in the context: the Gateway's summary when known, else head + tail
     with a recall pointer; sealed when a ``seal`` is given. Our own trim is trimmed again from
-    its body; our other texts (a summary, a digest) stay as they are."""
+    its body; our other texts (a summary, a digest) stay as they are. A ``reused`` call id
+    points at its text's own key (``result_keys``)."""
+    key = result_keys.key_of(tid, text, reused)
     opened = seal.open_text(text) if seal is not None else None
     if opened is not None:
         if opened[0] != "trim":
             return text
         text = opened[1]
-    hint = RECALL_HINT % tid
+    hint = RECALL_HINT % key
     summary = (summaries or {}).get(tid)
     if summary and len(summary) < len(text):     # the Gateway's L1 summary stands in
         body = "%s Summary of an archived tool result: %s\n(%s)" % (M.NOTICE_MARK, summary, hint)
@@ -83,13 +85,14 @@ def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]
 
 
 def trim_result(msg: Message, limit: int, summaries: Optional[Dict[str, str]] = None,
-                seal: Optional[Seal] = None) -> Optional[Message]:
+                seal: Optional[Seal] = None,
+                reused: AbstractSet[str] = frozenset()) -> Optional[Message]:
     """A copy of a tool-result message with results over ``limit`` chars replaced by their
     Gateway summary when ``summaries`` has one, else trimmed (None if nothing to do); with a
     ``seal``, what the plugin wrote is sealed ("summary" / "trim")."""
     if M.role(msg) == "tool":
         res = B.tool_results(msg)[0]
-        short = _shorter(res.text, res.id, limit, summaries, seal)
+        short = _shorter(res.text, res.id, limit, summaries, seal, reused)
         return None if len(res.text) <= limit or short == res.text else M.with_content(msg, short)
     content = msg.get("content")
     if not isinstance(content, list):
@@ -98,7 +101,7 @@ def trim_result(msg: Message, limit: int, summaries: Optional[Dict[str, str]] = 
     for b in B.content_blocks(content):
         raw = b.raw
         if b.kind is B.Kind.TOOL_RESULT:
-            short = _shorter(b.text, b.id, limit, summaries, seal)
+            short = _shorter(b.text, b.id, limit, summaries, seal, reused)
             if len(b.text) > limit and short != b.text:
                 raw = dict(raw, content=short)
                 changed = True
@@ -124,7 +127,7 @@ def trim_user(msg: Message, limit: int) -> Optional[Message]:
 
 # --- local compaction in steps: plan, price, tighten, fill, assemble ------------------------
 
-def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
+def _plan(body: List[Message], keep_first: int, seal: Seal, reused: AbstractSet[str]) -> Plan:
     """Groups, earlier digests, the current turn; heartbeat groups before it leave first (not
     the current turn's: the host appends the model's answer to it)."""
     spans = M.group_spans(body)
@@ -143,6 +146,7 @@ def _plan(body: List[Message], keep_first: int, seal: Seal) -> Plan:
             plan.digests.append(i)
             plan.bodies.append(text)
     plan.removed = removed
+    plan.reused = set(reused) | result_keys.reused_in(body)
     if plan.current >= 0:
         plan.asked_back = read_backs.asked_back(body, seal)
     _choose_head(plan, keep_first)
@@ -198,7 +202,7 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
         if limit is not None:
             if M.is_tool_result(m) or M.results_of(m):
                 if keep.isdisjoint(M.results_of(m)):
-                    new = trim_result(m, limit, seal=seal)
+                    new = trim_result(m, limit, seal=seal, reused=plan.reused)
             elif M.calls_of(m):
                 shorter = trim_call_args(m, limit, recallable)
                 if shorter is not None:
@@ -299,7 +303,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                   summaries: Optional[Dict[str, str]] = None,
                   digest_cap: Optional[int] = None, notes: Notes = Notes(),
                   focus: Sequence[str] = (), ceiling: int = 0, unread_room: int = 0,
-                  trigger: int = 0) -> CompactResult:
+                  trigger: int = 0, reused: AbstractSet[str] = frozenset()) -> CompactResult:
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
@@ -319,7 +323,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     src = M.repair(drop_old_notices(messages, seal))
     before = sum(count(m) for m in messages)
     systems = [m for m in src if M.role(m) == "system"]
-    plan = _plan([m for m in src if M.role(m) != "system"], keep_first, seal)
+    plan = _plan([m for m in src if M.role(m) != "system"], keep_first, seal, reused)
     cap = digest_cap if digest_cap is not None else D.budget_for(budget)
     earlier = sum(D.tokens_of(b) for b in plan.bodies)
     hard = ceiling if plan.asked_back else 0
@@ -347,7 +351,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
                                                          plan.versions[i]] + _digest_messages(plan)):
         notes = notes.without_memory()
     digest, replaces = D.build(plan.bodies, cut, seal=seal, cap=cap, recallable=recallable,
-                               summaries=summaries, number=D.free_number(plan.body), notes=notes)
+                               summaries=summaries, number=D.free_number(plan.body), notes=notes, reused=plan.reused)
     result = M.repair(systems + _assemble(plan, chosen, digest, replaces))
     removed = plan.removed + cut + (_digest_messages(plan) if replaces else [])
     after = sum(count(m) for m in result)

@@ -121,9 +121,11 @@ def with_content(msg: Message, content: Any) -> Message:
 
 def trim_text(text: str, limit: int, pointer: str) -> str:
     """Head and tail of ``text`` within about ``limit`` chars, with a pointer to the rest."""
-    if len(text) <= limit or (TRIM_MARK in text and len(text) <= 2 * limit):
-        return text            # already trimmed: trimming is idempotent
     marker = "\n\n[... %d %s; %s ...]\n\n" % (len(text), TRIM_MARK, pointer)
+    if len(text) <= limit or (TRIM_MARK in text and len(text) <= limit + len(marker)):
+        # already trimmed (ours is at most that long): idempotent. Text that merely quotes
+        # our mark is trimmed like any other once it is longer than that.
+        return text
     room = max(limit // 2, limit - len(marker))
     head, tail = max(1, room * 2 // 3), max(1, room - max(1, room * 2 // 3))
     marker = marker.replace(str(len(text)), str(len(text) - head - tail), 1)

@@ -48,12 +48,12 @@ def flush_text(runtime: "Runtime") -> str:
                 "so there is no outbox to deliver")
     done = runtime.flush(None, 10.0)
     left = runtime.store.backlog() if runtime.store else 0
-    if done and not left:
-        return "outbox delivered: nothing waiting for the Gateway"
     gw = GatewayView.of(runtime.client, runtime.settings) if runtime.client else None
-    if gw is None or gw.looks_unused:
+    if gw is None or gw.looks_unused:       # local mode: nothing was sent, even with no backlog
         return ("archive writes saved to disk; nothing sent: %s; %s kept in case a Gateway "
                 "answers at the default URL" % (NO_GATEWAY, plural(left, "row")))
+    if done and not left:
+        return "outbox delivered: nothing waiting for the Gateway"
     why = runtime.worker.last_error or gw.last_error or "health %s, breaker %s" % (
         gw.health, gw.breaker_state)
     return "outbox not delivered: %s waiting (kept on disk, sent when the Gateway answers); %s" % (

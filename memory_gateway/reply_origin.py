@@ -191,8 +191,8 @@ def _replaced_with_text(new: Any, old: Any) -> bool:
     if _same(new, old):
         return True
     if isinstance(new, list):
-        return all(isinstance(b, dict) and b.get("type") == "text" and _sendable(b.get("text"))
-                   for b in new)
+        return all(isinstance(b, dict) and B.read_block(b).kind is B.Kind.TEXT
+                   and _sendable(b.get("text")) for b in new)
     return _sendable(new)
 
 

@@ -12,9 +12,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..common.peer_text import printable_output
+from ..settings.config import PREFIX, Settings, load_settings
 from .env import MIN_WINDOW, PROG, CliError
 from .status import cmd_status
 from . import archive_cmd, outbox_cmd, report_cmd
@@ -25,14 +26,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
 
 
-def _fraction(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError("%r is not a number" % text)
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError("%s must be between 0 and 1" % text)
+
+
+MAX_WAIT_S = 3600.0
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds, at most an hour (``inf`` or ``1e308`` overflow the
+    client's millisecond timeouts; 0, negatives and ``nan`` mean nothing)."""
+    value = _number(text)
+    if not (0.0 < value <= MAX_WAIT_S):
+        raise argparse.ArgumentTypeError("%s must be a number of seconds above 0 and at most %g"
+                                         % (text, MAX_WAIT_S))
     return value
+
+
+def _setting_flag(suffix: str):
+    """An argparse type for the flag that stands in for the setting ``suffix``: the setting's
+    own parser and bounds, so a value the setting would refuse never reaches the engine (where
+    it would be blamed on the setting and replaced by the default)."""
+    def parse(text: str) -> Any:
+        value = _number(text) if suffix in ("THRESHOLD", "COMPACT_RATIO") else text
+        problems = [w for w in load_settings({PREFIX + suffix: text})[1]
+                    if w.startswith(PREFIX + suffix + "=") and " must be below " not in w]
+        if problems:        # "VAR=VALUE is invalid (why); using ..." without the VAR= and after
+            raise argparse.ArgumentTypeError(problems[0].partition("=")[2].partition("; ")[0])
+        return value
+    return parse
 
 
 def _int_at_least(lowest: int, why: str):
@@ -56,13 +81,13 @@ def _tuning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context-length", type=_context_length, metavar="N",
                    help="model context window in tokens, at least 64000 (default: replay reads "
                         "model.context_length from config.yaml; otherwise 128000)")
-    p.add_argument("--threshold", type=_fraction, metavar="F",
+    p.add_argument("--threshold", type=_setting_flag("THRESHOLD"), metavar="F",
                    help="compaction trigger, fraction of the window (default: the configured "
-                        "TENCENTDB_OFFLOAD_THRESHOLD, 0.75)")
-    p.add_argument("--ratio", type=_fraction, metavar="F",
+                        "TENCENTDB_OFFLOAD_THRESHOLD, %g)" % Settings().threshold)
+    p.add_argument("--ratio", type=_setting_flag("COMPACT_RATIO"), metavar="F",
                    help="target after a compaction, fraction of the window (default: the "
-                        "configured TENCENTDB_OFFLOAD_COMPACT_RATIO, 0.5)")
-    p.add_argument("--gateway", metavar="URL",
+                        "configured TENCENTDB_OFFLOAD_COMPACT_RATIO, %g)" % Settings().compact_ratio)
+    p.add_argument("--gateway", type=_setting_flag("GATEWAY_URL"), metavar="URL",
                    help="send the session to this Gateway (default: none; the configured "
                         "TENCENTDB_OFFLOAD_GATEWAY_URL is never used, so no synthetic or replayed "
                         "session lands in your memory)")
@@ -77,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                  "show what the store knows (status), list, read, search, export or forget what "
                  "was archived (archive), draw a conversation as an HTML page (report), see and "
                  "re-queue what the Gateway refused (outbox).",
-                 epilog="Every command takes --json; demo, replay, doctor, status and archive "
-                 "take --store DIR (before or after an archive action). COMMAND --help for more.")
+                 epilog="Every command takes --json; demo, replay, doctor, status, archive, report "
+                 "and outbox take --store DIR (before or after an archive or outbox action). "
+                 "COMMAND --help for more.")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     demo = sub.add_parser("demo", help="drive a synthetic coding session through the engine",
                           description="Drive a deterministic synthetic agent session (a long "
@@ -110,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true", help="print the checks as JSON")
     doc.add_argument("--store", metavar="DIR", help="check this store directory (default: the "
                      "configured one)")
-    doc.add_argument("--timeout", type=float, default=5.0, metavar="S",
+    doc.add_argument("--timeout", type=_seconds, default=5.0, metavar="S",
                      help="seconds to wait for the Gateway (default 5)")
     st = sub.add_parser("status", help="what the store knows across processes",
                         description="Sessions, archive size, outbox backlog, recent compactions "

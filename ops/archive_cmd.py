@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..archive import browse
 from ..common.humanize import count, plural, printable
 from . import archive_lcm
 from .env import CliError, resolve_settings, shared_options
+from .out_file import write_out
 
 PAGE = 4_000                # chars ``show`` prints by default
 
@@ -88,8 +88,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
             return _forget(args, directory)
         conn = browse.open_readonly(directory)
     except browse.BrowseError as exc:
-        if action == "search":          # no store yet: hermes-lcm's history may still answer
-            return _search(args, None)
+        if action == "search":          # a broken store: hermes-lcm's history may still answer
+            return _search(args, None, exc)
         raise CliError(str(exc))
     try:
         if action == "export":
@@ -127,6 +127,9 @@ def _show(args: argparse.Namespace, conn: Any) -> int:
             "; ".join("#%d in %s" % (f["id"], f["session"]) for f in found[:10])))
     item = found[0]
     offset, limit = max(0, args.offset), max(1, args.limit)
+    if offset and offset >= item["total_chars"]:
+        raise CliError("--offset %d is past the end of #%d (%s)" % (
+            offset, item["id"], plural(item["total_chars"], "char")))
     text = browse.read(conn, item, offset, limit)
     nxt = offset + len(text)
     item.update(offset=offset, returned=len(text), content=text,
@@ -139,7 +142,9 @@ def _show(args: argparse.Namespace, conn: Any) -> int:
     return _print(args, item, lines)
 
 
-def _search(args: argparse.Namespace, conn: Any) -> int:
+def _search(args: argparse.Namespace, conn: Any, broken: Optional[Exception] = None) -> int:
+    """``conn`` None: no store (nothing to search in it), or a ``broken`` one: said on stderr,
+    and a failure unless hermes-lcm's history answers."""
     query = " ".join(args.query)
     if len(query) > 1000:
         raise CliError("the query is %d chars; use a few words" % len(query))
@@ -150,55 +155,64 @@ def _search(args: argparse.Namespace, conn: Any) -> int:
         lines += ["#%d %s in %s: %s" % (h["id"], h["key"], printable(h["session"], 120, False),
                                         printable(h["snippet"], 200, False))]
     old, old_lines = archive_lcm.search(query, limit) if not args.session else ([], [])
+    if broken is not None:
+        if not old:
+            raise CliError(str(broken))
+        sys.stderr.write("tencentdb-offload archive: %s (only hermes-lcm's history searched)\n"
+                         % broken)
     lines = (lines or ["no archived item contains %r" % query]) + old_lines
     return _print(args, hits + old, lines)
 
 
 def _export(args: argparse.Namespace, conn: Any, directory: Path) -> int:
-    """To standard output, or to ``--out`` through a file beside it that replaces it only when
-    the export is whole: a typo in the conversation's name, a full disk or an interrupt leaves
-    the user's file as it was, and no output path may land in the store itself."""
+    """To standard output, or to ``--out`` (``ops/out_file``: whole or not at all): a typo in
+    the conversation's name, a full disk or an interrupt leaves the user's file as it was, and
+    no output path may land in the store itself."""
     if next(browse.items(conn, args.session), None) is None:
-        raise CliError("nothing archived in %s (see: archive list)" % args.session)
+        raise CliError(_nothing_in(args.session))
     if not args.out:
         browse.export(conn, args.session, sys.stdout.write)
         return 0
-    out = Path(args.out)
+    out = Path(args.out).expanduser()
     store = directory.resolve()
     if out.resolve() == store or store in out.resolve().parents:
         raise CliError("%s is inside the store %s: export elsewhere" % (out, store))
-    partial = out.with_name(".%s.partial-%d" % (out.name, os.getpid()))
-    try:
-        with open(partial, "w", encoding="utf-8") as f:
-            n = browse.export(conn, args.session, f.write)
-        os.replace(partial, out)        # a link at --out is replaced, never written through
-    except OSError as exc:
-        raise CliError("cannot write %s: %s (nothing was changed there)" % (out, exc))
-    finally:
-        if partial.exists():
-            partial.unlink()
+    n = write_out(out, lambda f: browse.export(conn, args.session, f.write))
     sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), out))
     return 0
 
 
 def _forget(args: argparse.Namespace, directory: Path) -> int:
+    """Without --yes: what would go, exit 1 (nothing was deleted); a conversation with nothing
+    stored is an error either way, as for export and show."""
     if not args.yes:
         conn = browse.open_readonly(directory)
         try:
             would = browse.forget_counts(conn, args.session)
         finally:
             conn.close()
-        print("would remove from %s: %s; run again with --yes to delete"
-              % (args.session, _counts(would)))
+        _check_known(args.session, would)
+        print(json.dumps({"would_remove": would}) if args.json else
+              "would remove from %s: %s; run again with --yes to delete" % (args.session, _counts(would)))
+        sys.stderr.write("tencentdb-offload archive: nothing deleted without --yes\n")
         return 1
     removed = browse.forget(directory, args.session)
+    _check_known(args.session, removed)
     if args.json:
         print(json.dumps(removed))
     else:
         print("removed %s: %s" % (args.session, _counts(removed)))
-        if sum(removed.values()):
-            print("a chat still open on this conversation can archive new items into it")
+        print("a chat still open on this conversation can archive new items into it")
     return 0
+
+
+def _check_known(session: str, table_counts: Dict[str, int]) -> None:
+    if not sum(table_counts.values()):
+        raise CliError(_nothing_in(session))
+
+
+def _nothing_in(session: str) -> str:
+    return "nothing archived in %s (see: archive list)" % session
 
 
 def _counts(table_counts: Dict[str, int]) -> str:

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..settings.config import GATEWAY_OFF, PREFIX, Settings
+from ..settings.config import GATEWAY_OFF, PREFIX, SPEC, Settings
 from ..engine import NAME
 from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..common.humanize import count, plural, printable
@@ -236,10 +236,14 @@ DEFAULT_KEY = ("the default key 'local' is a placeholder: a Gateway without serv
                "accepts any key, one with a key wants it in %sAPI_KEY" % PREFIX)
 
 
-def _settings_fix(c: Checks, var: str) -> str:
-    """The fix the settings check gave for ``var``: one problem, one fix."""
-    return next((i["fix"] for i in reversed(c.items)
-                 if i["name"] == "settings" and i["message"].startswith(var) and i["fix"]), "")
+def _settings_line(c: Checks, suffix: str) -> Tuple[str, str]:
+    """(the name as the settings check wrote it, its fix) for an invalid ``suffix``: one
+    problem, one fix, wherever the value came from (.env, environment, config.yaml block)."""
+    for i in reversed(c.items):
+        name = i["message"].partition("=")[0]
+        if i["name"] == "settings" and name in (PREFIX + suffix, SPEC[suffix][0]) and i["fix"]:
+            return (name if name.startswith(PREFIX) else "tencentdb_offload." + name), i["fix"]
+    return PREFIX + suffix, ""
 
 
 def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
@@ -251,9 +255,9 @@ def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
     from ..memory_gateway.client import GatewayClient, GatewayError, GatewayUnavailable
     var = PREFIX + "GATEWAY_URL"
     if invalid:
-        c.add("gateway", WARN, "Gateway off: %s%s is invalid (%s); nothing contacted"
-              % (PREFIX, off_by, invalid), _settings_fix(c, PREFIX + off_by) or
-              (set_url("off") if off_by == "GATEWAY_URL" else set_credentials))
+        name, fix = _settings_line(c, off_by)
+        c.add("gateway", WARN, "Gateway off: %s is invalid (%s); nothing contacted" % (name, invalid),
+              fix or (set_url("off") if off_by == "GATEWAY_URL" else set_credentials))
         return
     url = settings.gateway_url
     if not url:

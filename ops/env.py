@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -23,28 +24,51 @@ class CliError(Exception):
 
 # --- environment and .env (stdlib only) ------------------------------------
 
-def read_dotenv(path: Path) -> Dict[str, str]:
-    """``KEY=VALUE`` lines of a .env file (``export``, quotes and comments understood)."""
+def read_dotenv(path: Path, errors: Optional[List[str]] = None) -> Dict[str, str]:
+    """``KEY=VALUE`` lines of a .env file, read as Hermes' python-dotenv reads them (a BOM,
+    ``export``, quotes, comments after a value). A file that exists but cannot be read is
+    appended to ``errors`` (no file is not an error: Hermes needs none)."""
     out: Dict[str, str] = {}
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = path.read_text(encoding="utf-8-sig", errors="replace")
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        if errors is not None:
+            errors.append("%s cannot be read (%s)" % (path, exc.strerror or exc))
         return out
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        if line.startswith("export "):
+        if line.startswith("export ") or line.startswith("export\t"):
             line = line[7:].lstrip()
-        key, _, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        if key:
+        key, eq, value = line.partition("=")
+        key = key.strip()
+        if not eq or not key or key.startswith("#"):
+            continue
+        value = _dotenv_value(value.strip())
+        if value is not None:
             out[key] = value
     return out
+
+
+_QUOTED = {q: re.compile(r"%s((?:\\.|[^%s\\])*)%s\s*(?:#.*)?$" % (q, q, q)) for q in "'\""}
+_ESCAPES = {"'": {"'": "'", "\\": "\\"},
+            '"': {'"': '"', "'": "'", "\\": "\\", "n": "\n", "t": "\t", "r": "\r",
+                  "a": "\a", "b": "\b", "f": "\f", "v": "\v"}}
+
+
+def _dotenv_value(text: str) -> Optional[str]:
+    """A value as python-dotenv reads it: quoted (escapes decoded, a comment may follow the
+    closing quote), else up to a `` #`` comment; None for a quote never closed (it skips the
+    line)."""
+    quote = text[:1]
+    if quote not in _QUOTED:
+        return re.sub(r"\s+#.*", "", text).rstrip()
+    found = _QUOTED[quote].match(text)
+    if not found:
+        return None
+    table = _ESCAPES[quote]
+    return re.sub(r"\\(.)", lambda m: table.get(m.group(1), m.group(0)), found.group(1))
 
 
 def effective_env(base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:

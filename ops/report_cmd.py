@@ -1,20 +1,18 @@
 """``report``: write one conversation's picture (``report_html``) from the store to an HTML file.
 
-Read-only on the store; the page is written next to its final name and moved into place, so
-an interrupted run never leaves half a page under that name.
+Read-only on the store; the page is written as ``ops/out_file`` writes (whole or not at all).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..common.humanize import printable
-from .env import CliError, resolve_settings
+from .env import resolve_settings
+from .out_file import write_out
 from .report_data import NothingYet, figures
 from .report_html import render_page
 
@@ -42,23 +40,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _write(path: Path, text: str) -> None:
-    target = path.expanduser()
-    if target.is_dir():
-        raise CliError("--out %s is a directory; give a file name such as %s"
-                       % (path, target / DEFAULT_OUT))
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise CliError("cannot write %s: the folder %s does not exist" % (path, folder))
-    tmp = ""
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tdo-report-", suffix=".html", dir=str(folder))
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, str(target))
-    except OSError as exc:
-        if tmp and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise CliError("cannot write %s: %s" % (path, exc.strerror or exc))
+    write_out(path, lambda out: out.write(text), DEFAULT_OUT)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..settings.config import PREFIX, SPEC, Settings, load_settings, setting_text, shown_value
+from ..settings.config import (PREFIX, SPEC, Settings, in_block, load_settings, setting_text,
+                               shown_value)
 from ..host.thresholds import trigger_text
 from .env import read_dotenv
 from .status import known_trigger
@@ -64,7 +65,7 @@ def source_of(suffix: str, env: Mapping[str, str], home: Path, config_path: Path
     var = PREFIX + suffix
     if var in env:
         return by_var[var]
-    if block and SPEC[suffix][0] in block:
+    if block and in_block(block, SPEC[suffix][0]):
         return block_src
     return dotenv
 
@@ -136,17 +137,33 @@ def _not_applied(var: str, lost: bool) -> str:
     return "; its value is not applied (%s is the default %s)" % (var, default if default != "" else "''")
 
 
+def check_dotenv(c: Any, path: Path) -> None:
+    """A .env that exists but cannot be read: its settings are not applied (as for config.yaml,
+    the fix is for its cause)."""
+    errors: List[str] = []
+    read_dotenv(path, errors)
+    for error in errors:
+        quoted = shlex.quote(str(path))
+        fix = ("chmod u+r %s   # as its owner: Hermes runs as you" % quoted
+               if "Permission denied" in error else
+               "mv %s %s   # then write your settings into a file %s" % (
+                   quoted, shlex.quote("%s.moved" % path), quoted)
+               if path.is_dir() else "fix or remove %s" % quoted)
+        c.add("settings", "fail", "%s: the settings in it are not applied" % error, fix)
+
+
 def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
                    block: Optional[Mapping[str, Any]]) -> Tuple[Settings, Dict[str, str]]:
     """Adds the settings lines to ``c``; returns the settings and {suffix: why invalid}."""
     by_var, environ, block_src, _dotenv = sources(env, home, config_path)
     block = dict(block or {})
     bad: Dict[str, str] = {}
+    check_dotenv(c, home / ".env")
     for suffix, (attr, parse) in SPEC.items():
         var = PREFIX + suffix
         if var in env:
             raw, src = env[var], by_var.get(var, environ)
-        elif attr in block:
+        elif in_block(block, attr):
             raw, src = block[attr], block_src
         else:
             continue

@@ -21,6 +21,8 @@ from .env import CliError, compression_findings, resolve_settings
 def status_report(store_dir: Path, settings: Settings, recent: int = 10) -> StatusReport:
     """The store read without writing it; CliError when it is there but unreadable."""
     report = StatusReport(settings, str(store_dir))
+    if store_dir.exists() and not store_dir.is_dir():
+        raise CliError("the store directory %s is not a directory" % store_dir)
     db = store_dir / "store.db"
     if not db.exists():
         return report

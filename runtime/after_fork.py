@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any
+from typing import Any, Callable, List
 
 from ..archive.recall import RecallTools
 from ..archive.writer import StoreWriter
+from ..session import new_stats_lock
 from ..common.peer_text import plugin_logger
 
 log = plugin_logger("tencentdb_offload")
 _RUNTIMES: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_RESETS: "List[weakref.WeakMethod]" = []      # bound methods that re-create their locks
 FORKED = ("this process was forked from one that had already loaded the plugin: SQLite and "
           "the Gateway are not used here (a lock held at the fork would hang the process), so "
           "nothing is archived or sent from it; compaction goes on locally")
@@ -29,6 +31,13 @@ FORKED = ("this process was forked from one that had already loaded the plugin: 
 def watch(runtime: Any) -> None:
     """Disarm ``runtime`` in any child this process forks from now on."""
     _RUNTIMES.add(runtime)
+
+
+def reset_in_child(method: Callable[[], None]) -> None:
+    """Call ``method`` (bound; it only makes new locks) in any child forked from now on: a
+    lock a parent thread held at the fork would hang the child's next hook for good."""
+    _RESETS[:] = [m for m in _RESETS if m() is not None]
+    _RESETS.append(weakref.WeakMethod(method))
 
 
 def disarm(rt: Any) -> None:
@@ -57,6 +66,14 @@ def disarm(rt: Any) -> None:
 
 
 def _in_child() -> None:
+    new_stats_lock()
+    for ref in list(_RESETS):
+        method = ref()
+        try:
+            if method is not None:
+                method()
+        except Exception:           # never break the host's child (and no log here)
+            pass
     for rt in list(_RUNTIMES):
         try:
             disarm(rt)

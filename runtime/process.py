@@ -35,7 +35,7 @@ from ..host.compat import HOST_IMPORT_ERROR
 from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.engine_view import CompactingEngine
 from ..compaction.record import Compaction, Level
-from ..context import departures
+from ..context import departures, result_keys
 from ..status.model import (GatewayView, HeldSession, ProcessView, StatusReport, prompt_cache,
                             read_store_view)
 from ..common.peer_text import plugin_logger
@@ -61,10 +61,11 @@ class Runtime:
         self.store: Optional[Store] = None
         self.store_error = ""
         store_dir = settings.resolved_store_dir(env if env is not None else os.environ)
+        store: Optional[Store] = None
         try:
-            self.store = Store(store_dir)
-            if self.store.last_error:
-                self.warnings.append(self.store.last_error)
+            store = Store(store_dir)
+            if store.last_error:
+                self.warnings.append(store.last_error)
         except StoreError as exc:
             self.store_error = "%s — recall tools are off until this is fixed" % exc
             self.warnings.append(self.store_error)
@@ -72,38 +73,60 @@ class Runtime:
         self.seal, seal_problem = load_seal(store_dir)
         if seal_problem:
             self.warnings.append(seal_problem)
+        # everything reads the store through ``self.store``: one opened later is used at once
         self.registry = SessionRegistry(
-            settings.max_sessions,
-            alias_lookup=self.store.get_alias if self.store else None,
-            alias_store=self._store_alias if self.store else None,
+            settings.max_sessions, alias_lookup=self._alias_lookup, alias_store=self._store_alias,
             on_error=self.note_error, on_create=self.inherit)
         self.client: Optional[GatewayClient] = None
         self.worker: Optional[IngestWorker] = None
-        self.reclaimer = Reclaimer(self.store.reclaim if self.store else
-                                   (lambda days, now=None, keep_since=None: {}),
-                                   settings.retention_days)
+        self.reclaimer = Reclaimer(self._reclaim, settings.retention_days)
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
-        self.writer = self.new_writer()
-        if settings.gateway_enabled and self.store is not None:
-            self.client = GatewayClient(
-                settings.gateway_url, settings.api_key, settings.instance_id,
-                timeout_ms=settings.timeout_ms, ingest_timeout_ms=settings.ingest_timeout_ms,
-                body_limit=settings.body_limit, breaker=CircuitBreaker(),
-                probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0),
-                shared_dir=self.store.directory)
-            self.worker = self.new_worker()
-        elif settings.gateway_enabled:
-            self.warnings.append("Gateway offload needs the store (durable outbox); running local-only")
         self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
-        self.tools = RecallTools(self.store, self.flush_writes,
-                                 read_ref=self._read_ref if self.client else None,
-                                 history=LcmHistory.from_settings(
-                                     settings, env if env is not None else os.environ))
+        self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
+            settings, env if env is not None else os.environ))
+        if store is not None:
+            self.use_store(store)
+        elif settings.gateway_enabled:
+            self.warnings.append("Gateway offload needs the store (durable outbox); running "
+                                 "local-only until the store opens")
+        self.writer = self.new_writer()
         for w in self.warnings:
             log.warning("tencentdb-offload: %s", w)
         after_fork.watch(self)
+
+    def use_store(self, store: Store) -> None:
+        """Wire ``store`` in: recall, the Gateway client and sender, status. At start, or on the
+        writer thread when a store that could not be opened at start opens later."""
+        self.store = store
+        self.tools.store = store
+        if self.settings.gateway_enabled and self.client is None:
+            self.client = GatewayClient(
+                self.settings.gateway_url, self.settings.api_key, self.settings.instance_id,
+                timeout_ms=self.settings.timeout_ms,
+                ingest_timeout_ms=self.settings.ingest_timeout_ms,
+                body_limit=self.settings.body_limit, breaker=CircuitBreaker(),
+                probe_timeout_s=min(1.0, self.settings.ingest_timeout_ms / 1000.0),
+                shared_dir=store.directory)
+            self.tools.read_ref = self._read_ref
+            self.worker = self.new_worker()
+        if self.store_error in self.warnings:       # said at start; no longer true
+            self.warnings.remove(self.store_error)
+        self.store_error = ""
+
+    def _open_store(self) -> Store:
+        store = Store(self.store_dir)
+        self.use_store(store)
+        log.warning("tencentdb-offload: the store opened: archiving and recall are on")
+        return store
+
+    def _alias_lookup(self, session_id: str) -> Optional[str]:
+        return self.store.get_alias(session_id) if self.store is not None else None
+
+    def _reclaim(self, days: int, now: Optional[float] = None,
+                 keep_since: Optional[float] = None) -> Dict[str, int]:
+        return self.store.reclaim(days, now, keep_since) if self.store is not None else {}
 
     def _store_alias(self, session_id: str, conversation: str) -> None:
         """Queued for the writer: Hermes' thread never waits on the store's write lock."""
@@ -111,8 +134,8 @@ class Runtime:
 
     def new_writer(self) -> StoreWriter:
         return StoreWriter(self.store, on_commit=self._after_commit,
-                           on_idle=self.reclaimer.maybe_run if self.store else None,
-                           opener=None if self.store else (lambda: Store(self.store_dir)))
+                           on_idle=self.reclaimer.maybe_run,
+                           opener=None if self.store else self._open_store)
 
     def new_worker(self) -> Optional[IngestWorker]:
         if self.client is None or self.store is None:
@@ -154,8 +177,8 @@ class Runtime:
         """Past 60 % of the trigger: time to have the Gateway's L1 summaries ready."""
         return bool(state.threshold_tokens) and state.last_usage >= state.threshold_tokens * 0.6
 
-    def flush_writes(self, timeout: float = 5.0) -> None:
-        self.writer.flush(timeout)
+    def flush_writes(self, timeout: float = 5.0) -> bool:
+        return self.writer.flush(timeout)
 
     def flush(self, session: Optional[str] = None, timeout: float = 5.0) -> bool:
         """Persist queued rows, then (with a Gateway) deliver the session's backlog."""
@@ -179,14 +202,26 @@ class Runtime:
             self.worker.kick(session)
 
     def archive_departures(self, state: SessionState, gone: departures.Departures) -> None:
-        """Full originals of what left, except results the hook already archived."""
+        """Full originals of what left, except results the hook already archived: the hook
+        archived every text an id of its came with (``claim_result``), so what leaves under
+        such an id is our trim or a Gateway summary of one of them, not a new result."""
         with state.lock:
             state.deleted_ids |= gone.left_ids
             state.confirmed_ids |= gone.summarised_ids
+            hooked = {d.tool_call_id for d in gone.items if d.tool_call_id in state.processed_ids}
+            # a result the hook never saw (history from before the plugin, or an earlier
+            # process's) is archived here, each text of a reused id once; a stand-in (our
+            # sealed trim, a Gateway summary) is not a result
             items = [ArchiveItem(*d) for d in gone.items
-                     if d.kind != "tool_result" or d.tool_call_id not in state.processed_ids]
+                     if d.kind != "tool_result" or (
+                         d.tool_call_id not in hooked and not self._stand_in(d.content)
+                         and state.claim_result(d.tool_call_id,
+                                                result_keys.content_hash(d.content)))]
         if items:
             self.writer.submit(Store.op_archive(state.key, items, self.now()))
+
+    def _stand_in(self, text: str) -> bool:
+        return text.startswith(departures.OFFLOADED_MARK) or self.seal.open_text(text) is not None
 
     def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
                         context_length: int, overhead: int,

@@ -153,7 +153,7 @@ def _parse_url(raw: str) -> str:
 
 
 def _url_problem(text: str) -> str:
-    if not (text.startswith("http://") or text.startswith("https://")):
+    if not text.lower().startswith(("http://", "https://")):      # schemes are case-insensitive
         return "must start with http:// or https:// (or be 'off')"
     try:
         BaseURL(text)
@@ -190,7 +190,10 @@ def _ranged_float(lo: float, hi: float) -> Callable[[str], float]:
 
 def _ranged_int(lo: int, hi: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        value = int(str(raw).strip())
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise ValueError("must be a whole number") from None
         if not (lo <= value <= hi):
             raise ValueError("must be between %d and %d" % (lo, hi))
         return value
@@ -304,6 +307,13 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "CACHE_TTL_S": ("cache_ttl_s", _ranged_int(0, 86_400)),
 }
 
+
+def in_block(block: Mapping[str, Any], attr: str) -> bool:
+    """``attr`` is set in the config.yaml block: ``store_dir:`` left empty (YAML null) is
+    not, as an empty STORE_DIR means the default."""
+    return attr in block and not (attr == "store_dir" and block[attr] is None)
+
+
 def load_settings(env: Mapping[str, str] = os.environ,
                   block: Optional[Mapping[str, Any]] = None) -> Tuple[Settings, List[str]]:
     """Build Settings from ``env`` (wins) and a config.yaml ``block``. Never raises."""
@@ -319,7 +329,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
         try:
             if var in env:
                 raw, source = env[var], var
-            elif attr in block:             # (a block key is the setting's name in lower case)
+            elif in_block(block, attr):     # (a block key is the setting's name in lower case)
                 raw = block[attr]
                 source = "tencentdb_offload.%s" % attr
             elif suffix in theirs:

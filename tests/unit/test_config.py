@@ -106,3 +106,10 @@ def test_a_threshold_counts_as_set_only_when_it_was_read():
     assert load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "0.75"})[0].threshold_explicit
     assert not load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "lots"})[0].threshold_explicit
     assert not load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "0.00001"})[0].threshold_explicit
+
+
+def test_a_whole_number_setting_says_so_in_words():
+    s, warnings = load_settings({"TENCENTDB_OFFLOAD_MAX_SESSIONS": "abc"})
+    assert s.max_sessions == 20
+    assert any("must be a whole number" in w for w in warnings)
+    assert not any("invalid literal" in w for w in warnings)

@@ -4,6 +4,7 @@ import time
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
 from tencentdb_offload import build_runtime
+from tencentdb_offload.context import result_keys
 
 from helpers import env_for
 
@@ -11,14 +12,16 @@ from helpers import env_for
 def test_archive_read_search_and_dedup(tmp_path):
     st = Store(tmp_path)
     st.archive("conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep", "tool", "{}")])
-    st.archive("conv", [ArchiveItem("tool_result", "second copy ignored", "c1", "grep")])
+    st.archive("conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep")])  # a copy
+    st.archive("conv", [ArchiveItem("tool_result", "c1 reused", "c1", "grep")])  # kept apart
     st.archive("conv", [ArchiveItem("message", "中文 消息 内容", role="user")])
     assert st.read_page("conv", "c1")["content"] == "alpha beta gamma"
     assert st.read_page("other", "c1") is None       # another conversation's item is not found
     assert [h["tool_call_id"] for h in st.search("conv", "BETA alpha")] == ["c1"]
     assert st.search("conv", "消息")[0]["role"] == "user"
     assert st.search("other", "alpha") == []
-    assert st.count_archived("conv") == 2
+    assert st.count_archived("conv") == 3
+    assert st.read_page("conv", "c1")["other_keys"] == [result_keys.suffixed("c1", "c1 reused")]
 
 
 def test_outbox_order_delivery_and_dead_rows(tmp_path):

@@ -1,0 +1,47 @@
+"""A fork while another thread of the host holds one of the hooks' locks (the poll-turn set,
+the session counters' lock): the child must not hang on its next hook. The runtime's own locks
+were already replaced in the child; these two were not."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import env_for
+
+TESTS = Path(__file__).resolve().parent.parent
+
+HOST = r"""
+import json, os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import load_plugin
+plugin = load_plugin()
+import tencentdb_offload.session as S
+from tencentdb_offload.hooks import HookHandlers
+rt = plugin.build_runtime(env=json.loads(sys.argv[2]))
+hooks = HookHandlers(rt)
+lock = hooks._heartbeat_turns._lock if sys.argv[3] == "recent" else S._STATS_LOCK
+lock.acquire()              # as a hook thread of another conversation holds it at the fork
+pid = os.fork()
+if pid == 0:
+    signal.alarm(10)        # a hang ends the child with SIGALRM
+    hooks.pre_llm_call(session_id="other", user_message="a new turn", conversation_history=[])
+    rt.registry.for_session_id("other").stats.as_dict()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+lock.release()
+print(json.dumps({"exit": status}))
+rt.close()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+@pytest.mark.parametrize("which", ["recent", "stats"])
+def test_a_child_forked_while_a_hook_lock_is_held_does_not_hang(tmp_path, which):
+    proc = subprocess.run([sys.executable, "-c", HOST, str(TESTS), json.dumps(env_for(tmp_path)),
+                           which], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"exit": 0}
