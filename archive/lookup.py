@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import sqlite3
-from typing import Any, Dict, Generator, List, Optional
+from typing import Any, Dict, Generator, List, Optional, Set
 
 from ..context import item_key, result_keys
 
@@ -235,3 +235,15 @@ def search(conn: sqlite3.Connection, conversation: str, words: List[str],
 def _snippet_start(at: int) -> int:
     # folding rarely changes lengths (ß -> ss), so the folded position is near enough
     return max(0, at - 1 - SNIPPET_BEFORE)
+
+
+def reused_ids(conn: sqlite3.Connection, conversation: str, ids: List[str]) -> Set[str]:
+    """Of ``ids``, those with a second text kept apart (``call:<id>~<hash>``, ``result_keys``)."""
+    found: Set[str] = set()
+    for at in range(0, len(ids), 500):         # SQLite's bound-variable limit
+        chunk = ids[at:at + 500]
+        found.update(r[0] for r in conn.execute(
+            "SELECT DISTINCT tool_call_id FROM archive WHERE session=? AND kind='tool_result' "
+            "AND tool_call_id IN (%s) AND item_key != 'call:' || tool_call_id"
+            % ",".join("?" * len(chunk)), [conversation] + chunk))
+    return found

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..common.text import clean_text
 from .outbox import OUTBOX_SCHEMA, Outbox, migrate_outbox, sized
@@ -317,10 +317,13 @@ class Store(Outbox):
         """This conversation's items containing every word of ``query``, any case, newest first."""
         return lookup.search(self._conn(), conversation, query.split()[:8], limit)
 
+    def reused_ids(self, conversation: str, ids: Iterable[str]) -> Set[str]:
+        """Of ``ids``, those archived with more than one text (by any process)."""
+        return lookup.reused_ids(self._conn(), conversation, list(ids))
+
     def count_archived(self, session: str) -> int:
-        row = self._conn().execute("SELECT count(*) FROM archive WHERE session=?",
-                                   (session,)).fetchone()
-        return int(row[0])
+        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?",
+                                        (session,)).fetchone()[0])
 
     # -- aliases: one conversation across Hermes' session-id rotations ------------------
     def set_alias(self, session_id: str, conversation: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .ahead import GatewayAttempt
 from .record import MAX_LEFT, Compaction, Level, Route
@@ -95,6 +95,7 @@ class CompactionRun:
         self.cancelled = cancelled
         self.count = TokenMemo()
         self.started = time.monotonic()
+        self.archived_reuse: Optional[Set[str]] = None   # asked of the store once per run
         self.planned: Optional[Budget] = None
         self.recall_copies: List[str] = []
         self.args_gone: List[Any] = []
@@ -209,8 +210,7 @@ class CompactionRun:
         recallable = rt.writer.settled(0.2)
         with self.state.lock:
             summaries = dict(self.state.summaries)      # the Gateway's L1, for the digest
-            reused = set(self.state.reused_ids)         # call ids the provider reused
-        common = dict(keep_first=s.keep_first, reused=reused,
+        common = dict(keep_first=s.keep_first, reused=self.reused(clean),
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
                       recallable=recallable, count=self.count, seal=rt.seal,
                       summaries=summaries, notes=notes, focus=self.focus,
@@ -240,6 +240,22 @@ class CompactionRun:
         self.args_gone = list(done.departed)            # trimmed call arguments, archived
         return done.messages, route, done.notes_placed
 
+    def reused(self, clean: List[Message]) -> Set[str]:
+        """Call ids the provider reused (each text is then shown by its own key): seen with
+        several texts by this process's hook or departures, in ``clean``, or in the archive
+        (an earlier process archived another text under the id: a per-turn CLI's case)."""
+        with self.state.lock:       # (archive_departures may add some during the run)
+            ids = set(self.state.reused_ids) | result_keys.reused_in(clean)
+        if self.archived_reuse is None:
+            self.archived_reuse = set()
+            try:
+                if self.rt.store is not None:
+                    self.archived_reuse = self.rt.store.reused_ids(self.state.key, {
+                        tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
+            except Exception:   # unreadable: this process's knowledge stands
+                log.debug("reused call ids unread", exc_info=True)
+        return ids | self.archived_reuse
+
     def unchanged(self, result: List[Message]) -> bool:
         # Fresh dicts returned: Hermes 0.17 persists a rotated session by object identity.
         return len(result) == len(self.messages) and result == [
@@ -255,9 +271,7 @@ class CompactionRun:
             gone = departures.Departures(gone.items + extra + self.args_gone, gone.left_ids,
                                          gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
-        with self.state.lock:
-            reused = set(self.state.reused_ids)     # archive_departures may have added some
-        self.left = departures.read_keys(gone, reused | result_keys.reused_in(clean))
+        self.left = departures.read_keys(gone, self.reused(clean))
         if gone.items:
             self.rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
         return gone.count
@@ -276,10 +290,8 @@ class CompactionRun:
                 return rt.store is not None and rt.store.holds(self.state.key, tid)
             except Exception:                       # unreadable: not promised
                 return False
-        with self.state.lock:
-            reused = set(self.state.reused_ids)
         result, restored = durable_pointers.restore(result, clean, rt.seal, held,
-                                                    reused | result_keys.reused_in(clean))
+                                                    self.reused(clean))
         if restored:
             rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
                           "them (%s)" % (restored, rt.writer.last_error or "not written"))

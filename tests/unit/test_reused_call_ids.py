@@ -117,3 +117,31 @@ def test_a_result_rewritten_to_the_same_length_has_left():
     gone = departures.find(before, after)
     assert [d.content for d in gone.items] == ["abcdef"]
     assert departures.find(before, before).items == []
+
+
+def test_a_reused_id_from_an_earlier_process_still_points_at_its_own_text(tmp_path):
+    # a per-turn CLI: each turn is a new process, and the provider says call_0 every turn
+    earlier, _e = make_engine(tmp_path)
+    HookHandlers(earlier).post_tool_call(tool_name="read_file", args={}, result="FIRST " * 3000,
+                                         session_id="s1", tool_call_id="call_0")
+    assert earlier.flush_writes(5.0)
+    earlier.close()
+    rt, eng = make_engine(tmp_path)             # the next turn's process: its history lost the
+    msgs = turns(8, lambda i: "c%d" % i)        # first result in a compaction; then call_0 again
+    second = "SECOND " * 3000
+    msgs += [{"role": "user", "content": "read it again"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "call_0", "type": "function",
+                  "function": {"name": "read_file", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "call_0", "content": second},
+             {"role": "assistant", "content": "read"}] + turns(8, lambda i: "d%d" % i)
+    HookHandlers(rt).post_tool_call(tool_name="read_file", args={}, result=second,
+                                    session_id="s1", tool_call_id="call_0")
+    assert rt.flush_writes(5.0)
+    msgs.append({"role": "user", "content": "now summarise"})
+    out = eng.compress(msgs, current_tokens=messages_tokens(msgs), force=True)
+    shown = [k for m in out for k in TRIM_POINTER.findall(M.text_of(m)) if k.startswith("call_0")]
+    assert shown, "the second call_0 result was expected to be trimmed or listed"
+    for key in shown:
+        assert read(eng, key)["content"] == second, key
+    rt.close()
