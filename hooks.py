@@ -145,9 +145,9 @@ class HookHandlers:
         call_id = str(tool_call_id or "") or "hermes-" + uuid.uuid4().hex[:16]
         text = clean_text(result) if isinstance(result, str) else json.dumps(
             bounded(result), ensure_ascii=False, default=str)
-        text_hash = result_keys.content_hash(text)
+        text_mark = result_keys.seen_mark(text)
         with state.lock:            # parallel tool calls: set-if-absent under the lock
-            if not state.claim_result(call_id, text_hash):
+            if not state.claim_result(call_id, text_mark):
                 return              # a duplicate: same id and text (ids alone are reused)
         params = bounded(args if args is not None else {})
         ops = [Store.op_archive(state.key, [ArchiveItem(

@@ -118,7 +118,7 @@ class SessionState:
     recent: List[Dict[str, str]] = field(default_factory=list)
     l15_hash: str = ""
     processed_ids: Set[str] = field(default_factory=set)     # tool calls recorded by the hook
-    result_hashes: Dict[str, Set[str]] = field(default_factory=dict)  # call id -> texts archived
+    result_hashes: Dict[str, Set[int]] = field(default_factory=dict)  # call id -> its texts (seen_mark)
     reused_ids: Set[str] = field(default_factory=set)        # call ids seen with different texts
     confirmed_ids: Set[str] = field(default_factory=set)     # replaced by summaries (Gateway)
     deleted_ids: Set[str] = field(default_factory=set)       # removed from the context
@@ -144,15 +144,15 @@ class SessionState:
     totals: SessionStats = field(default_factory=SessionStats, repr=False)  # the registry's
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def claim_result(self, tid: str, text_hash: str) -> bool:
+    def claim_result(self, tid: str, text_mark: int) -> bool:
         """Record a tool result (under the lock); False when this id and text are archived
         already. The same id with another text is new: the id is then reused."""
         seen = self.result_hashes.setdefault(tid, set())
-        if text_hash in seen:
+        if text_mark in seen:
             return False
         if seen:
             self.reused_ids.add(tid)
-        seen.add(text_hash)
+        seen.add(text_mark)
         self.processed_ids.add(tid)
         return True
 

@@ -216,7 +216,7 @@ class Runtime:
                      if d.kind != "tool_result" or (
                          d.tool_call_id not in hooked and not self._stand_in(d.content)
                          and state.claim_result(d.tool_call_id,
-                                                result_keys.content_hash(d.content)))]
+                                                result_keys.seen_mark(d.content)))]
         if items:
             self.writer.submit(Store.op_archive(state.key, items, self.now()))
 
