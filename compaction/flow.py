@@ -130,8 +130,8 @@ class CompactionRun:
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
-        if self.unchanged(result):
-            return self.messages, None
+        if self.unchanged(result) or all(M.role(m) == "system" for m in result):
+            return self.messages, None      # (nothing but orphans: no conversation to keep)
         if not placed:
             result = self.with_notes(result, notes)
         if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead

@@ -121,3 +121,12 @@ def test_deferred_preflight_attribute_exists(tmp_path):
     eng.last_prompt_tokens = -1
     assert eng.should_defer_preflight_to_real_usage(10**6)
     assert eng.last_real_prompt_tokens == 5000     # the host formats it in its log line
+
+
+def test_nothing_but_orphan_results_comes_back_as_given(tmp_path):
+    # no conversation to keep: an empty list (or the system prompt alone) is no request at all
+    rt, eng = make_engine(tmp_path)
+    for head in ([], [{"role": "system", "content": "s"}]):
+        msgs = head + [{"role": "tool", "tool_call_id": "x%d" % i, "content": "y" * 20_000}
+                       for i in range(10)]
+        assert eng.compress(msgs, current_tokens=60_000) == msgs
