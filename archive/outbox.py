@@ -19,6 +19,11 @@ from ..common.text import clean_text
 from .lookup import prefix
 from .refused import refused_by_reason
 
+# No live lease runs further ahead than this (3 x the longest ingest timeout, 120 s, and
+# slack): one that does was taken by a clock set ahead, and holding it would stall the
+# session's rows until the clock caught up, not for one lease.
+LONGEST_LEASE_S = 420.0
+
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox(
   id INTEGER PRIMARY KEY,
@@ -124,8 +129,9 @@ class Outbox:
                 cur = conn.execute(
                     "INSERT INTO outbox_leases(session,owner,until) VALUES (?,?,?) "
                     "ON CONFLICT(session) DO UPDATE SET owner=excluded.owner, until=excluded.until "
-                    "WHERE outbox_leases.until < ? OR outbox_leases.owner = excluded.owner",
-                    (s, owner, now + lease_s, now))
+                    "WHERE outbox_leases.until < ? OR outbox_leases.until > ? "
+                    "OR outbox_leases.owner = excluded.owner",
+                    (s, owner, now + lease_s, now, now + LONGEST_LEASE_S))
                 if cur.rowcount:
                     got.append(s)
         self.transaction([op])

@@ -130,7 +130,7 @@ class Runtime:
 
     def _store_alias(self, session_id: str, conversation: str) -> None:
         """Queued for the writer: Hermes' thread never waits on the store's write lock."""
-        self.writer.submit(op_alias(session_id, conversation, time.time()))
+        self.writer.submit(op_alias(session_id, conversation, self.now()))
 
     def new_writer(self) -> StoreWriter:
         return StoreWriter(self.store, on_commit=self._after_commit,
@@ -145,9 +145,10 @@ class Runtime:
                                                 on_answer=self._gateway_answered))
 
     # -- helpers used by hooks and engines --------------------------------------------
-    @staticmethod
-    def now() -> float:
-        return time.time()
+    def now(self) -> float:
+        """Wall time at start + monotonic time since: a stepped clock never makes fresh rows
+        look old to retention, nor a step forward a pause (the reclaimer reports the step)."""
+        return self.reclaimer.trusted_now()
 
     @staticmethod
     def monotonic() -> float:
@@ -215,8 +216,7 @@ class Runtime:
             items = [ArchiveItem(*d) for d in gone.items
                      if d.kind != "tool_result" or (
                          d.tool_call_id not in hooked and not self._stand_in(d.content)
-                         and state.claim_result(d.tool_call_id,
-                                                result_keys.seen_mark(d.content)))]
+                         and state.claim_result(d.tool_call_id, result_keys.seen_mark(d.content)))]
         if items:
             self.writer.submit(Store.op_archive(state.key, items, self.now()))
 
