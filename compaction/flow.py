@@ -61,6 +61,9 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
     overhead = state.overhead_estimate or fallback_overhead
     listed = sum(map(count, messages))
     host_count = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 else 0
+    if host_count and not state.calibrator.points and \
+            not state.calibrator.plausible_anchor((overhead or 0) + listed, host_count):
+        host_count = 0      # (0.22's preflight in a fresh process counts chars / 4)
     if host_count and not state.calibrator.points:
         # no calibration yet: the host's count of (about) this list is the best anchor; what
         # it counts beyond the messages is system prompt + tool schemas
@@ -234,11 +237,18 @@ class CompactionRun:
                 if ours.tokens_after < done.tokens_after:
                     done, route = ours, Route.LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
-            rt.note_error("compaction landed at %d of %d estimated tokens: the current user "
-                          "message and its newest step are never cut and alone exceed it"
-                          % (done.tokens_after, local_room))
+            rt.note_error(self.why_over(done.tokens_after, local_room))
         self.args_gone = list(done.departed)            # trimmed call arguments, archived
         return done.messages, route, done.notes_placed
+
+    def why_over(self, landed: int, room: int) -> str:
+        plan = self.planned
+        if plan is not None and plan.for_messages <= 256:
+            return ("compaction landed over its target: the system prompt and tool schemas "
+                    "(~%d tokens) alone take the %d-token target; raise COMPACT_RATIO or "
+                    "shorten them" % (self.state.calibrator.to_real(plan.overhead), plan.target))
+        return ("compaction landed at %d of %d estimated tokens: the current user message and "
+                "its newest step are never cut and alone exceed it" % (landed, room))
 
     def reused(self, clean: List[Message]) -> Set[str]:
         """Call ids the provider reused (each text is then shown by its own key): seen with

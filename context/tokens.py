@@ -26,6 +26,7 @@ RATIO_MIN, RATIO_MAX = SLOPE_MIN, SLOPE_MAX
 # tools, framing): past a quarter of the window it would leave the compaction target (half
 # the window by default) no room for the conversation
 OVERHEAD_MAX_SHARE = 0.25
+OUTLIER_AFTER, OUTLIER_FACTOR = 4, 2.0      # points before a fit is trusted; how far off is off
 
 # Weights per character class, fitted against the o200k tokenizer on English prose, Chinese,
 # code and JSON (bench/tokcheck.py; median error within ±5 % per class): letters ≈ 5.3 per
@@ -177,14 +178,36 @@ class Calibrator:
         self._lock = threading.Lock()
         self._fit: Tuple[float, float] = (1.0, float(default_overhead))
         self._window_tokens = 0             # the context window, once the engine knows it
+        self._outliers = 0                  # counts set aside in a row (``_outlier``)
 
     def observe(self, estimate: int, actual: int) -> None:
         if estimate <= 0 or actual <= 0:
             return
         with self._lock:
+            if self._outlier(float(estimate), float(actual)):
+                self._outliers += 1
+                return
+            self._outliers = 0
             self._points.append((float(estimate), float(actual)))
             del self._points[:-self._window]
             self._fit = self._solve()
+
+    def _outlier(self, x: float, y: float) -> bool:
+        """A count far off an established fit (one provider report 10x the truth would pin
+        the slope for the next 15 answers) is set aside; the third in a row is believed: the
+        provider or the content really changed."""
+        if len(self._points) < OUTLIER_AFTER or self._outliers >= 2:
+            return False
+        expected = self._fit[1] + self._fit[0] * x
+        return y > OUTLIER_FACTOR * expected or y * OUTLIER_FACTOR < expected
+
+    def plausible_anchor(self, listed: int, counted: int) -> bool:
+        """A host's count of a list we estimate at ``listed``, before any calibration: believed
+        only when a provider could have counted it (a rough chars/4 count of CJK text, or a
+        count ten times the list, would make the first fit wrong for the session)."""
+        excess = counted - RATIO_MAX * listed
+        return counted >= RATIO_MIN * listed and (
+            excess <= 0 or not self._window_tokens or excess <= OVERHEAD_MAX_SHARE * self._window_tokens)
 
     def _solve(self) -> Tuple[float, float]:
         pts = self._points

@@ -86,3 +86,49 @@ def test_a_new_process_on_that_conversation_neither_compacts_early_nor_cuts_to_n
     assert handed_over is IN_BAND_HUGE or any("calibration" in e and "ignored" in e
                                               for e in rt2.errors)
     rt2.close()
+
+
+def test_one_count_far_off_the_fit_is_set_aside_three_in_a_row_are_believed():
+    from tencentdb_offload.context.tokens import Calibrator
+    cal = Calibrator()
+    for x in (10_000, 14_000, 18_000, 22_000, 26_000):
+        cal.observe(x, int(x * 1.2))
+    slope = cal.slope
+    cal.observe(30_000, 360_000)            # one provider report 10x the truth
+    assert cal.slope == slope and cal.to_real(30_000) < 40_000
+    cal.observe(31_000, 37_200)             # honest again: the fit goes on as it was
+    assert abs(cal.slope - slope) < 0.05
+    for x in (32_000, 33_000, 34_000):      # the content (or the provider) really changed
+        cal.observe(x, x * 3)
+    assert cal.slope > slope
+
+
+def test_a_host_count_no_provider_could_make_is_not_the_first_anchor(tmp_path):
+    from helpers import make_engine
+    from tencentdb_offload.context import messages as M
+    from tencentdb_offload.context.tokens import messages_tokens
+    rt, eng = make_engine(tmp_path, context_length=200_000)
+    chat = "这是一个关于上下文压缩的测试文本包含中文字符" * 3
+    msgs = []
+    for i in range(1400):
+        msgs += [{"role": "user", "content": "问题%d：%s" % (i, chat)},
+                 {"role": "assistant", "content": "回答%d：%s" % (i, chat)}]
+    msgs.append({"role": "user", "content": "继续"})
+    rough = sum(len(M.text_of(m)) for m in msgs) // 4      # a host's chars / 4 of CJK text
+    out = eng.compress(msgs, current_tokens=rough)
+    assert out is not msgs and messages_tokens(out) <= eng.compaction_target()
+    assert eng.current_state().calibrator.points == 0      # nothing learnt from it
+    rt.close()
+
+
+def test_a_system_prompt_over_the_target_is_named_as_the_cause(tmp_path):
+    from helpers import conversation, make_engine
+    from tencentdb_offload.context.tokens import messages_tokens
+    rt, eng = make_engine(tmp_path, context_length=64_000)
+    big = {"role": "system", "content": "Rules: always be precise and careful. " * 6_000}
+    msgs = conversation(10, 8_000)
+    eng.update_from_response({"prompt_tokens": messages_tokens([big] + msgs)})
+    eng.compress(msgs, current_tokens=messages_tokens([big] + msgs))
+    said = " ".join(rt.errors)
+    rt.close()
+    assert "system prompt and tool schemas" in said and "user message" not in said, said
