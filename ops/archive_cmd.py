@@ -146,6 +146,9 @@ def _search(args: argparse.Namespace, conn: Any, broken: Optional[Exception] = N
     """``conn`` None: no store (nothing to search in it), or a ``broken`` one: said on stderr,
     and a failure unless hermes-lcm's history answers."""
     query = " ".join(args.query)
+    if not query.strip():       # every item would match: a listing is what `list` is for
+        raise CliError("give a word to search for (archive list --session S lists a "
+                       "conversation's items)")
     if len(query) > 1000:
         raise CliError("the query is %d chars; use a few words" % len(query))
     limit = max(1, min(args.limit, 200))

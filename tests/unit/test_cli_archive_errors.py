@@ -110,3 +110,11 @@ def test_status_on_a_store_directory_that_is_a_file(tmp_path):
     afile.write_text("x")
     proc = run_cli("status", "--store", str(afile), home=tmp_path / "home")
     one_line_error(proc, "is not a directory")
+
+
+@pytest.mark.parametrize("words", ["", "   "])
+def test_search_without_words_says_what_to_do(tmp_path, words):
+    store = tmp_path / "store"
+    store.mkdir()
+    proc = run_cli("archive", "search", words, "--store", str(store), home=tmp_path / "home")
+    one_line_error(proc, "give a word to search for")
