@@ -10,7 +10,6 @@ costs a page, not 50 MB. Search folds case with Python's ``str.casefold`` (SQLit
 from __future__ import annotations
 
 import codecs
-import hashlib
 import sqlite3
 from typing import Any, Dict, Generator, List, Optional, Set
 
@@ -72,15 +71,12 @@ def _version(conn: sqlite3.Connection, conversation: str, key: str) -> Any:
     tid, want = result_keys.split(key) or ("", "")
     for row in conn.execute("SELECT " + ITEM + " FROM archive WHERE item_key=? AND " + SCOPE
                             + " ORDER BY id", ("call:" + tid, conversation, conversation)).fetchall():
-        digest = hashlib.sha1()
         pieces = chunks(conn, row[0])
         try:
-            for piece in pieces:
-                digest.update(piece.encode("utf-8", "replace"))
+            if result_keys.hash_of_pieces(pieces) == want:
+                return row
         finally:
             pieces.close()
-        if digest.hexdigest().startswith(want):
-            return row
     return None
 
 

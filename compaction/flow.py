@@ -98,7 +98,7 @@ class CompactionRun:
         self.cancelled = cancelled
         self.count = TokenMemo()
         self.started = time.monotonic()
-        self.archived_reuse: Optional[Set[str]] = None   # asked of the store once per run
+        self.listed_reuse: Optional[Set[str]] = None     # reused ids of the list and the store
         self.planned: Optional[Budget] = None
         self.recall_copies: List[str] = []
         self.args_gone: List[Any] = []
@@ -254,17 +254,16 @@ class CompactionRun:
         """Call ids the provider reused (each text is then shown by its own key): seen with
         several texts by this process's hook or departures, in ``clean``, or in the archive
         (an earlier process archived another text under the id: a per-turn CLI's case)."""
-        with self.state.lock:       # (archive_departures may add some during the run)
-            ids = set(self.state.reused_ids) | result_keys.reused_in(clean)
-        if self.archived_reuse is None:
-            self.archived_reuse = set()
+        if self.listed_reuse is None:    # ``clean`` is the run's one list: read it once
+            self.listed_reuse = result_keys.reused_in(clean)
             try:
                 if self.rt.store is not None:
-                    self.archived_reuse = self.rt.store.reused_ids(self.state.key, {
+                    self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
                         tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
             except Exception:   # unreadable: this process's knowledge stands
                 log.debug("reused call ids unread", exc_info=True)
-        return ids | self.archived_reuse
+        with self.state.lock:       # (archive_departures may add some during the run)
+            return set(self.state.reused_ids) | self.listed_reuse
 
     def unchanged(self, result: List[Message]) -> bool:
         # Fresh dicts returned: Hermes 0.17 persists a rotated session by object identity.

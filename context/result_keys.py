@@ -21,7 +21,16 @@ SUFFIX = re.compile(r"(.+)%s([0-9a-f]{%d})" % (SEP, DIGITS), re.S)
 
 def content_hash(text: str) -> str:
     """The short hash of a result's text that tells its versions apart."""
-    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:DIGITS]
+    return hash_of_pieces((text,))
+
+
+def hash_of_pieces(pieces: Iterable[str]) -> str:
+    """``content_hash`` of the text the pieces make, read a piece at a time (an archived
+    result of many MB is never loaded whole to find its version)."""
+    digest = hashlib.sha1()
+    for piece in pieces:
+        digest.update(piece.encode("utf-8", "replace"))
+    return digest.hexdigest()[:DIGITS]
 
 
 def seen_mark(text: str) -> int:
