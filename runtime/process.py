@@ -36,6 +36,7 @@ from ..compaction.ahead import AheadOfNeed, GatewayAttempt
 from ..compaction.engine_view import CompactingEngine
 from ..compaction.record import Compaction, Level
 from ..context import departures, result_keys
+from ..context.messages import is_plugin_text
 from ..status.model import (GatewayView, HeldSession, ProcessView, StatusReport, prompt_cache,
                             read_store_view)
 from ..common.peer_text import plugin_logger
@@ -203,9 +204,8 @@ class Runtime:
             self.worker.kick(session)
 
     def archive_departures(self, state: SessionState, gone: departures.Departures) -> None:
-        """Full originals of what left, except results the hook already archived: the hook
-        archived every text an id of its came with (``claim_result``), so what leaves under
-        such an id is our trim or a Gateway summary of one of them, not a new result."""
+        """Full originals of what left, except results the hook archived: it took every text
+        of its ids (``claim_result``); what leaves under one is a stand-in for one of them."""
         with state.lock:
             state.deleted_ids |= gone.left_ids
             state.confirmed_ids |= gone.summarised_ids
@@ -221,7 +221,7 @@ class Runtime:
             self.writer.submit(Store.op_archive(state.key, items, self.now()))
 
     def _stand_in(self, text: str) -> bool:
-        return text.startswith(departures.OFFLOADED_MARK) or self.seal.open_text(text) is not None
+        return text.startswith(departures.OFFLOADED_MARK) or is_plugin_text(text, self.seal)
 
     def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
                         context_length: int, overhead: int,
