@@ -16,14 +16,14 @@ from .archive.recall import SCHEMAS
 from .host.command import explain_unchanged
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
 from .compaction import cut_memo, idle, prepare, request_cut
-from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_messaging_gateway
+from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_fleet, in_messaging_gateway
 from .context.fallback import has_compressible
 from .context.tokens import messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
 from .runtime.process import Runtime
 from .session import SessionState
 from .status.render import announce_line
-from .host.thresholds import applying_trigger, model_threshold
+from .host.thresholds import applying_trigger, landing_tokens, model_threshold
 from .common.peer_text import plugin_logger
 
 log = plugin_logger("tencentdb_offload.engine")
@@ -66,7 +66,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def summary_target_ratio(self) -> float:     # 0.22 reads it for idle compaction
         s = self.runtime.settings
         if self.context_length and self.threshold_tokens:
-            return s.target_tokens(self.context_length) / self.threshold_tokens
+            return self.story_target() / self.threshold_tokens
         return s.compact_ratio / s.threshold
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "TencentDBOffloadEngine":
@@ -90,9 +90,8 @@ class TencentDBOffloadEngine(ContextEngine):
         s = self.runtime.settings
         named = self._threshold_for(self.model, provider)
         self.threshold_percent = s.threshold if named is None else named
-        # 0.22 (preflight and a check before every request): the host's own small-window
-        # trigger; the messaging gateway keeps the headroom (its pool refuses work when busy)
-        trigger = applying_trigger(s, self.context_length, model_ratio=named,
+        # 0.22 checks every request: the built-in's small-window trigger, later in its gateway
+        trigger = applying_trigger(s, self.context_length, model_ratio=named, fleet=in_fleet(),
                                    host_floor=HOST_SELECTS_CONTEXT and not in_messaging_gateway())
         self.threshold_tokens = trigger.tokens
         self.current_state().use_trigger(trigger.tokens, trigger)
@@ -250,7 +249,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def story_target(self) -> int:
         """The ordinary target: the digest is sized for it, even when an idle compaction lands
         deeper (the next turns need the story; the results are what a deep landing drops)."""
-        return self.runtime.settings.target_tokens(self.context_length or 128_000)
+        return landing_tokens(self.runtime.settings, self.context_length or 128_000, in_fleet())
 
     def estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""

@@ -17,7 +17,8 @@ from .ahead import GatewayAttempt
 from .record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session import SessionState
-from ..host.compat import HOST_SELECTS_CONTEXT
+from ..host.compat import HOST_SELECTS_CONTEXT, in_fleet
+from ..host.thresholds import fleet_landing
 from ..context import canvas, departures, durable_pointers, focus, read_backs, recall_blocks
 from ..context import result_keys
 from ..context import digest as D
@@ -127,8 +128,15 @@ class CompactionRun:
         # the provider's text stays well inside the digest's share of this budget
         self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
         notes = self.notes(clean, attempt)
+        # with the messaging gateway's lower landing, the newest step's results the model has
+        # not read stay whole up to the ceiling while a step more of their size fits under the
+        # trigger: trimmed only to reach the landing, a real model would ask for them again.
+        # Elsewhere only the canvas' room is theirs (the per-turn CLI paid 1.08x otherwise).
+        unread_room = room + shown
+        if fleet_landing(s, self.engine.context_length, in_fleet()):
+            unread_room = max(unread_room, ceiling)
         result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
-                                            unread_room=room + shown,
+                                            unread_room=unread_room,
                                             trigger=list_room(self.engine.threshold_tokens))
         # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
         # 0.22 merge them), so merge them here, calls unioned

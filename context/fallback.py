@@ -156,8 +156,8 @@ def _plan(body: List[Message], keep_first: int, seal: Seal, reused: AbstractSet[
 def _unread_limit(plan: Plan, unread: Set[str], budget: int, limits: Tuple[int, int, int],
                   count: Callable[[Any], int]) -> int:
     """What keeping the newest step's ``unread`` results whole may bring the landing to over
-    ``budget``: the room the canvas takes, the ceiling, and room under the trigger for a step
-    more of their size (``limits``; 0: no such limit). Sets ``plan.unread`` when it is over
+    ``budget``: the room given them, the ceiling, and room under the trigger for a step more
+    of their size (``limits``; 0: no such limit). Sets ``plan.unread`` when it is over
     the budget; 0 otherwise."""
     if not unread:
         return 0
@@ -313,10 +313,10 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     the new digest section (the provider's text only while the kept messages lack it);
     groups matching the ``focus`` terms are kept before older ones (``focus``); what the model
     asked to read back in the current turn stays whole up to ``ceiling`` tokens, over ``budget``;
-    the newest step's results it has not read yet up to ``unread_room`` (the room the task
-    canvas shown beside the list takes from ``budget``: the canvas does not crowd them out)
-    while a step more of their size still fits under ``trigger`` (else the next step would
-    compact again: one cache break more for them).
+    the newest step's results it has not read yet up to ``unread_room`` (over ``budget``:
+    trimmed only to reach the landing, they would be read again) while a step more of their
+    size still fits under ``trigger`` (else the next step would compact again: one cache
+    break more for them).
     ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
     seal = seal or _PROCESS_SEAL

@@ -88,3 +88,9 @@ def in_messaging_gateway() -> bool:
     """This process is Hermes' messaging gateway (``hermes gateway``), which marks itself so
     when it loads: many agents there share one compression pool that refuses work when busy."""
     return os.environ.get("_HERMES_GATEWAY") == "1"
+
+
+def in_fleet() -> bool:
+    """Hermes 0.22's messaging gateway: it checks every request before it leaves, so the later
+    trigger and lower landing of ``host/thresholds.py`` are safe there."""
+    return HOST_SELECTS_CONTEXT and in_messaging_gateway()

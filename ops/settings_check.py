@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import (PREFIX, SPEC, Settings, in_block, load_settings, setting_text,
                                shown_value)
-from ..host.thresholds import trigger_text
+from ..host.thresholds import landing_text, trigger_text
 from .env import read_dotenv
 from .status import known_trigger
 
@@ -203,8 +203,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
     if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings" and
                "not a setting" not in i["message"]):
         trigger = known_trigger(settings.resolved_store_dir(env))   # the window the engine last had
-        c.add("settings", "pass", "all settings valid: %s, down to %.0f%%; %s"
-              % (trigger_text(settings, trigger), settings.compact_ratio * 100, settings.describe_gateway()))
+        c.add("settings", "pass", "all settings valid: %s, %s; %s"
+              % (trigger_text(settings, trigger), landing_text(settings), settings.describe_gateway()))
     if not settings.enabled:
         c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false: the engine passes messages "
               "through", "export TENCENTDB_OFFLOAD_ENABLED=true")

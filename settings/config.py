@@ -51,6 +51,7 @@ class Settings:
     cache_ttl_s: int = 300              # the provider's prompt-cache idle expiry; 0 = no idle compaction
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
     threshold_explicit: bool = False    # THRESHOLD was set (env or config.yaml): used as set
+    ratio_explicit: bool = False        # COMPACT_RATIO was set (or corrected): used as set
 
     @property
     def gateway_enabled(self) -> bool:
@@ -363,13 +364,14 @@ def load_settings(env: Mapping[str, str] = os.environ,
     values["gateway_configured"] = (PREFIX + "GATEWAY_URL" in env or "gateway_url" in block
                                     or "GATEWAY_URL" in theirs)
     values["threshold_explicit"] = "threshold" in values     # read from env or config.yaml
+    values["ratio_explicit"] = "compact_ratio" in values
     settings = Settings(**values)
     if settings.compact_ratio >= settings.threshold:
         fixed = round(settings.threshold * 2 / 3, 4)
         warnings.append("%sCOMPACT_RATIO=%g must be below %sTHRESHOLD=%g or every compaction "
                         "would re-trigger; using %g" % (PREFIX, settings.compact_ratio, PREFIX,
                                                         settings.threshold, fixed))
-        settings = Settings(**{**values, "compact_ratio": fixed})
+        settings = Settings(**{**values, "compact_ratio": fixed, "ratio_explicit": True})
     return settings, warnings
 
 

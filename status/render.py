@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from ..archive.stats import StoreStats
 from ..common.humanize import count, kilo, plural, printable, size
 from ..compaction.record import Compaction
-from ..host.thresholds import trigger_text
+from ..host.thresholds import landing_text, trigger_text
 from ..settings.config import Settings, gateway_text
 from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView, prompt_cache
 
@@ -64,8 +64,8 @@ def render(report: StatusReport) -> str:
     lines: List[str] = [
         "tencentdb-offload status — mode: %s; store %s" % (mode_text(report), report.store_dir),
         "  last compaction: %s" % (describe_compaction(last) if last else "none yet"),
-        "  %s, down to %.0f%%; keep first %s; trim results over %s"
-        % (trigger_text(s, report.trigger), s.compact_ratio * 100, plural(s.keep_first, "message"),
+        "  %s, %s; keep first %s; trim results over %s"
+        % (trigger_text(s, report.trigger), landing_text(s), plural(s.keep_first, "message"),
            plural(s.trim_chars, "char"))]
     if report.gateway_sources:
         lines.append("  Gateway settings: %s" % report.gateway_sources)

@@ -349,7 +349,8 @@ def test_a_fresh_process_compacting_first_counts_what_the_host_adds(tmp_path):
 
 def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monkeypatch):
     """0.22 (the host that checks before every request): on a window Hermes' 64K floor binds,
-    the built-in's trigger; a threshold the user or a model table set is used as set."""
+    the built-in's trigger, in its messaging gateway 0.85 of an 85K-128K window; a threshold
+    the user or a model table set is used as set."""
     import tencentdb_offload.engine as E
     from tencentdb_offload.settings.config import load_settings
     from tencentdb_offload.host.thresholds import small_window_trigger
@@ -367,7 +368,15 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     assert eng.threshold_tokens == 75_000, "a window the floor does not bind"
     monkeypatch.setenv("_HERMES_GATEWAY", "1")
     eng.update_model(model="m", context_length=64_000)
-    assert eng.threshold_tokens == 48_000, "the messaging gateway keeps the headroom"
+    assert eng.threshold_tokens == 48_000, "the messaging gateway keeps the headroom at 64K"
+    import tencentdb_offload.host.compat as compat
+    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
+    eng.update_model(model="m", context_length=100_000)
+    assert eng.threshold_tokens == 85_000, "and triggers later on an 85K-128K window"
+    assert eng.compaction_target() == 35_000, "where it lands lower"
+    eng.update_model(model="m", context_length=200_000)
+    assert eng.threshold_tokens == 150_000, "above it, the setting"
+    assert eng.compaction_target() == rt.settings.target_tokens(200_000)
     monkeypatch.delenv("_HERMES_GATEWAY")
     eng.model_thresholds = {"m": 0.7}
     eng.update_model(model="m", context_length=64_000)
@@ -376,3 +385,23 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     rt.settings = load_settings({"TENCENTDB_OFFLOAD_THRESHOLD": "0.75"})[0]
     eng.update_model(model="m", context_length=64_000)
     assert rt.settings.threshold_explicit and eng.threshold_tokens == 48_000, "the user's as set"
+
+
+def test_the_messaging_gateway_lands_lower_unless_the_ratio_is_set():
+    """0.22's messaging gateway on an 85K-128K window: with COMPACT_RATIO unset, its lower
+    landing; a ratio the user set, or one corrected below a low threshold, as it is; elsewhere
+    the settings' target."""
+    from tencentdb_offload.settings.config import load_settings
+    from tencentdb_offload.host.thresholds import FLEET_LANDING_RATIO, landing_tokens, landing_text
+    unset = load_settings({})[0]
+    assert landing_tokens(unset, 100_000, True) == int(100_000 * FLEET_LANDING_RATIO) \
+        < unset.target_tokens(100_000)
+    assert "messaging gateway" in landing_text(unset)
+    for window, fleet in ((100_000, False), (64_000, True), (200_000, True)):
+        assert landing_tokens(unset, window, fleet) == unset.target_tokens(window), (window, fleet)
+    for env in ({"TENCENTDB_OFFLOAD_COMPACT_RATIO": "0.5"}, {"TENCENTDB_OFFLOAD_THRESHOLD": "0.3"},
+                {"TENCENTDB_OFFLOAD_THRESHOLD": "0.3", "TENCENTDB_OFFLOAD_COMPACT_RATIO": "0.2"},
+                {"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "80000"}):
+        settings = load_settings(env)[0]
+        assert landing_tokens(settings, 100_000, True) == settings.target_tokens(100_000), env
+        assert "messaging gateway" not in landing_text(settings), env

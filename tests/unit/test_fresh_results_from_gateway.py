@@ -104,3 +104,46 @@ def test_unread_results_use_the_canvas_room_only_with_room_for_a_step_more(tmp_p
     before = conversation(8, 12_000, "openai", calls=2) + newest_step("openai", 10_000)
     shown, target = _with_canvas(tmp_path, before, 0.75)
     assert whole_fresh(shown, before) == 2              # as few trimmed as fit the target
+
+
+FLEET_WINDOW = 100_000
+
+
+def _landing_low(tmp_path, before, monkeypatch):
+    """A compaction in 0.22's messaging gateway on a 100K window, with its defaults (trigger
+    0.85, landing 0.35), no Gateway, no canvas."""
+    import tencentdb_offload.host.compat as compat
+    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
+    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    rt, eng = make_engine(tmp_path, context_length=FLEET_WINDOW, gateway_url="off")
+    eng.update_model(model="m", context_length=FLEET_WINDOW)
+    out = eng.compress(before, current_tokens=messages_tokens(before))
+    target, trigger = eng.compaction_target(), eng.threshold_tokens
+    rt.close()
+    assert (target, trigger) == (35_000, 85_000), "the messaging gateway's defaults apply"
+    assert M.validation_errors(out) == []
+    return out, target, trigger
+
+
+def test_a_low_landing_hides_no_unread_result_that_leaves_room_for_a_step_more(tmp_path, monkeypatch):
+    """In 0.22's messaging gateway the landing is where older history goes down to; the newest
+    step's results the model asked for and has not read stay whole over it while a step more
+    of their size still fits under the trigger (the held-out fleet at 0.35: 24 of 432 reads
+    never reached the model whole when only the canvas' room was theirs)."""
+    before = conversation(12, 12_000, "openai", calls=2) + newest_step("openai", 16_000)
+    step = messages_tokens(before[-4:])
+    out, target, trigger = _landing_low(tmp_path, before, monkeypatch)
+    assert step > target, "the case: the step alone is over the landing"
+    assert whole_fresh(out, before) == 3
+    assert messages_tokens(out) + step <= trigger, "a step more of their size fits"
+    assert messages_tokens(out) < messages_tokens(before) - step, "older history left"
+
+
+def test_unread_results_too_big_for_a_step_more_are_trimmed_to_the_landing(tmp_path, monkeypatch):
+    """Results so big that a step more of them would pass the trigger get no room over the
+    landing: as few are trimmed as fit it."""
+    before = conversation(12, 12_000, "openai", calls=2) + newest_step("openai", 24_000)
+    out, target, trigger = _landing_low(tmp_path, before, monkeypatch)
+    assert trigger - messages_tokens(before[-4:]) < target, "the case: no room for a step more"
+    assert whole_fresh(out, before) < 3
+    assert messages_tokens(out) <= target * 1.05

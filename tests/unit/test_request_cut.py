@@ -174,3 +174,30 @@ def test_the_canvas_stays_where_the_cut_request_showed_it(tmp_path):
         assert after is not None and after[:len(sent)] == sent, "the prefix was rewritten"
     finally:
         rt.close()
+
+
+def test_in_the_messaging_gateway_the_cut_starts_earlier(tmp_path, monkeypatch):
+    """With the messaging gateway's later trigger (0.85 of an 85K-128K window) a request the
+    pool let through is cut past FLEET_REQUEST_CEILING, so none reaches 0.90 of the window; the
+    same request elsewhere goes as it is."""
+    import tencentdb_offload.host.compat as compat
+    from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
+    window = 100_000
+    request = next(r for r in (_request(n) for n in range(6, 20))
+                   if _tokens(r) > window * (FLEET_REQUEST_CEILING + 0.01))
+    assert _tokens(request) < window * REQUEST_CEILING, "the case: between the two ceilings"
+    rt, eng = make_engine(tmp_path / "cli", context_length=window)
+    try:
+        sent = eng.select_context(request)
+        assert sent is None or sent == request
+    finally:
+        rt.close()
+    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
+    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    rt, eng = make_engine(tmp_path / "fleet", context_length=window)
+    try:
+        sent = eng.select_context(request)
+        assert sent is not None and _tokens(sent) <= window * 0.90
+        assert eng.current_state().stats.request_cuts == 1
+    finally:
+        rt.close()
