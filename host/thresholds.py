@@ -21,10 +21,10 @@ FLOOR_SINCE = (0, 22)           # the first Hermes with the floor rule the engin
 # In 0.22's messaging gateway on an 85K-128K window (over the 64K floor's reach), with THRESHOLD
 # / COMPACT_RATIO unset: trigger at 0.85, land at 0.35, and the newest step's unread results
 # stay whole over the landing (``compaction.flow``). Measured beside the built-in (24
-# conversations x 6 turns of three 20-30 KB reads, 100K window): 1.2 rewrites per conversation
-# where the built-in made 1.5 and 0.75 / 0.45 made 2.0, no read hidden (the built-in: 68), at
+# conversations x 6 turns of three 20-30 KB reads, 100K window): 1.0 rewrites per conversation
+# where the built-in made 1.6 and 0.75 / 0.45 made 2.0, no read hidden (the built-in: 68), at
 # the same cost as 0.75 / 0.45. On a 64K window the same defaults cost 1.02x the built-in where
-# 0.75 / 0.45 cost 0.91x, at the same 3.0 rewrites: there they stay.
+# 0.75 / 0.45 cost 0.92x, at the same 3.0 rewrites: there 0.75 / 0.45 stay.
 FLEET_TRIGGER_RATIO = 0.85
 FLEET_WINDOWS = (int(HOST_MINIMUM_CONTEXT / 0.75) + 1, 131_072)
 FLEET_LANDING_RATIO = 0.35
@@ -128,7 +128,8 @@ def trigger_text(settings: "Settings", trigger: Optional[Trigger]) -> str:
     if trigger is not None and trigger.window:
         return "compaction at " + trigger.describe()
     note = "" if settings.threshold_explicit or settings.max_context_tokens else (
-        " (on Hermes 0.22: 85% of a 64K-85K window; in its messaging gateway of an 85K-128K one)")
+        " (on Hermes 0.22: the built-in's on a 64K-85K window, 85% at 64K; in its messaging "
+        "gateway 85% of an 85K-128K one)")
     cap = (", at most %s tokens" % format(settings.max_context_tokens, ",")
            if settings.max_context_tokens else "")
     return "compaction at %.0f%% of the window%s%s" % (settings.threshold * 100, cap, note)
