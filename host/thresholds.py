@@ -60,11 +60,16 @@ def fleet_trigger(context_length: int, trigger: int) -> int:
     return max(trigger, int(context_length * FLEET_TRIGGER_RATIO))
 
 
+def _landing_unset(settings: "Settings") -> bool:
+    """COMPACT_RATIO and the cap unset, and the messaging gateway's landing below the threshold."""
+    return not settings.ratio_explicit and not settings.max_context_tokens \
+        and FLEET_LANDING_RATIO < settings.threshold
+
+
 def fleet_landing(settings: "Settings", context_length: int, fleet: bool) -> bool:
     """Whether the messaging gateway's landing (and its unread results kept whole over it)
-    applies: in it (``fleet``), on such a window, with COMPACT_RATIO and the cap unset."""
-    return fleet and fleet_window(context_length) and not settings.ratio_explicit \
-        and not settings.max_context_tokens and FLEET_LANDING_RATIO < settings.threshold
+    applies: in it (``fleet``), on such a window, with the landing unset (``_landing_unset``)."""
+    return fleet and fleet_window(context_length) and _landing_unset(settings)
 
 
 def landing_tokens(settings: "Settings", context_length: int, fleet: bool) -> int:
@@ -104,13 +109,12 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fle
     why = "compression.model_thresholds" if model_ratio is not None else ""
     if settings.max_context_tokens and tokens == settings.max_context_tokens:
         why = "TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS"
-    if host_floor and model_ratio is None and not settings.threshold_explicit \
-            and not settings.max_context_tokens:
+    unset = model_ratio is None and not settings.threshold_explicit and not settings.max_context_tokens
+    if unset and host_floor:
         floored = small_window_trigger(window, tokens)
         if floored != tokens:
             tokens, why = floored, "Hermes 0.22's small-window floor: never before its built-in"
-    if fleet and model_ratio is None and not settings.threshold_explicit \
-            and not settings.max_context_tokens:
+    if unset and fleet:
         later = fleet_trigger(window, tokens)
         if later != tokens:
             tokens, why = later, "Hermes 0.22's messaging gateway on an 85K-128K window"
@@ -137,9 +141,8 @@ def trigger_text(settings: "Settings", trigger: Optional[Trigger]) -> str:
 
 def landing_text(settings: "Settings") -> str:
     """``down to 45% (35% of an 85K-128K window in Hermes 0.22's messaging gateway)``."""
-    note = "" if settings.ratio_explicit or settings.max_context_tokens \
-        or FLEET_LANDING_RATIO >= settings.threshold else \
-        " (%.0f%% of an 85K-128K window in Hermes 0.22's messaging gateway)" % (FLEET_LANDING_RATIO * 100)
+    note = " (%.0f%% of an 85K-128K window in Hermes 0.22's messaging gateway)" % (
+        FLEET_LANDING_RATIO * 100) if _landing_unset(settings) else ""
     return "down to %.0f%%%s" % (settings.compact_ratio * 100, note)
 
 

@@ -25,24 +25,18 @@ pytestmark = pytest.mark.skipif(not fleet.HERMES_VERSION.startswith("0.22"),
                                 reason="the messaging gateway's 85K-128K defaults are Hermes 0.22's")
 
 
+SHAPE = fleet.Shape(WINDOW, CONVERSATIONS, TURNS, int(WINDOW * 0.85))   # the bar: its trigger
+
+
 def _run_arm(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row:
-    return fleet._run_engine(engine, tmp, gateway_url=gateway_url)
+    return fleet._run_engine(engine, tmp, gateway_url=gateway_url, shape=SHAPE)
 
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, request):
     fleet._require_host()
-    shape = {"CONTEXT": WINDOW, "SBS_CONVERSATIONS": CONVERSATIONS, "SBS_TURNS": TURNS,
-             "PLUGIN_TRIGGER": int(WINDOW * 0.85)}      # the bar after a compaction: 0.85
-    saved = {name: getattr(fleet, name) for name in shape}
-    for name, value in shape.items():
-        setattr(fleet, name, value)
-    try:
-        arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-        out = real_gateway.at_once_with_gateway(_run_arm, arms, tmp_path_factory)
-    finally:
-        for name, value in saved.items():
-            setattr(fleet, name, value)
+    arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
+    out = real_gateway.at_once_with_gateway(_run_arm, arms, tmp_path_factory)
     measure.show(request, f"MESSAGING GATEWAY, {WINDOW:,} WINDOW hermes={fleet.HERMES_VERSION}: "
                  f"{CONVERSATIONS} conversations x {TURNS} turns (3 reads of ~25 KB each), restart "
                  "halfway; the plugin without a Gateway and with the real one", list(out.values()))

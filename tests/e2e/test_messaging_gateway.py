@@ -351,6 +351,17 @@ SBS_EXPECTED = f"done: read {SBS_READS} file(s)"
 # the plugin runs with its defaults (0.75 of this 64K window in every host's messaging
 # gateway); no landing may end over it
 PLUGIN_TRIGGER = int(THRESHOLD * CONTEXT)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One side-by-side's window, conversations, turns each, and the plugin's trigger bar."""
+    window: int = CONTEXT
+    conversations: int = SBS_CONVERSATIONS
+    turns: int = SBS_TURNS
+    trigger: int = PLUGIN_TRIGGER
+
+
 POOL_SATURATED = "compression pool saturated"
 NO_PROGRESS = "compression made insufficient progress"
 
@@ -360,22 +371,23 @@ def _distinct(lines: List[str]) -> int:
     return len({line.split(": ", 1)[-1] for line in lines})
 
 
-def _run_engine(engine: str, tmp: Path, pause: float = 0.0, ttl: int = 0, gateway_url: str = "off"):
+def _run_engine(engine: str, tmp: Path, pause: float = 0.0, ttl: int = 0, gateway_url: str = "off",
+                shape: Shape = Shape()):
     """One engine's whole messaging-gateway run -> measure.Row. ``engine``: "builtin", or a name
     starting with "plugin"; the plugin talks to the Gateway at ``gateway_url`` (the real one;
     "off": none). With ``ttl``: ``pause`` seconds before every turn, the plugin's cache
     TTL and the built-in's idle compaction set to it, and the cost priced with a cache that
-    expires after ``ttl`` seconds idle."""
+    expires after ``ttl`` seconds idle. ``shape``: the window and workload."""
     plugin = engine.startswith("plugin")
     files_root = Path(tempfile.mkdtemp(prefix="sb"))
-    convs = [Conv(i, files_root, reads=SBS_READS) for i in range(SBS_CONVERSATIONS)]
+    convs = [Conv(i, files_root, reads=SBS_READS) for i in range(shape.conversations)]
     gwp = None
     t0 = time.monotonic()
     try:
         with FakeLLM() as llm:
             home, port = harness.engine_home(
-                tmp, "plugin" if plugin else engine, llm.url, window=CONTEXT,
-                concurrent_runs=4 * SBS_CONVERSATIONS,
+                tmp, "plugin" if plugin else engine, llm.url, window=shape.window,
+                concurrent_runs=4 * shape.conversations,
                 settings={"TENCENTDB_OFFLOAD_GATEWAY_URL": gateway_url,
                           "TENCENTDB_OFFLOAD_API_KEY": GW_KEY,
                           "TENCENTDB_OFFLOAD_INSTANCE_ID": INSTANCE,
@@ -383,11 +395,11 @@ def _run_engine(engine: str, tmp: Path, pause: float = 0.0, ttl: int = 0, gatewa
                 compression={"idle_compact_after_seconds": ttl} if ttl else {})
             gwp = harness.GatewayProcess(home, port)
             gwp.start()
-            half = SBS_TURNS // 2
+            half = shape.turns // 2
             _drive(gwp, convs, range(1, half + 1), pause)
             gwp.sigterm()
             gwp.start()
-            _drive(gwp, convs, range(half + 1, SBS_TURNS + 1), pause)
+            _drive(gwp, convs, range(half + 1, shape.turns + 1), pause)
             gwp.sigterm()
             exchanges = llm.exchanges
             issued = llm.tool_calls_issued
@@ -420,8 +432,8 @@ def _run_engine(engine: str, tmp: Path, pause: float = 0.0, ttl: int = 0, gatewa
         }
         failed = [(c.tag, n, r.status, r.text[:120]) for c in convs for n, r in c.replies
                   if r.status != 200 or r.text.strip() != SBS_EXPECTED]
-        row = measure.analyse(engine, by_conv, window=CONTEXT,
-                              trigger=PLUGIN_TRIGGER if plugin else measure.builtin_trigger(CONTEXT),
+        row = measure.analyse(engine, by_conv, window=shape.window,
+                              trigger=shape.trigger if plugin else measure.builtin_trigger(shape.window),
                               turns=len(replies), answered=answered, failed=failed, reads=reads,
                               extra=extra_figures, ttl=ttl or None)
         return row
