@@ -296,7 +296,8 @@ def _merge_same_roles(msgs: List[Message], rep: RepairReport) -> List[Message]:
 def merge_two(first: Message, second: Message) -> Message:
     """One message holding both contents (second's tool calls kept)."""
     a, b = first.get("content"), second.get("content")
-    if isinstance(a, str) and isinstance(b, str) or a is None or b is None:
+    # text joins text only: None beside a block list (or a number) becomes blocks
+    if all(x is None or isinstance(x, str) for x in (a, b)):
         joined: Any = "\n\n".join(x for x in (a or "", b or "") if x)
     else:
         joined = B.as_blocks(a) + B.as_blocks(b)

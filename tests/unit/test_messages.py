@@ -110,3 +110,26 @@ def test_validation_catches_bad_sequences():
     assert M.validation_errors([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     bad = conversation(1, 5)[:2]      # call without its result
     assert any("unanswered" in e for e in M.validation_errors(bad))
+
+
+def test_repair_merges_empty_content_beside_blocks():
+    # an assistant with no content next to one with a block list: merged, never a TypeError
+    # (local_compact repairs first, so this failure left the whole list uncompacted)
+    said = [{"type": "text", "text": "said"}]
+    for pair in ([None, said], [said, None], [None, 7], [7, None]):
+        msgs = [{"role": "user", "content": "q"}] + [
+            {"role": "assistant", "content": c} for c in pair] + [{"role": "user", "content": "next"}]
+        out = M.repair(msgs)
+        assert [m["role"] for m in out] == ["user", "assistant", "user"]
+        assert M.validation_errors(out) == []
+
+
+def test_compress_with_empty_assistant_beside_blocks(tmp_path):
+    from helpers import make_engine
+    _, eng = make_engine(tmp_path)
+    msgs = conversation(20, 3000)
+    msgs[9:9] = [{"role": "assistant", "content": None},
+                 {"role": "assistant", "content": [{"type": "text", "text": "said"}]}]
+    out = eng.compress(msgs, force=True)
+    assert out is not msgs and len(out) < len(msgs)
+    assert M.validation_errors(out) == []
