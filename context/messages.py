@@ -24,7 +24,8 @@ TRIM_MARK = "characters trimmed by tencentdb-offload"
 # --- shape helpers -----------------------------------------------------------------
 
 def role(msg: Any) -> str:
-    return msg.get("role", "") if isinstance(msg, dict) else ""
+    r = msg.get("role") if isinstance(msg, dict) else None
+    return r if isinstance(r, str) else ""     # a None or numeric role reads as no role
 
 
 def calls_of(msg: Message) -> List[str]:

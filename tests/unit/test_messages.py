@@ -1,3 +1,5 @@
+import json
+
 from tencentdb_offload.context import canvas
 from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.context import messages as M
@@ -133,3 +135,19 @@ def test_compress_with_empty_assistant_beside_blocks(tmp_path):
     out = eng.compress(msgs, force=True)
     assert out is not msgs and len(out) < len(msgs)
     assert M.validation_errors(out) == []
+
+
+def test_compress_with_a_roleless_message(tmp_path):
+    # a None or numeric role used to reach the archive key (role + text): TypeError, the whole
+    # compaction failed; now it reads as no role, is dropped from the list and archived
+    from helpers import make_engine
+    rt, eng = make_engine(tmp_path)
+    msgs = conversation(20, 3000)
+    msgs[4:4] = [{"role": None, "content": "odd words ROLELESS1"},
+                 {"role": 5, "content": "odd words ROLELESS2"}]
+    out = eng.compress(msgs, force=True)
+    assert not [e for e in rt.errors if "failed" in e]
+    assert len(out) < len(msgs) and M.validation_errors(out) == []
+    for word in ("ROLELESS1", "ROLELESS2"):
+        found = json.loads(eng.handle_tool_call("tdai_offload_search", {"query": word}))
+        assert found["count"] == 1
