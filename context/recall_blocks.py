@@ -66,12 +66,24 @@ def _without(msg: Message, drop: Set[str]) -> Optional[Message]:
         if isinstance(value, str):
             out[field] = _cut(value, drop)
         elif isinstance(value, list):
-            out[field] = [dict(b, text=_cut(b["text"], drop))
-                          if isinstance(b, dict) and isinstance(b.get("text"), str) else b
-                          for b in value]
+            out[field] = _cut_parts(value, drop)
     content = out.get("content")
-    if isinstance(content, str) and msg.get("content") and not content.strip():
+    if msg.get("content") and (content == [] or isinstance(content, str) and not content.strip()):
         return None
+    return out
+
+
+def _cut_parts(parts: List[Any], drop: Set[str]) -> List[Any]:
+    """A content list without ``drop``; a text part the cut leaves blank goes (providers
+    refuse an empty text block)."""
+    out = []
+    for b in parts:
+        if isinstance(b, dict) and isinstance(b.get("text"), str):
+            text = _cut(b["text"], drop)
+            if text != b["text"] and not text.strip():
+                continue
+            b = dict(b, text=text)
+        out.append(b)
     return out
 
 

@@ -86,3 +86,19 @@ def test_the_request_middleware_sends_one_copy_on_hosts_without_select_context(t
     assert sum(m["content"].count(R.OPEN) for m in sent) == 1 and block in sent[1]["content"]
     assert sum(m["content"].count(R.OPEN) for m in msgs) == 3, "the host's list is untouched"
     assert rt.counters["recall_copies_dropped"] == 2
+
+
+def test_a_text_part_holding_only_an_old_copy_goes_whole():
+    # a list content (an image turn): the part that was the copy goes, never stays as an
+    # empty text block (providers refuse those); a list left empty keeps its copy
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "look"}, image,
+                                         {"type": "text", "text": PERSONA}]},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": [{"type": "text", "text": PERSONA}]},
+            {"role": "assistant", "content": "b"},
+            turn("three", PERSONA, api=False)]
+    out, removed = R.keep_newest(msgs)
+    assert out[0]["content"] == [{"type": "text", "text": "look"}, image]
+    assert out[2] == msgs[2]
+    assert removed == [PERSONA]
