@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import AbstractSet, Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import item_key, result_keys
+from .blocks import Kind, blocks_of, text_parts
 from . import messages as M
 from .provenance import Seal
 
@@ -44,6 +45,14 @@ def plain_text(m: Message) -> str:
     return M.text_of(m)
 
 
+def own_text(m: Message) -> str:
+    """A message's text without the tool results it carries (archived by their ids)."""
+    if not M.results_of(m):
+        return plain_text(m)
+    return "\n".join(p for p in text_parts(b for b in blocks_of(m)
+                                            if b.kind is not Kind.TOOL_RESULT) if p)
+
+
 def call_arguments(messages: Iterable[Any]) -> Dict[str, Tuple[str, Any]]:
     """``tool_call_id`` → (tool name, arguments) for every call in ``messages``."""
     out: Dict[str, Tuple[str, Any]] = {}
@@ -60,13 +69,12 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
     everything else is, whatever it starts with."""
     kept_calls, kept_text, summarised = set(), set(), set()
     for m in after:
-        if M.is_tool_result(m):
-            for tid, text in M.tool_results(m):
-                kept_calls.add((tid, text))     # a set: compared by hash, then in full
-                if text.startswith(OFFLOADED_MARK):
-                    summarised.add(tid)
-        else:
-            kept_text.add(plain_text(m))
+        for tid, text in M.tool_results(m):
+            kept_calls.add((tid, text))         # a set: compared by hash, then in full
+            if text.startswith(OFFLOADED_MARK):
+                summarised.add(tid)
+        if not M.is_tool_result(m):
+            kept_text.add(own_text(m))
     args = call_arguments(before)
     items: List[Departed] = []
     left: Set[str] = set()
@@ -74,16 +82,16 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
     for m in before:
         if not isinstance(m, dict):
             continue
-        if M.is_tool_result(m):
-            for tid, text in M.tool_results(m):
-                if (tid, text) in kept_calls:
-                    continue
-                count += 1
-                left.add(tid)
-                name, call_args = args.get(tid, ("", ""))
-                items.append(Departed("tool_result", text, tid, name, "tool", call_args))
-        else:
-            text = plain_text(m)
+        # results by their id, also beside the user's own text in one message (Anthropic)
+        for tid, text in M.tool_results(m):
+            if (tid, text) in kept_calls:
+                continue
+            count += 1
+            left.add(tid)
+            name, call_args = args.get(tid, ("", ""))
+            items.append(Departed("tool_result", text, tid, name, "tool", call_args))
+        if not M.is_tool_result(m):
+            text = own_text(m)
             if text and text not in kept_text and not M.is_plugin_text(text, seal):
                 count += 1
                 items.append(Departed("message", text, role=M.role(m)))

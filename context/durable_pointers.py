@@ -23,7 +23,7 @@ def pointed(result: Sequence[Message], seal: Seal) -> List[str]:
     """Keys the trim or summary pointers of ours in ``result`` name (the call id, or its
     ``result_keys`` key when the id is reused)."""
     return [result_keys.pointer_in(tid, text) or tid
-            for m in result if M.is_tool_result(m) for tid, text in M.tool_results(m)
+            for m in result for tid, text in M.tool_results(m)     # (beside text too)
             if (seal.open_text(text) or ("",))[0] in POINTER_KINDS]
 
 
@@ -35,14 +35,14 @@ def restore(result: List[Message], before: Sequence[Message], seal: Seal,
     went back."""
     originals: Dict[str, Message] = {}
     for m in before:
-        if isinstance(m, dict) and M.is_tool_result(m):
+        if isinstance(m, dict):
             for tid, text in M.tool_results(m):
                 originals[result_keys.key_of(tid, text, reused)] = m
     out: List[Message] = []
     restored = 0
     for m in result:
         missing = [key for key in pointed([m], seal) if not held(key)] \
-            if M.is_tool_result(m) else []
+            if M.results_of(m) else []
         orig = next((originals[k] for k in missing if k in originals), None)
         if orig is not None and M.results_of(orig) == M.results_of(m) and orig != m:
             out.append(M.fresh(orig))
