@@ -198,7 +198,9 @@ def _left(deadline: float) -> float:
 def _parse_head(head: bytes) -> Tuple[int, Dict[str, str]]:
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+    # three ASCII digits: str.isdigit() also passes '²' and 5000-digit numbers, which int() refuses
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 \
+            or not (parts[1].isascii() and parts[1].isdigit()):
         raise BadReply("not an HTTP/1.x status line")
     headers: Dict[str, str] = {}
     for line in lines[1:]:

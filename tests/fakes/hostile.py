@@ -32,7 +32,8 @@ class HostilePeer:
     (arg = a list of behaviours: the n-th request to the path gets the n-th, the last repeats).
     ``late_reset`` (arg = seconds: read the request, wait, then RST), ``reset_over`` (arg =
     bytes: RST a request body larger than that, an empty success otherwise — how the Gateway
-    enforces its body limit), ``status`` (arg = (HTTP status, body bytes): a proxy's page), ``echo`` (arg = a function of the
+    enforces its body limit), ``status`` (arg = (HTTP status, body bytes): a proxy's page), ``wire`` (arg = the
+    reply's bytes, status line and all), ``echo`` (arg = a function of the
     request body bytes returning the reply object).
     ``sessions`` lists the ``session_id`` of every POST, in order; ``bodies`` their sizes."""
 
@@ -137,6 +138,9 @@ class HostilePeer:
             return True
         if kind == "raw":
             conn.sendall(_head(len(arg)) + arg)
+            return True
+        if kind == "wire":          # arg = the whole reply, status line included, sent as is
+            conn.sendall(arg)
             return True
         if kind == "trailing":      # a reply, then bytes past its end (arg = (object, bytes))
             body = json.dumps(arg[0]).encode("utf-8")
