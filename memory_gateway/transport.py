@@ -117,12 +117,9 @@ class Connection:
             self.sock.sendall(request)
         except socket.timeout as exc:
             raise ExchangeTimeout("deadline passed while sending") from exc
-        while b"\r\n\r\n" not in self.buf:
-            if len(self.buf) > MAX_HEAD:
-                raise BadReply("reply headers larger than %d bytes" % MAX_HEAD)
-            self._fill(deadline, bool(self.buf))
-        status, headers = _parse_head(self._head())
-        body = self._body(headers, deadline, max_reply)
+        status, headers = self._final_head(deadline)
+        # 1xx, 204 and 304 carry no body: reading one to the close would wait out the deadline
+        body = b"" if status in (204, 304) else self._body(headers, deadline, max_reply)
         if headers.get("connection", "").lower() == "close" or "content-length" not in headers \
                 and headers.get("transfer-encoding", "").lower() != "chunked" or self.buf:
             self.close()        # (bytes past the reply's end: the next reply would be theirs)
@@ -138,6 +135,20 @@ class Connection:
         except (OSError, ValueError):
             return False
         return not readable
+
+    def _final_head(self, deadline: float) -> Tuple[int, Dict[str, str]]:
+        """The final reply's status and headers: interim 1xx replies (100 Continue, 103 Early
+        Hints from a proxy) come before it and are skipped, as HTTP requires."""
+        while True:
+            while b"\r\n\r\n" not in self.buf:
+                if len(self.buf) > MAX_HEAD:
+                    raise BadReply("reply headers larger than %d bytes" % MAX_HEAD)
+                self._fill(deadline, bool(self.buf))
+            status, headers = _parse_head(self._head())
+            if status == 101:
+                raise BadReply("the peer switched protocols (HTTP 101)")
+            if status >= 200:
+                return status, headers
 
     def _head(self) -> bytes:
         end = self.buf.find(b"\r\n\r\n")

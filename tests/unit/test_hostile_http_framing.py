@@ -38,3 +38,39 @@ def test_a_status_python_reads_as_digits_but_int_refuses_is_a_gateway_error(stat
             ingest(c)
         assert c.probe() is False       # the background probe says "down", it does not raise
         assert c.breaker.state == "open"
+
+
+# -- interim and bodiless replies ------------------------------------------------------------
+
+@pytest.mark.parametrize("interim", [
+    b"HTTP/1.1 100 Continue\r\n\r\n",
+    b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n"])
+def test_interim_replies_before_the_answer_are_skipped(interim):
+    # HTTP: a client must read 1xx replies before the final one; taking the 100 as the answer
+    # loses the Gateway's real one (its rows would be sent, and stored, twice)
+    with HostilePeer({INGEST: ("wire", interim + reply("HTTP/1.1 200 OK", OK))}) as peer:
+        c = client(peer.url)
+        assert ingest(c) == {}
+        assert ingest(c) == {}          # and the connection was left at the reply's end
+    assert len(peer.requests) == 2
+
+
+@pytest.mark.parametrize("status_line", [b"HTTP/1.1 204 No Content", b"HTTP/1.1 304 Not Modified"])
+def test_a_reply_without_a_body_does_not_wait_for_the_deadline(status_line):
+    # no Content-Length, the connection kept open: 204/304 end at their headers
+    with HostilePeer({INGEST: ("wire", status_line + b"\r\n\r\n")}) as peer:
+        c = client(peer.url, timeout_ms=5000)
+        started = time.monotonic()
+        with pytest.raises(GatewayError) as err:
+            ingest(c)
+        took = time.monotonic() - started
+    assert took < 2.0, took
+    assert "within" not in str(err.value)       # not reported as a timeout
+
+
+def test_switching_protocols_is_not_http_we_read():
+    wire = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x05hello"
+    with HostilePeer({INGEST: ("wire", wire)}) as peer:
+        with pytest.raises(GatewayUnavailable, match="101"):
+            ingest(client(peer.url))
