@@ -23,7 +23,7 @@ from .breaker import CircuitBreaker
 from .shared_health import SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
                      GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
-                     parse_envelope)
+                     REDIRECTS, page_note, parse_envelope)
 from .transport import (BadReply, BaseURL, Connection, PeerClosed, ReplyTooLarge, build_request,
                         host_header, unsafe_credentials)
 
@@ -132,14 +132,21 @@ class GatewayClient:
         if not force and self.last_health and now - self.last_health_at < self.health_ttl:
             return self.last_health
         try:
-            status, payload = self._request("GET", HEALTH, None, timeout or self.ingest_timeout)
+            status, payload, location = self._request("GET", HEALTH, None,
+                                                       timeout or self.ingest_timeout)
         except GatewayUnavailable as exc:
             self._share(False, str(exc))
             raise
         try:
-            data = json.loads(payload.decode("utf-8"))
+            data, readable = json.loads(payload.decode("utf-8")), True
         except (ValueError, UnicodeDecodeError, RecursionError):
-            raise GatewayProtocolError("health reply is not JSON (or nested too deeply)") from None
+            data, readable = None, False
+        if status != 200 and (not readable or status in REDIRECTS):
+            # a proxy's page or a redirect: say which, not just "not JSON"
+            raise GatewayProtocolError("health answered HTTP %d: %s" % (
+                status, page_note(status, payload, location)))
+        if not readable:
+            raise GatewayProtocolError("health reply is not JSON (or nested too deeply)")
         if status != 200 or not isinstance(data, dict) or data.get("status") not in ("ok", "degraded"):
             raise GatewayProtocolError("health says %r (HTTP %d)" % (
                 str(data.get("status") if isinstance(data, dict) else data)[:80], status))
@@ -260,7 +267,7 @@ class GatewayClient:
         thread = threading.get_ident()
         self._waiting_since[thread] = started
         try:
-            status, raw = self._request("POST", path, payload, timeout, reply_limit)
+            status, raw, location = self._request("POST", path, payload, timeout, reply_limit)
         except GatewayUnavailable as exc:
             exc.body_bytes = len(payload)
             exc.size_refusal = (exc.reset and len(payload) > RESET_MEANS_TOO_LARGE and
@@ -274,7 +281,7 @@ class GatewayClient:
             self._waiting_since.pop(thread, None)
         self.last_latency_ms = (time.monotonic() - started) * 1000
         try:
-            data = self._judged(path, status, raw)
+            data = self._judged(path, status, raw, location)
         except GatewayRejected as exc:
             self.last_error = str(exc)
             if exc.config_problem and not isinstance(exc, (GatewayNotSupported, BodyTooLarge)):
@@ -298,11 +305,11 @@ class GatewayClient:
         self._served.add(path)
         return data
 
-    def _judged(self, path: str, status: int, raw: bytes) -> Dict[str, Any]:
+    def _judged(self, path: str, status: int, raw: bytes, location: str) -> Dict[str, Any]:
         """``parse_envelope``, knowing this process's history: a route that answered before does not
         vanish for good, its 404 is a Gateway restarting (routes not mounted yet)."""
         try:
-            return parse_envelope(path, status, raw)
+            return parse_envelope(path, status, raw, location)
         except GatewayNotSupported:
             if path not in self._served:
                 raise
@@ -310,7 +317,7 @@ class GatewayClient:
                                      "(restarting?)" % (self.base_url, path)) from None
 
     def _request(self, method: str, path: str, payload: Optional[bytes],
-                 timeout: float, reply_limit: int = 0) -> Tuple[int, bytes]:
+                 timeout: float, reply_limit: int = 0) -> Tuple[int, bytes, str]:
         """One exchange, all of it (connect, send, headers, body) within ``timeout``."""
         if self.fatal_config:
             raise GatewayConfigError(self.fatal_config)
@@ -331,11 +338,11 @@ class GatewayClient:
                 if conn is None:
                     conn = self._conns.put(Connection(self._scheme, self._host, self._port,
                                                       deadline))
-                status, _headers, raw = conn.exchange(request, deadline,
+                status, headers, raw = conn.exchange(request, deadline,
                                                       reply_limit or self.reply_limit)
                 if not conn.reusable:
                     self._drop()
-                return status, raw
+                return status, raw, headers.get("location", "")
             except TimeoutError as exc:          # ExchangeTimeout included
                 self._drop()
                 raise GatewayTimeout("no complete answer from %s within %.1fs" % (

@@ -37,6 +37,7 @@ class GatewayTimeout(GatewayUnavailable):
 CODES_CONFIG = frozenset({400, 401, 403, 413, 415})
 CODES_AUTH = frozenset({401, 403})
 CODES_OUTAGE = frozenset({500, 502, 503, 504})
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class GatewayRejected(GatewayError):
@@ -127,14 +128,38 @@ def is_envelope(value: Any) -> bool:
     return isinstance(value, dict) and ("code" in value or "error" in value)
 
 
-def parse_envelope(path: str, status: int, raw: bytes) -> Dict[str, Any]:
-    """The ``data`` of a Gateway reply, or the error the reply means."""
+def redirect_note(location: str) -> str:
+    """A redirect, said so, with where it points (never its credentials): redirects are not
+    followed, a body is not re-sent to wherever a peer names."""
+    import urllib.parse
+    try:
+        parts = urllib.parse.urlsplit(location.strip())
+        where = "%s://%s%s" % (parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path) \
+            if parts.scheme else parts.path
+    except ValueError:
+        where = ""
+    where = "".join(ch for ch in where if " " < ch <= "~")[:200] or "(no Location)"
+    return "a redirect to %s, not followed: set the Gateway URL to where it points" % where
+
+
+def page_note(status: int, raw: bytes, location: str = "") -> str:
+    """What a reply that is not the Gateway's JSON was, for a person reading the error."""
+    if status in REDIRECTS:
+        return redirect_note(location)
+    return "a page that is not the Gateway's (a proxy in front of it?)" if raw else "no message"
+
+
+def parse_envelope(path: str, status: int, raw: bytes, location: str = "") -> Dict[str, Any]:
+    """The ``data`` of a Gateway reply, or the error the reply means (``location``: the reply's
+    Location header, named when the reply is a redirect)."""
     try:
         env = json.loads(raw.decode("utf-8")) if raw else None
     except (ValueError, UnicodeDecodeError):
         env = None
     except RecursionError:      # nested past the parser's depth: a broken reply, not a crash
         raise GatewayProtocolError("reply to %s is nested too deeply to read" % path) from None
+    if status in REDIRECTS:     # an ingress moving http to https, a path: never the Gateway's
+        raise GatewayRejected(status, redirect_note(location))
     if status == 404:
         if not is_envelope(env):    # a proxy's page while the Gateway restarts: not its verdict
             raise GatewayUnavailable("%s answered HTTP 404 with a page that is not the "
@@ -149,7 +174,7 @@ def parse_envelope(path: str, status: int, raw: bytes) -> Dict[str, Any]:
         message = ""
         if isinstance(env, dict):
             message = str(env.get("message") or env.get("error") or "")
-        raise GatewayRejected(status, message[:300] or "no message",
+        raise GatewayRejected(status, message[:300] or page_note(status, raw),
                               code=int_code(env.get("code") if isinstance(env, dict) else None))
     if not isinstance(env, dict):
         raise GatewayProtocolError("reply to %s is not a JSON object" % path)

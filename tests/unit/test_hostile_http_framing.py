@@ -74,3 +74,35 @@ def test_switching_protocols_is_not_http_we_read():
     with HostilePeer({INGEST: ("wire", wire)}) as peer:
         with pytest.raises(GatewayUnavailable, match="101"):
             ingest(client(peer.url))
+
+
+# -- a redirect or a proxy's page is named for what it is -------------------------------------
+
+MOVED = reply("HTTP/1.1 301 Moved Permanently", b"<html>moved</html>",
+              "Location: https://user:pw@gw.example:8443/offload?token=t0k\r\n")
+
+
+def test_a_redirect_is_named_with_where_it_points_and_rows_wait():
+    with HostilePeer({INGEST: ("wire", MOVED), "/health": ("wire", MOVED)}) as peer:
+        c = client(peer.url)
+        with pytest.raises(GatewayError) as err:
+            ingest(c)
+        with pytest.raises(GatewayError) as health:
+            c.health(force=True)
+    for text in (str(err.value), str(health.value)):
+        assert "redirect to https://gw.example:8443/offload" in text, text
+        assert "pw" not in text and "t0k" not in text      # never its credentials or query
+    assert "health answered HTTP 301" in str(health.value)
+    # not the Gateway's verdict on the rows: retried later, never refused for good
+    assert not err.value.config_problem and not err.value.outage
+    assert len(peer.requests) == 2                            # and never followed
+
+
+def test_a_proxys_error_page_on_health_says_its_status():
+    page = reply("HTTP/1.1 502 Bad Gateway", b"<html><body>upstream down</body></html>")
+    with HostilePeer({INGEST: ("wire", page), "/health": ("wire", page)}) as peer:
+        c = client(peer.url)
+        with pytest.raises(GatewayError, match="health answered HTTP 502: a page that is not"):
+            c.health(force=True)
+        with pytest.raises(GatewayError, match="HTTP 502: a page that is not the Gateway's"):
+            ingest(c)
