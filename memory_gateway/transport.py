@@ -46,7 +46,7 @@ class Connection:
     """A socket plus its read buffer; reusable while the peer keeps it alive."""
 
     def __init__(self, scheme: str, host: str, port: int, deadline: float) -> None:
-        sock = socket.create_connection((host, port), timeout=_left(deadline))
+        sock = _connect(host, port, deadline)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if scheme == "https":
@@ -197,6 +197,25 @@ class Connection:
                 raise ReplyTooLarge(max_reply)
             out += self._exactly(size, deadline)
             self._exactly(2, deadline)
+
+
+def _connect(host: str, port: int, deadline: float) -> socket.socket:
+    """A connected socket before ``deadline``. ``socket.create_connection`` gives each address
+    of a name the whole timeout: a name with two addresses that drop packets (an A and an AAAA
+    record behind a firewall) would cost twice the deadline."""
+    error: Optional[OSError] = None
+    for family, kind, proto, _name, addr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(_left(deadline))
+            sock.connect(addr)
+            return sock
+        except OSError as exc:          # ExchangeTimeout included: the deadline has passed
+            sock.close()
+            if isinstance(exc, ExchangeTimeout):
+                raise
+            error = exc
+    raise error or OSError("no address for the host")
 
 
 def _left(deadline: float) -> float:
