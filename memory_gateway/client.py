@@ -36,6 +36,7 @@ FRESH_S = 30.0          # heard from the Gateway this recently: no /health befor
 RESET_MEANS_TOO_LARGE = 64_000   # the Gateway enforces its body limit by closing the socket
 COMPACT_REPLY_EXTRA = 512_000  # a /compact reply may exceed twice our body by a canvas or so
 QUICK_RESET_S = 5.0     # ... as soon as it has the headers; a reset after a long wait is a crash
+SMALL_REPLY = 1 << 20   # /health and /ingest answer ~100 bytes; parsed, 16 MB of '[],' took 450 MB
 
 
 class GatewayClient:
@@ -87,7 +88,8 @@ class GatewayClient:
             body["prompt"] = prompt
         if recent_messages:
             body["recent_messages"] = recent_messages
-        return self._call(INGEST, body, self.ingest_timeout)
+        return self._call(INGEST, body, self.ingest_timeout,
+                          reply_limit=min(self.reply_limit, SMALL_REPLY))
 
     def compact(self, session_id: str, messages: List[Dict[str, Any]], *, ratio: float,
                 context_window: int, total_tokens: int,
@@ -132,8 +134,8 @@ class GatewayClient:
         if not force and self.last_health and now - self.last_health_at < self.health_ttl:
             return self.last_health
         try:
-            status, payload, location = self._request("GET", HEALTH, None,
-                                                       timeout or self.ingest_timeout)
+            status, payload, location = self._request(
+                "GET", HEALTH, None, timeout or self.ingest_timeout, min(self.reply_limit, SMALL_REPLY))
         except GatewayUnavailable as exc:
             self._share(False, str(exc))
             raise

@@ -106,3 +106,22 @@ def test_a_proxys_error_page_on_health_says_its_status():
             c.health(force=True)
         with pytest.raises(GatewayError, match="HTTP 502: a page that is not the Gateway's"):
             ingest(c)
+
+
+# -- a reply that should be tiny is not parsed whole when it is not -----------------------------
+
+def _flood(prefix, n=(4 << 20) // 3):
+    # valid JSON of millions of tiny objects: ~30x its size in memory once parsed
+    return prefix + b'"flood":[' + b"[]," * n + b"[]]}"
+
+
+def test_a_flood_in_a_health_or_ingest_reply_is_not_parsed():
+    health = _flood(b'{"status":"ok",')
+    ingested = _flood(b'{"code":0,"message":"ok","data":{},')
+    with HostilePeer({"/health": ("raw", health), INGEST: ("raw", ingested)}) as peer:
+        c = client(peer.url)
+        with pytest.raises(GatewayError, match="larger than"):
+            c.health(force=True)
+        with pytest.raises(GatewayError, match="larger than") as err:
+            ingest(c)
+    assert not getattr(err.value, "config_problem", False)     # the rows wait, none refused
