@@ -121,14 +121,14 @@ class Connection:
         # 1xx, 204 and 304 carry no body: reading one to the close would wait out the deadline
         body = b"" if status in (204, 304) else self._body(headers, deadline, max_reply)
         if headers.get("connection", "").lower() == "close" or "content-length" not in headers \
-                and headers.get("transfer-encoding", "").lower() != "chunked" or self.buf:
+                and headers.get("transfer-encoding", "").lower() != "chunked" or self._pending():
             self.close()        # (bytes past the reply's end: the next reply would be theirs)
         return status, headers, body
 
     def idle(self) -> bool:
         """Nothing arrived since the last reply was read to its end: safe to reuse. Bytes
         sent after it (or the peer's close) make the connection unusable."""
-        if not self.reusable or self.buf:
+        if not self.reusable or self._pending():
             return False
         try:
             readable, _, _ = select.select([self.sock], [], [], 0)
@@ -149,6 +149,11 @@ class Connection:
                 raise BadReply("the peer switched protocols (HTTP 101)")
             if status >= 200:
                 return status, headers
+
+    def _pending(self) -> bool:
+        """Bytes arrived that no reply claimed: in our buffer, or kept by TLS (a read takes
+        only what was asked of a record; the rest never makes the socket readable)."""
+        return bool(self.buf) or (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0)
 
     def _head(self) -> bytes:
         end = self.buf.find(b"\r\n\r\n")
