@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 FILE_NAME = "gateway-health.json"
 REWRITE_UP_S = 30.0          # an unchanged "up" verdict is refreshed at most this often
 MAX_ENTRIES = 16
+FUTURE_SLACK_S = 2.0         # a verdict dated later than now by more: the clock went back
 DOWN_TRUST_S = 30.0          # a fresh "down" is trusted this long by other processes …
 DOWN_TRUST_MAX_S = 300.0     # … doubling with each failed check in a row, up to this
 
@@ -43,7 +44,10 @@ class SharedHealth:
         entry = self._load().get(self.key)
         if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)):
             return None
-        return dict(entry, age_s=round(max(0.0, time.time() - entry["at"]), 1))
+        age = time.time() - entry["at"]
+        if age < -FUTURE_SLACK_S:       # written before the clock stepped back: age unknown
+            return None
+        return dict(entry, age_s=round(max(0.0, age), 1))
 
     def _load(self) -> Dict[str, Any]:
         """Every Gateway's entry; {} when the file is missing or unreadable."""

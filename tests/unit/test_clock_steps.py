@@ -60,3 +60,17 @@ def test_a_lease_taken_by_a_clock_set_ahead_does_not_outlive_one_lease(tmp_path)
     assert rt.store.claim("slow", LONGEST_LEASE_S - 60, now + 31) == ["conv-x"]
     assert rt.store.claim("fourth", 30.0, now + 32) == []    # however long, within the bound
     rt.close()
+
+
+def test_a_down_verdict_written_before_the_clock_stepped_back_is_not_trusted(tmp_path, monkeypatch):
+    """A "down" written an hour ahead (the clock then went back) read as age 0: every
+    process skipped the Gateway for an hour, though the Gateway was asked 30 s later before."""
+    from tencentdb_offload.memory_gateway.shared_health import SharedHealth
+    wall = SteppedWall()
+    monkeypatch.setattr(time, "time", wall)
+    wall.offset = 3_600.0
+    SharedHealth(tmp_path, "http://gw.invalid").record(False, "no answer")
+    wall.offset = 0.0
+    assert SharedHealth(tmp_path, "http://gw.invalid").read() is None
+    SharedHealth(tmp_path, "http://gw.invalid").record(False, "no answer")
+    assert SharedHealth(tmp_path, "http://gw.invalid").read()["age_s"] < 5
