@@ -140,7 +140,7 @@ class GatewayClient:
             self._share(False, str(exc))
             raise
         try:
-            data, readable = json.loads(payload.decode("utf-8")), True
+            data, readable = json.loads(payload.decode("utf-8-sig")), True
         except (ValueError, UnicodeDecodeError, RecursionError):
             data, readable = None, False
         if status != 200 and (not readable or status in REDIRECTS):

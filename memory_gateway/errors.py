@@ -153,7 +153,7 @@ def parse_envelope(path: str, status: int, raw: bytes, location: str = "") -> Di
     """The ``data`` of a Gateway reply, or the error the reply means (``location``: the reply's
     Location header, named when the reply is a redirect)."""
     try:
-        env = json.loads(raw.decode("utf-8")) if raw else None
+        env = json.loads(raw.decode("utf-8-sig")) if raw else None
     except (ValueError, UnicodeDecodeError):
         env = None
     except RecursionError:      # nested past the parser's depth: a broken reply, not a crash

@@ -125,3 +125,17 @@ def test_a_flood_in_a_health_or_ingest_reply_is_not_parsed():
         with pytest.raises(GatewayError, match="larger than") as err:
             ingest(c)
     assert not getattr(err.value, "config_problem", False)     # the rows wait, none refused
+
+
+# -- a JSON body behind a byte-order mark is still JSON ------------------------------------------
+
+def test_a_reply_with_a_byte_order_mark_is_read():
+    # some proxies and Windows-built servers prefix UTF-8 with a BOM; json refuses it, HTTP
+    # does not forbid it: refusing would park every row and mark the Gateway broken
+    bom = b"\xef\xbb\xbf"
+    health = bom + b'{"status":"ok","version":"2"}'
+    with HostilePeer({INGEST: ("wire", reply("HTTP/1.1 200 OK", bom + OK)),
+                      "/health": ("wire", reply("HTTP/1.1 200 OK", health))}) as peer:
+        c = client(peer.url)
+        assert ingest(c) == {}
+        assert c.health(force=True)["status"] == "ok"
