@@ -15,6 +15,7 @@ import re
 from typing import Any, Callable, Dict, List, Optional
 
 from ..common.peer_text import plugin_logger
+from ..common.text import clean_text
 from ..context.read_backs import RECALL_TOOL as READ
 from .lcm_history import KEY as LCM_KEY, LcmHistory, LcmUnavailable, unavailable
 from .store import Store
@@ -93,8 +94,14 @@ def _echo(value: Any) -> str:
     return "%r… (%d chars)" % (text[:ECHO], len(text))
 
 
+def _answer(value: Dict[str, Any]) -> str:
+    """A tool's JSON answer as UTF-8 can carry it: a lone surrogate (a model's "\\ud800" in a
+    query, a Gateway's ref) would fail the host's next request to the provider."""
+    return clean_text(json.dumps(value, ensure_ascii=False))
+
+
 def _error(message: str, **extra: Any) -> str:
-    return json.dumps({"ok": False, "error": message, **extra}, ensure_ascii=False)
+    return _answer({"ok": False, "error": message, **extra})
 
 
 def _int(value: Any, default: int, lo: int, hi: int) -> int:
@@ -185,7 +192,7 @@ class RecallTools:
                                "compacted items and their keys")
         page, total = item["content"], item["total_chars"]
         nxt = offset + len(page)
-        return json.dumps({
+        return _answer({
             "ok": True, "key": item.get("key", item["tool_call_id"]),
             "kind": item.get("kind", "tool_result"), "role": item.get("role", ""),
             "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
@@ -194,7 +201,7 @@ class RecallTools:
             "source": item.get("source", "archive"), "content": page,
             **{k: item[k] for k in ("session", "time") if k in item},
             **_reused(item),
-        }, ensure_ascii=False)
+        })
 
     def _remote(self, gateway_session: str, path: str, call_id: str, offset: int,
                 limit: int) -> Optional[Dict[str, Any]]:
@@ -227,11 +234,11 @@ class RecallTools:
                         "chars": h["chars"], "snippet": h["snippet"]}
                        for h in self.store.search(session_key, query, limit)]
         found = results or (history.get("lcm_history") or {}).get("results")
-        return json.dumps({"ok": True, "query": query, "count": len(results),
+        return _answer({"ok": True, "query": query, "count": len(results),
                            "results": results,
                            "read_in_full": READ + "(key=<key>)" if found else "",
                            "scope": "this conversation's compacted tool outputs and messages",
-                           **history}, ensure_ascii=False)
+                           **history})
 
     def _history(self, query: str, args: Dict[str, Any]) -> Dict[str, Any]:
         """hermes-lcm's history for the answer: results, or why it cannot be read; {} when

@@ -145,6 +145,18 @@ def test_tool_errors_echo_inputs_capped(tmp_path):
     assert "10000000 chars" in call(eng, READ, tool_call_id=huge)["error"]
 
 
+def test_answers_are_utf8_even_when_the_model_sends_a_lone_surrogate(tmp_path):
+    # a model's JSON may say "\ud800": echoed as is, the tool's answer cannot be encoded and
+    # the host's next request to the provider fails
+    rt = plugin.build_runtime(env=env_for(tmp_path))
+    eng = engine_for(rt, "s1")
+    for name, args in ((SEARCH, {"query": "lost \ud800 word"}), (READ, {"tool_call_id": "x\udfff"}),
+                       (SEARCH, {"query": "\ud800" * 5000})):
+        text = eng.handle_tool_call(name, args)
+        text.encode("utf-8")
+        assert "ok" in json.loads(text)
+
+
 def _peak_during(fn):
     tracemalloc.start()
     try:
