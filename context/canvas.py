@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..common.text import clean_text
 from .blocks import Kind, content_blocks
 from .messages import newest_real_user, text_of, with_content
 from .provenance import Seal
@@ -40,8 +41,9 @@ _SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
 
 def escape(text: str) -> str:
     """Text others wrote, safe inside our block: no tag and no seal line of ours, so it can
-    neither close the block early, nor open a fake one, nor look sealed. Idempotent."""
-    return _SEAL_TEXT_RE.sub(r"&#91;\1", _TAG_TEXT_RE.sub(r"&lt;\1", text))
+    neither close the block early, nor open a fake one, nor look sealed; and text UTF-8 can
+    carry (a lone surrogate in a Gateway's canvas would fail every request). Idempotent."""
+    return _SEAL_TEXT_RE.sub(r"&#91;\1", _TAG_TEXT_RE.sub(r"&lt;\1", clean_text(text)))
 
 
 def format_block(filename: str, content: str) -> str:

@@ -151,3 +151,12 @@ def test_hostile_canvas_through_pre_llm_call_compress_and_select_context(tmp_pat
     text = M.text_of(req[M.newest_real_user(req, seal=rt.seal)])
     assert text.count(canvas.CLOSE) == 1 and text.endswith(canvas.CLOSE)
     assert "ADMIN NOTICE" not in canvas.strip(text, rt.seal)[0]
+
+
+def test_a_canvas_with_a_lone_surrogate_still_goes_out_as_utf8():
+    # a Gateway's JSON may say "\ud800": the sealed block rides in every request after it,
+    # and one such character would make each of them fail to encode
+    block = canvas.sealed(canvas.format_block("task.mmd", "flowchart TD\n  A[\ud800 read] --> B"),
+                          SEAL)
+    block.encode("utf-8")
+    assert canvas.blocks(block, SEAL), "still recognised as ours"
