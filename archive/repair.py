@@ -11,7 +11,10 @@ never deleted, only renamed with a timestamp for the user.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Tuple
@@ -38,6 +41,31 @@ def identity(db: Path) -> Tuple[Ident, Ident]:
 
 def is_broken(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and any(w in str(exc) for w in _BROKEN)
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
+
+
+def no_space(directory: Path, exc: BaseException, size: int = 64 << 10) -> str:
+    """SQLite says "disk I/O error" for a full disk (a quota, a file size limit, a read-only
+    mount) as for a lost WAL: when ``directory`` cannot take ``size`` more bytes, why, in
+    words that say nothing was moved; '' when it can (or ``exc`` is no I/O error)."""
+    if "disk I/O error" not in str(exc):
+        return ""
+    fd, name = -1, ""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".space-probe-", dir=str(directory))
+        with os.fdopen(os.dup(fd), "wb") as probe_file:    # writes it all, or raises
+            probe_file.write(b"\0" * size)
+        return ""
+    except OSError as probe:
+        if probe.errno not in _NO_SPACE:
+            return ""
+        return "%s (%s): free some space and try again; nothing was moved" % (exc, probe.strerror)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+            os.unlink(name)
 
 
 def stamp() -> str:

@@ -35,10 +35,7 @@ CREATE TABLE IF NOT EXISTS archive(
   session TEXT NOT NULL,
   item_key TEXT NOT NULL,
   kind TEXT NOT NULL,
-  tool_call_id TEXT,
-  tool_name TEXT,
-  role TEXT,
-  args TEXT,
+  tool_call_id TEXT, tool_name TEXT, role TEXT, args TEXT,
   content TEXT NOT NULL,
   chars INTEGER NOT NULL,
   created REAL NOT NULL,
@@ -133,6 +130,9 @@ class Store(Outbox):
             self.directory.mkdir(parents=True, exist_ok=True)
             self._start()
         except sqlite3.DatabaseError as exc:
+            full = repair.no_space(self.directory, exc)     # a full disk is no corrupt store
+            if full:
+                raise StoreError("cannot open %s: %s" % (self.path, full)) from exc
             if repair.is_broken(exc) or "disk I/O error" in str(exc):
                 # a lost WAL leaves an -shm that fails every open: set the pair aside first
                 self._quarantine(exc, repair.SUFFIXES[1:] if "I/O" in str(exc) else repair.SUFFIXES)
