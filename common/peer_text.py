@@ -23,18 +23,37 @@ _JSON_ESCAPES = {c: "\\u%04x" % c for c in list(range(0xA0)) + list(range(0x2000
                  if not printable(chr(c))}
 
 
+class OutputError(Exception):
+    """The CLI's own output could not be written (a full disk, a file size limit): the
+    operator's problem to fix, not a bug of the command."""
+
+
 class PrintableStream:
     """A text stream whose writes reach the terminal without control characters (newlines
     and tabs stay: they are the CLI's own layout). ``json=True``: the output is JSON (data),
     so they are escaped instead of removed and every value reads back unchanged."""
 
-    def __init__(self, raw: Any, json: bool = False) -> None:
+    def __init__(self, raw: Any, json: bool = False, name: str = "standard output") -> None:
         self._raw = raw
         self._json = json
+        self._name = name
 
     def write(self, text: str) -> int:
-        self._raw.write(text.translate(_JSON_ESCAPES) if self._json else printable(text))
+        self._guarded("write", text.translate(_JSON_ESCAPES) if self._json else printable(text))
         return len(text)
+
+    def flush(self) -> None:
+        self._guarded("flush")
+
+    def _guarded(self, method: str, *args: Any) -> None:
+        if self._raw is None:       # started with the descriptor closed (``>&-``)
+            raise OutputError("cannot write %s: it is closed" % self._name)
+        try:
+            getattr(self._raw, method)(*args)
+        except BrokenPipeError:     # the reader left (``| head``): not a failure to report
+            raise
+        except OSError as exc:
+            raise OutputError("cannot write %s: %s" % (self._name, exc.strerror or exc)) from exc
 
     def writelines(self, lines: Any) -> None:
         for line in lines:
@@ -50,7 +69,7 @@ def printable_output(json_stdout: bool = False) -> Iterator[None]:
     when it carries JSON); the streams are restored after."""
     saved = sys.stdout, sys.stderr
     sys.stdout = PrintableStream(sys.stdout, json=json_stdout)     # type: ignore[assignment]
-    sys.stderr = PrintableStream(sys.stderr)         # type: ignore[assignment]
+    sys.stderr = PrintableStream(sys.stderr, name="standard error")   # type: ignore[assignment]
     try:
         yield
     finally:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..common.peer_text import printable_output
+from ..common.peer_text import OutputError, printable_output
 from ..settings.config import PREFIX, Settings, load_settings
 from .env import MIN_WINDOW, PROG, CliError
 from .status import cmd_status
@@ -178,21 +178,33 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
         return _dispatch(args)
 
 
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "status":
+        return cmd_status(args)
+    if args.command == "archive":
+        return archive_cmd.cmd_archive(args)
+    if args.command == "report":
+        return report_cmd.cmd_report(args)
+    if args.command == "outbox":
+        return outbox_cmd.cmd_outbox(args)
+    if args.command == "doctor":
+        from .doctor import cmd_doctor
+        return cmd_doctor(args)
+    from .demo import cmd_demo, cmd_replay
+    return cmd_demo(args) if args.command == "demo" else cmd_replay(args)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     try:
-        if args.command == "status":
-            return cmd_status(args)
-        if args.command == "archive":
-            return archive_cmd.cmd_archive(args)
-        if args.command == "report":
-            return report_cmd.cmd_report(args)
-        if args.command == "outbox":
-            return outbox_cmd.cmd_outbox(args)
-        if args.command == "doctor":
-            from .doctor import cmd_doctor
-            return cmd_doctor(args)
-        from .demo import cmd_demo, cmd_replay
-        return cmd_demo(args) if args.command == "demo" else cmd_replay(args)
+        status = _run(args)
+        sys.stdout.flush()      # what is still buffered fails here, where it can be said
+        return status
+    except OutputError as exc:  # a full disk under "> FILE": its words, no "internal error"
+        try:
+            sys.stderr.write("tencentdb-offload %s: %s\n" % (args.command, exc))
+        except (OSError, OutputError):
+            pass
+        return 1
     except CliError as exc:
         sys.stderr.write("tencentdb-offload %s: %s\n" % (args.command, exc))
         return 1

@@ -189,7 +189,12 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     if args.store:
         store_dir = str(Path(args.store).expanduser().resolve())
     else:
-        tmp = tempfile.TemporaryDirectory(prefix="tdo-demo-")
+        try:
+            tmp = tempfile.TemporaryDirectory(prefix="tdo-demo-")
+        except OSError as exc:      # tempfile's own words blame no directory on a full disk
+            raise CliError("cannot create a temporary store (%s): free space in the temporary "
+                           "folder, or keep the archive elsewhere with --store DIR"
+                           % (exc.strerror or exc))
         store_dir = tmp.name
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": store_dir}
     if args.threshold is not None:
