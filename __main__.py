@@ -52,5 +52,13 @@ def _main() -> int:
     return main(sys.argv[1:], plugin_dir=_ROOT)
 
 
+def _interruptible() -> int:
+    try:
+        return _main()
+    except KeyboardInterrupt:   # Ctrl-C while the plugin still loads: no traceback either
+        sys.stderr.write("tencentdb-offload: interrupted\n")
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(_interruptible())
