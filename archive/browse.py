@@ -42,12 +42,12 @@ def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connectio
         raise BrowseError("%s is not a file: not a tencentdb-offload store" % db)
     try:
         conn = readonly.connect(db.resolve(), timeout)
-        names = readonly.tables(conn)
+        names, why = readonly.tables(conn), readonly.foreign(conn, db)
     except sqlite3.Error as exc:
         raise BrowseError("cannot read %s: %s" % (db, exc)) from exc
-    if "archive" not in names:
+    if "archive" not in names or why:
         conn.close()
-        raise BrowseError("%s is not a tencentdb-offload store (no archive table)" % db)
+        raise BrowseError(why or "%s is not a tencentdb-offload store (no archive table)" % db)
     return conn
 
 

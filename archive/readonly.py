@@ -43,19 +43,40 @@ def connect(path: Path, timeout: float = 5) -> sqlite3.Connection:
     return sqlite3.connect(url + "immutable=1", uri=True, timeout=timeout)
 
 
+# the columns every version wrote (unchanged since the first): a table of one of these names
+# without them is another program's, and the first query would fail with "no such column"
+STORE_COLUMNS = {
+    "archive": {"id", "session", "item_key", "kind", "tool_call_id", "tool_name", "role",
+                "args", "content", "chars", "created"},
+    "aliases": {"session_id", "conversation", "created"},
+    "events": {"id", "ts", "session", "kind", "data"}}
+
+
+def foreign(conn: sqlite3.Connection, db: Path) -> str:
+    """Why the tables of ``db`` are not a store's (a table lacks its columns); "" when none."""
+    names = tables(conn)
+    for table in sorted(STORE_COLUMNS.keys() & names):
+        lacking = STORE_COLUMNS[table] - columns(conn, table)
+        if lacking:
+            return ("%s is not a tencentdb-offload store (its %s table lacks %s): another "
+                    "program's database? Move it aside, or give --store DIR"
+                    % (db, table, ", ".join(sorted(lacking))))
+    return ""
+
+
 def problem(db: Path) -> str:
     """Why ``db`` cannot be read as a store; "" when it can (checked without writing)."""
     try:
         conn = connect(db)
         try:
-            names = tables(conn)
+            names, why = tables(conn), foreign(conn, db)
         finally:
             conn.close()
     except sqlite3.Error as exc:
         return "cannot read %s: %s (the plugin moves a corrupt store aside and starts a new one)" % (db, exc)
     if not names & STORE_TABLES:
         return "%s is not a tencentdb-offload store (no %s table)" % (db, ", ".join(sorted(STORE_TABLES)))
-    return ""
+    return why
 
 
 class StoreReader:
