@@ -31,6 +31,10 @@ def uri(path: Path) -> str:
 
 def connect(path: Path, timeout: float = 5) -> sqlite3.Connection:
     """A connection that cannot write ``path`` or create files beside it."""
+    try:        # SQLite follows a linked store.db: its -wal and -shm are beside the target
+        path = Path(path).resolve()
+    except (OSError, RuntimeError):     # a link loop: SQLite says what it finds
+        pass
     url = uri(path)
     if Path(str(path) + "-wal").exists() and Path(str(path) + "-shm").exists():
         conn = sqlite3.connect(url + "mode=ro&readonly_shm=1", uri=True, timeout=timeout)
