@@ -257,7 +257,11 @@ def setting_text(raw: Any) -> str:
     refused by its type, before anything walks it."""
     if isinstance(raw, bool):
         return "true" if raw else "false"
-    if isinstance(raw, (int, float)) and abs(raw) < 10 ** 18:
+    if isinstance(raw, float):      # nan, inf and 1e+30 are short: the parser says what is wrong
+        return repr(raw)
+    if isinstance(raw, int):        # a billion digits would take long to turn into text
+        if abs(raw) >= 10 ** 18:
+            raise ValueError("is a number far too large")
         return str(raw)
     if not isinstance(raw, str):
         raise ValueError("must be a single value, not %s" % _kind(raw))
