@@ -30,10 +30,11 @@ class ConfigFile:
     error: str          # "" when read; "missing" when there is no file; else why not
     reader: str         # which parser read it
 
-    def block(self) -> Optional[Dict[str, Any]]:
-        """The ``tencentdb_offload:`` block, or None."""
+    def block(self) -> Any:
+        """The ``tencentdb_offload:`` block, or None; a list or a bare value there is returned
+        as it is, for ``load_settings`` to say that none of it is applied."""
         value = (self.data or {}).get(BLOCK)
-        return dict(value) if isinstance(value, Mapping) else None
+        return dict(value) if isinstance(value, Mapping) else value
 
     def get(self, *keys: str) -> Any:
         """A nested value (``get("model", "context_length")``), None when absent."""

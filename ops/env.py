@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..settings.config import PREFIX, Settings, load_settings
+from ..settings.config import PREFIX, Settings, in_block, load_settings
 from ..host.hermes_config import ConfigFile, hermes_home, read_config
 
 
@@ -138,7 +138,7 @@ def value_origin(flag: Optional[float], suffix: str, env: Dict[str, str], config
         return "default"
     if PREFIX + suffix in env:
         return PREFIX + suffix
-    if suffix.lower() in (config.block() or {}):
+    if in_block(config.block(), suffix.lower()):
         return "tencentdb_offload.%s in %s" % (suffix.lower(), config.path)
     return "default"
 

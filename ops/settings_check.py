@@ -156,7 +156,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
                    block: Optional[Mapping[str, Any]]) -> Tuple[Settings, Dict[str, str]]:
     """Adds the settings lines to ``c``; returns the settings and {suffix: why invalid}."""
     by_var, environ, block_src, _dotenv = sources(env, home, config_path)
-    block = dict(block or {})
+    raw_block = block           # a list there: load_settings says none of it is applied
+    block = dict(block) if isinstance(block, Mapping) else {}
     bad: Dict[str, str] = {}
     check_dotenv(c, home / ".env")
     for suffix, (attr, parse) in SPEC.items():
@@ -192,7 +193,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
         c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
               % (key, block_src.label, " — did you mean %s?" % near if near else "", _not_applied(var, lost)),
               block_src.rename_command(str(key), near) if near else "see README.md, Settings")
-    settings, warnings = load_settings(env, block)
+    settings, warnings = load_settings(env, raw_block)
     flagged = [PREFIX + s for s in bad] + [SPEC[s][0] for s in bad]
     for w in warnings:          # what single values cannot show (e.g. ratio above threshold)
         if not any(name in w for name in flagged):

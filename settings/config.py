@@ -316,7 +316,8 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
 def in_block(block: Mapping[str, Any], attr: str) -> bool:
     """``attr`` is set in the config.yaml block: ``store_dir:`` left empty (YAML null) is
     not, as an empty STORE_DIR means the default."""
-    return attr in block and not (attr == "store_dir" and block[attr] is None)
+    return (isinstance(block, Mapping) and attr in block
+            and not (attr == "store_dir" and block[attr] is None))
 
 
 def load_settings(env: Mapping[str, str] = os.environ,
@@ -325,6 +326,9 @@ def load_settings(env: Mapping[str, str] = os.environ,
     defaults = Settings()
     values: Dict[str, Any] = {}
     warnings: List[str] = []
+    if block is not None and not isinstance(block, Mapping):    # else silently not applied
+        warnings.append("the tencentdb_offload: block of config.yaml is %s, not 'name: value' "
+                        "lines: none of it is applied" % _kind(block))
     block = block if isinstance(block, Mapping) else {}
     # TencentDB's own variables (its memory provider's, its minimal engine's) name the same
     # Gateway: used when ours and the config block say nothing
@@ -379,7 +383,7 @@ def load_settings(env: Mapping[str, str] = os.environ,
     return settings, warnings
 
 
-def read_config_block() -> Optional[Dict[str, Any]]:
+def read_config_block() -> Any:
     """The ``tencentdb_offload:`` block of ``$HERMES_HOME/config.yaml`` (see ``host/hermes_config``).
 
     Returns None when the file or the block is absent or unreadable.

@@ -92,7 +92,7 @@ def resolve(env: Mapping[str, str]) -> Dict[str, Found]:
 def sources_line(env: Mapping[str, str], block: Optional[Mapping[str, object]] = None) -> str:
     """For status and doctor: ``"URL from X, key from Y, instance from Z"`` in the order
     ``load_settings`` applies (our variable, then the ``tencentdb_offload:`` block, then TencentDB's)."""
-    found, block = resolve(env), block or {}
+    found, block = resolve(env), block if isinstance(block, Mapping) else {}
     words = {"GATEWAY_URL": "URL", "API_KEY": "key", "INSTANCE_ID": "instance"}
     out = []
     for suffix, word in words.items():
