@@ -60,8 +60,9 @@ def _setting_flag(suffix: str):
     return parse
 
 
-def _int_at_least(lowest: int, why: str):
-    """An argparse type: an integer of at least ``lowest`` (``why`` says what else)."""
+def _int_at_least(lowest: int, why: str, highest: Optional[int] = None):
+    """An argparse type: an integer of at least ``lowest`` (``why`` says what else) and at
+    most ``highest``: out of range is exit 2 naming the option, as documented."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -69,12 +70,15 @@ def _int_at_least(lowest: int, why: str):
             raise argparse.ArgumentTypeError("%r is not an integer" % text)
         if value < lowest:
             raise argparse.ArgumentTypeError("%d is below %d%s" % (value, lowest, why))
+        if highest is not None and value > highest:
+            raise argparse.ArgumentTypeError("%d is too many (at most %d)" % (value, highest))
         return value
     return parse
 
 
 _context_length = _int_at_least(MIN_WINDOW, " (Hermes refuses smaller windows)")
 _positive = _int_at_least(1, "")
+_turns = _int_at_least(1, "", highest=1000)
 
 
 def _tuning(p: argparse.ArgumentParser) -> None:
@@ -113,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "report every compaction, the context size per turn and a recall. "
                           "Runs local-only unless --gateway URL is given.")
     _tuning(demo)
-    demo.add_argument("--turns", type=_positive, default=40, metavar="N",
+    demo.add_argument("--turns", type=_turns, default=40, metavar="N",
                       help="user turns in the session (default 40)")
     demo.add_argument("--seed", type=int, default=7, metavar="N",
                       help="seed of the synthetic session (default 7)")
