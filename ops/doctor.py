@@ -177,8 +177,9 @@ def check_home(c: Checks, env: Mapping[str, str], home: Path) -> bool:
     if home.is_dir():
         return True
     if env.get("HERMES_HOME"):
-        c.add("home", FAIL, "HERMES_HOME=%s does not exist: Hermes has no profile there, which is "
-              "why the plugin, config.yaml and .env below are missing" % home,
+        c.add("home", FAIL, "HERMES_HOME=%s %s: Hermes has no profile there, which is why the "
+              "plugin, config.yaml and .env below are missing"
+              % (home, "is not a directory" if home.exists() else "does not exist"),
               "unset HERMES_HOME   # or export HERMES_HOME=DIR, the directory of your Hermes profile")
     else:
         c.add("home", FAIL, "%s does not exist: Hermes has not run as this user yet, which is why "
