@@ -320,16 +320,21 @@ def in_block(block: Mapping[str, Any], attr: str) -> bool:
             and not (attr == "store_dir" and block[attr] is None))
 
 
+def _mapping(block: Any, warnings: List[str]) -> Mapping[str, Any]:
+    """The block's settings; a list or a bare value there is said, not silently dropped."""
+    if block is not None and not isinstance(block, Mapping):
+        warnings.append("the tencentdb_offload: block of config.yaml is %s, not 'name: value' "
+                        "lines: none of it is applied" % _kind(block))
+    return block if isinstance(block, Mapping) else {}
+
+
 def load_settings(env: Mapping[str, str] = os.environ,
-                  block: Optional[Mapping[str, Any]] = None) -> Tuple[Settings, List[str]]:
+                  block: Any = None) -> Tuple[Settings, List[str]]:
     """Build Settings from ``env`` (wins) and a config.yaml ``block``. Never raises."""
     defaults = Settings()
     values: Dict[str, Any] = {}
     warnings: List[str] = []
-    if block is not None and not isinstance(block, Mapping):    # else silently not applied
-        warnings.append("the tencentdb_offload: block of config.yaml is %s, not 'name: value' "
-                        "lines: none of it is applied" % _kind(block))
-    block = block if isinstance(block, Mapping) else {}
+    block = _mapping(block, warnings)
     # TencentDB's own variables (its memory provider's, its minimal engine's) name the same
     # Gateway: used when ours and the config block say nothing
     theirs = {k: f for k, f in gateway_sources(env).items() if f.fallback}
