@@ -36,7 +36,7 @@ class BrowseError(Exception):
 def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connection:
     """A read-only connection to ``directory/store.db``; BrowseError when there is none."""
     db = Path(directory) / "store.db"
-    if not db.exists():
+    if readonly.unwritten(db):
         raise BrowseError("no archive at %s" % db)
     if not db.is_file():
         raise BrowseError("%s is not a file: not a tencentdb-offload store" % db)

@@ -68,8 +68,21 @@ def foreign(conn: sqlite3.Connection, db: Path) -> str:
     return ""
 
 
+def unwritten(db: Path) -> bool:
+    """No store yet: no file, or an empty one (a kill or a full disk before the first page;
+    SQLite reads 0 bytes as an empty database, which the plugin fills at its next open)."""
+    try:
+        return db.stat().st_size == 0 and db.is_file()
+    except FileNotFoundError:
+        return True
+    except OSError:                 # a link loop, no permission: the opener says which
+        return False
+
+
 def problem(db: Path) -> str:
     """Why ``db`` cannot be read as a store; "" when it can (checked without writing)."""
+    if db.is_dir():
+        return "%s is a directory, not a store: move it aside (the plugin then starts one)" % db
     try:
         conn = connect(db)
         try:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..archive import browse
+from ..archive import browse, readonly
 from ..common.humanize import count, plural, printable
 from . import archive_lcm
 from .env import CliError, resolve_settings, shared_options
@@ -77,9 +77,9 @@ def cmd_archive(args: argparse.Namespace) -> int:
     if action == "show" and archive_lcm.is_history_key(args.ident):
         return archive_lcm.show(args)
     directory = _store_dir(args)
-    if action == "search" and not (directory / "store.db").exists():
+    if action == "search" and readonly.unwritten(directory / "store.db"):
         return _search(args, None)      # no store yet: hermes-lcm's history may still answer
-    if action == "list" and not (directory / "store.db").exists():
+    if action == "list" and readonly.unwritten(directory / "store.db"):
         # nothing archived yet is a state, not an error (status says the same and exits 0)
         return _print(args, [], ["nothing archived yet: no store at %s (the plugin creates it "
                                  "when it archives its first item)" % directory])

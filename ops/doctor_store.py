@@ -42,7 +42,7 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
         c.add("store", FAIL, "%s cannot be created: %s is not writable" % (directory, probe),
               "mkdir -p %s   # as a user who may write there" % quote(str(directory)))
         return
-    if not (directory / "store.db").exists():
+    if readonly.unwritten(directory / "store.db"):
         c.add("outbox", PASS, "no store yet (nothing archived so far)")
         return
     problem = readonly.problem(directory / "store.db")

@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from ..archive import browse, refused
+from ..archive import browse, readonly, refused
 from ..common.humanize import plural, printable
 from .env import CliError, resolve_settings, shared_options
 
@@ -37,7 +37,7 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, _config, settings, _warnings = resolve_settings(overrides)
     directory = settings.resolved_store_dir(env)
-    if not (directory / "store.db").exists():   # nothing recorded yet is a state, not an error
+    if readonly.unwritten(directory / "store.db"):   # nothing recorded yet is a state, not an error
         print(json.dumps({"requeued": 0} if action == "requeue" else []) if args.json else
               "nothing refused: no store at %s yet" % directory)
         return 0

@@ -24,7 +24,7 @@ def status_report(store_dir: Path, settings: Settings, recent: int = 10) -> Stat
     if store_dir.exists() and not store_dir.is_dir():
         raise CliError("the store directory %s is not a directory" % store_dir)
     db = store_dir / "store.db"
-    if not db.exists():
+    if readonly.unwritten(db):
         return report
     problem = readonly.problem(db)
     if problem:
