@@ -178,6 +178,9 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
         parser.print_help()
         return 2
     args.plugin_dir = plugin_dir or str(Path(__file__).resolve().parent.parent)
+    if getattr(args, "store", None) and isinstance(args.store, str):
+        # --store DIR names a directory from here, not the STORE_DIR setting that must be absolute
+        args.store = os.path.abspath(os.path.expanduser(args.store))
     with printable_output(json_stdout=_prints_json(args)):  # ids, keys, the Gateway's words
         return _dispatch(args)
 
