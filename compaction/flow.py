@@ -158,7 +158,7 @@ class CompactionRun:
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
             tokens_before=budget.before, tokens_after=after, target=budget.target,
             archived=archived, context_length=self.engine.context_length,
-            canvas_removed=canvas_removed, error=attempt.error, at=self.rt.now(),
+            canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.now(),
             trigger=self.engine.threshold_tokens,
             ms=round((time.monotonic() - self.started) * 1000, 1),
             left=tuple(self.left[:MAX_LEFT]))
@@ -193,6 +193,14 @@ class CompactionRun:
         return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S) or GatewayAttempt.failed(
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
+
+    def outage(self, attempt: GatewayAttempt) -> str:
+        """Why the Gateway was not used, when that is news: with none configured and none ever
+        answering at the default URL, compacting locally is the expected mode, not an error."""
+        client = self.rt.client
+        if client is None or not (self.rt.settings.gateway_configured or client.answered):
+            return ""
+        return attempt.error
 
     def notes(self, clean: List[Message], attempt: GatewayAttempt) -> Notes:
         """The provider's text, and the focus-matched items the Gateway's result archived."""
