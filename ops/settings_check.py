@@ -203,7 +203,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
                   if "COMPACT_RATIO" in w else "see README.md, Settings")
     if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings" and
                "not a setting" not in i["message"]):
-        trigger = known_trigger(settings.resolved_store_dir(env))   # the window the engine last had
+        trigger = known_trigger(settings.resolved_store_dir(env), settings)   # the window the engine last had
         c.add("settings", "pass", "all settings valid: %s, %s; %s"
               % (trigger_text(settings, trigger), landing_text(settings), settings.describe_gateway()))
     if not settings.enabled:

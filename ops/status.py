@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 
 from ..archive import readonly
 from ..compaction.record import Compaction
-from ..host.thresholds import Trigger
+from ..host.thresholds import Trigger, applying_trigger
 from ..settings.config import Settings
 from ..settings.gateway_env import sources_line
 from ..status.model import StatusReport, StoreView, read_store_view
@@ -33,7 +33,7 @@ def status_report(store_dir: Path, settings: Settings, recent: int = 10) -> Stat
         report.store = read_store_view(store_dir, recent)
     except sqlite3.Error as exc:
         raise CliError("cannot read %s: %s" % (db, exc))
-    report.trigger = last_trigger(report.store)
+    report.trigger = current_trigger(settings, last_trigger(report.store))
     return report
 
 
@@ -45,11 +45,25 @@ def last_trigger(store: StoreView) -> Optional[Trigger]:
     return Trigger(rec.trigger, rec.context_length) if rec and rec.trigger and rec.context_length else None
 
 
-def known_trigger(store_dir: Path) -> Optional[Trigger]:
-    """The trigger of the newest compaction in ``store_dir``, None when there is none to read
-    (doctor's settings line: the store's problems are the store check's to report)."""
+def current_trigger(settings: Settings, recorded: Optional[Trigger]) -> Optional[Trigger]:
+    """``recorded`` while ``settings`` still give it on its window (under one of the host's
+    rules), else what they give now: a THRESHOLD or cap changed since shows at once."""
+    if recorded is None:
+        return None
+    rules = ((False, False), (True, False), (False, True))      # (host floor, messaging gateway)
+    now = [applying_trigger(settings, recorded.window, host_floor=f, fleet=g) for f, g in rules]
+    if any(t.tokens == recorded.tokens for t in now):
+        return recorded
+    return Trigger(now[0].tokens, recorded.window, now[0].why or "as configured now; the last "
+                   "compaction ran at %s tokens" % format(recorded.tokens, ","))
+
+
+def known_trigger(store_dir: Path, settings: Optional[Settings] = None) -> Optional[Trigger]:
+    """The trigger that applies on the window of the newest compaction in ``store_dir``, None
+    when there is none to read (doctor's settings line: the store's problems are the store
+    check's to report)."""
     try:
-        return status_report(store_dir, Settings(), 1).trigger
+        return status_report(store_dir, settings or Settings(), 1).trigger
     except (CliError, sqlite3.Error, OSError):
         return None
 

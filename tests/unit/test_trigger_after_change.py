@@ -1,0 +1,48 @@
+"""A THRESHOLD or MAX_CONTEXT_TOKENS changed after the last compaction shows at once in
+``status`` and doctor's settings line (README: set, it is used as set), on the window the
+engine last had; while the settings still give the recorded trigger, that one is shown."""
+
+import re
+
+import pytest
+
+from helpers import conversation, make_engine
+from tencentdb_offload import ops
+
+TRIGGER = re.compile(r"compaction at (\d+)% of the ([\d,]+)-token window = ([\d,]+) tokens")
+
+
+@pytest.fixture
+def store_dir(tmp_path, monkeypatch):
+    import tencentdb_offload.engine as engine_module
+    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", True)    # 0.22: 85% at 64K
+    rt, eng = make_engine(tmp_path)
+    eng.compress(conversation(40, 5000), current_tokens=60_000)
+    directory = rt.store.directory
+    rt.close()
+    for name in list(__import__("os").environ):
+        if name.startswith("TENCENTDB_OFFLOAD_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "nohome"))
+    return directory
+
+
+def _shown(capsys, store_dir):
+    assert ops.main(["status", "--store", str(store_dir)]) == 0
+    status = capsys.readouterr().out
+    ops.main(["doctor", "--store", str(store_dir), "--timeout", "0.3"])
+    doctor = [l for l in capsys.readouterr().out.splitlines() if "all settings valid" in l]
+    return TRIGGER.search(status).groups(), TRIGGER.search(doctor[0]).groups()
+
+
+def test_recorded_trigger_while_unchanged(capsys, store_dir):
+    status, doctor = _shown(capsys, store_dir)
+    assert status == doctor == ("85", "64,000", "54,400")
+
+
+@pytest.mark.parametrize("name, value, tokens", [("THRESHOLD", "0.6", "38,400"),
+                                                 ("MAX_CONTEXT_TOKENS", "40000", "40,000")])
+def test_changed_setting_shows_at_once(capsys, store_dir, monkeypatch, name, value, tokens):
+    monkeypatch.setenv("TENCENTDB_OFFLOAD_" + name, value)
+    status, doctor = _shown(capsys, store_dir)
+    assert status[1:] == doctor[1:] == ("64,000", tokens), (status, doctor)
