@@ -77,6 +77,11 @@ def make_command(runtime: "Runtime") -> Callable[[str], str]:
                 if h["ok"]:
                     return "Gateway up: status %s, version %s, %.1f ms" % (
                         h["status"], h["version"] or "?", h["latency_ms"])
+                if runtime.client is not None and not runtime.settings.gateway_configured \
+                        and not runtime.client.answered:        # the default URL, never answered
+                    return ("no Gateway configured (local mode): nothing answers at the default "
+                            "URL %s (%s); set TENCENTDB_OFFLOAD_GATEWAY_URL to your Gateway's URL, "
+                            "or off" % (runtime.client.base_url, h["reason"]))
                 return "Gateway not usable: %s" % h["reason"]
             if sub == "flush":
                 return flush_text(runtime)

@@ -43,3 +43,18 @@ def test_unconfigured_default_url_down_is_no_error(tmp_path, capsys):
 def test_configured_gateway_down_is_still_reported(tmp_path, capsys):
     text = _compact_and_status(tmp_path, capsys, configured=True)
     assert "gateway unavailable" in text.lower(), text
+
+
+def test_health_without_a_configured_gateway_reads_as_local_mode(tmp_path):
+    """`/tencentdb-offload health` with the default URL silent: local mode and what to set, not
+    a bare 'Gateway not usable: Connection refused' as for a Gateway the user named."""
+    for configured in (False, True):
+        settings, _ = load_settings({"HERMES_HOME": str(tmp_path / "home")}, None)
+        settings = dataclasses.replace(settings, gateway_url=_dead_url(), gateway_configured=configured)
+        rt = Runtime(settings, [], {"HERMES_HOME": str(tmp_path / "home")})
+        text = make_command(rt)("health")
+        rt.close()
+        if configured:
+            assert text.startswith("Gateway not usable: "), text
+        else:
+            assert "no Gateway configured" in text and "TENCENTDB_OFFLOAD_GATEWAY_URL" in text, text
