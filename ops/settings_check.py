@@ -129,6 +129,17 @@ def _good_value(suffix: str, raw: Any, env: Mapping[str, str]) -> str:
     return str(default) if default != "" else "off"
 
 
+def _warning_fix(warning: str, settings: Settings, env: Mapping[str, str], home: Path,
+                 config_path: Path, block: Optional[Mapping[str, Any]]) -> str:
+    """The command that fixes what ``load_settings`` warned of, where one value does."""
+    for suffix, value in (("COMPACT_RATIO", "%g" % round(settings.threshold * 2 / 3, 2)),
+                          # a relative store directory, anchored where Hermes keeps its files
+                          ("STORE_DIR", str(home / Path(settings.store_dir).expanduser()))):
+        if PREFIX + suffix in warning or SPEC[suffix][0] + "=" in warning:
+            return source_of(suffix, env, home, config_path, block).set_command(suffix, value)
+    return "see README.md, Settings"
+
+
 def _not_applied(var: str, lost: bool) -> str:
     """A misspelt name whose right spelling is set nowhere: the value meant is not in effect."""
     if not lost:
@@ -197,15 +208,15 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
     flagged = [PREFIX + s for s in bad] + [SPEC[s][0] for s in bad]
     for w in warnings:          # what single values cannot show (e.g. ratio above threshold)
         if not any(name in w for name in flagged):
-            c.add("settings", "fail", w, "%s; see README.md, Settings"
-                  % source_of("COMPACT_RATIO", env, home, config_path, block).set_command(
-                      "COMPACT_RATIO", "%g" % round(settings.threshold * 2 / 3, 2))
-                  if "COMPACT_RATIO" in w else "see README.md, Settings")
+            c.add("settings", "fail", w, _warning_fix(w, settings, env, home, config_path, block))
     if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings" and
                "not a setting" not in i["message"]):
         trigger = known_trigger(settings.resolved_store_dir(env), settings)   # the window the engine last had
-        c.add("settings", "pass", "all settings valid: %s, %s; %s"
-              % (trigger_text(settings, trigger), landing_text(settings), settings.describe_gateway()))
+        # beside a misspelt name flagged above, "all ... valid" would contradict that line
+        misnamed = any(i["name"] == "settings" for i in c.items)
+        c.add("settings", "pass", "%s: %s, %s; %s"
+              % ("the settings in effect are valid" if misnamed else "all settings valid",
+                 trigger_text(settings, trigger), landing_text(settings), settings.describe_gateway()))
     if not settings.enabled:
         c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false: the engine passes messages "
               "through", "export TENCENTDB_OFFLOAD_ENABLED=true")

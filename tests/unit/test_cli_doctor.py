@@ -429,3 +429,21 @@ def test_on_0_22_the_fixes_are_config_commands_and_the_engine_is_said_to_load(tm
         gone = next(i for i in failed if "plugins.disabled" in i["message"])
         assert gone["fix"] == ("hermes config set plugins.disabled '[]'" if version >= (0, 22)
                                else "hermes plugins enable tencentdb-offload"), gone
+
+
+def test_a_misspelt_name_is_never_followed_by_all_settings_valid(tmp_path, gateway):
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_TRESHOLD": "0.6"})
+    items = [c for c in checks(doctor(home)) if c["name"] == "settings"]
+    assert [c["status"] for c in items] == ["fail", "pass"], items
+    assert "all settings valid" not in items[1]["message"]
+    assert "the settings in effect are valid" in items[1]["message"]
+    _bash(items[0]["fix"], home)
+    assert any("all settings valid: compaction at 60%" in c["message"] for c in checks(doctor(home)))
+
+
+def test_a_relative_store_dir_gets_a_fix_that_works(tmp_path, gateway):
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_STORE_DIR": "rel/store"})
+    (failed,) = [c for c in checks(doctor(home)) if c["status"] == "fail"]
+    assert "relative path" in failed["message"] and failed["fix"].startswith("sed"), failed
+    _bash(failed["fix"], home)
+    assert not [c for c in checks(doctor(home)) if c["status"] == "fail"]
