@@ -25,7 +25,7 @@ from ..engine import NAME
 from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
 from ..common.humanize import count, plural, printable
 from .doctor_memory import memory_checks
-from .doctor_lcm import lcm_checks
+from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
 from .doctor_store import check_store
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
@@ -195,7 +195,9 @@ def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...
     on_22 = version is not None and version >= LOADS_ENGINE_ALONE
     enabled = _names(config.get("plugins", "enabled"))
     disabled = _names(config.get("plugins", "disabled"))
-    enable_fix = _list_fix("enabled", enabled + [NAME]) if on_22 else "hermes plugins enable %s" % NAME
+    # hermes-lcm left out: its own row says to drop it, one fix must not put it back
+    enable_fix = _list_fix("enabled", [n for n in enabled if n not in LCM_PLUGINS] + [NAME]) \
+        if on_22 else "hermes plugins enable %s" % NAME
     if config.data is None:
         if config.error == "missing":
             c.add("config", FAIL, "%s does not exist" % path, "%s && %s" % (ENGINE_FIX, enable_fix))

@@ -56,3 +56,17 @@ def test_broken_store_is_a_warning_not_a_crash(tmp_path, gateway):
 
 def test_no_trace_of_lcm_no_rows(tmp_path, gateway):
     assert lcm_rows(doctor(setup_home(tmp_path, gateway))) == []
+
+
+def test_the_enable_fix_does_not_put_hermes_lcm_back(tmp_path):
+    # 0.22, hermes-lcm still listed and this plugin not: the lcm row says drop hermes-lcm, so
+    # the plugins.enabled fix must not list it again (two fixes that undo each other)
+    from tencentdb_offload.host.hermes_config import read_config
+    from tencentdb_offload.ops.doctor import Checks, check_config
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(HALF_DONE.replace("    - tencentdb-offload\n", ""))
+    c = Checks()
+    check_config(c, read_config(home), (0, 22, 2))
+    enabled = next(i for i in c.items if "plugins.enabled" in i["message"] and i["status"] == "fail")
+    assert enabled["fix"] == "hermes config set plugins.enabled '[\"other-plugin\", \"tencentdb-offload\"]'"
