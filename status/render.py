@@ -107,9 +107,10 @@ def _process_lines(p: ProcessView, s: Settings, known: int) -> List[str]:
 
 def prompt_cache_line(pc: Dict[str, Any]) -> str:
     share = pc.get("cached_share")
-    return ("  prompt cache: %s of prompt tokens read from it; compactions' rewrites wrote %s "
+    return ("  prompt cache: %s; compactions' rewrites wrote %s "
             "tokens; %s after a pause over %s" % (
-                "%.0f%%" % (share * 100) if isinstance(share, (int, float)) else "not reported",
+                "%.0f%% of prompt tokens read from it" % (share * 100)
+                if isinstance(share, (int, float)) else "the provider reports no cached tokens",
                 count(pc.get("compaction_cache_write_tokens", 0)),
                 plural(pc.get("idle_compactions", 0), "idle compaction"),
                 "%s s (cache TTL)" % count(pc["ttl_s"]) if pc.get("ttl_s") else "the TTL (off)"))
