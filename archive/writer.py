@@ -173,7 +173,10 @@ class StoreWriter:
     def close(self, timeout: float = 5.0) -> None:
         self.flush(timeout)
         self._queue.put(None)
-        self._thread.join(timeout)
+        with self._cond:
+            started = self._started
+        if started:         # a forked child's writer that was never used has no thread
+            self._thread.join(timeout)
         _LIVE.discard(self)
 
     def abandon(self) -> None:

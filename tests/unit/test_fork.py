@@ -128,3 +128,32 @@ def test_a_tool_subprocess_never_waits_on_a_lock_another_hook_holds(tmp_path):
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["out"].strip() == "child-ran" and out["seconds"] < 10, out
     assert "forked" not in out["err"] + proc.stderr, "a child that only execs logs nothing"
+
+
+CHILD_EXITS_NORMALLY = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import load_plugin
+load_plugin()
+from tencentdb_offload.host import wiring
+os.environ.update(json.loads(sys.argv[2]))
+rt = wiring.shared_runtime()            # as register() builds it: closed by an exit hook
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)                         # a normal exit: the exit hooks run in the child too
+_, status = os.waitpid(pid, 0)
+print(json.dumps({"child_status": status}), flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_that_exits_normally_closes_quietly(tmp_path):
+    """The child's writer is never started when the child writes nothing; closing it at
+    exit joined that thread ('cannot join thread before it is started'), a traceback on
+    the child's stderr from the runtime's exit hook."""
+    proc = subprocess.run([sys.executable, "-c", CHILD_EXITS_NORMALLY, str(TESTS),
+                           json.dumps(env_for(tmp_path))], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1])["child_status"] == 0
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
