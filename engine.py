@@ -203,19 +203,20 @@ class TencentDBOffloadEngine(ContextEngine):
         self._last_compression_made_progress = False
         if not isinstance(messages, list) or not messages or not self.runtime.settings.enabled:
             return messages if isinstance(messages, list) else []
+        state = self.current_state()    # 0.17 shares one engine: a subagent may rebind it meanwhile
         try:
-            reason = "manual" if force else idle.start(self.runtime, self.current_state())
+            reason = "manual" if force else idle.start(self.runtime, state)
             caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
             if caught_up is not None:           # the last request cut's bytes (0.22): already
-                return self._landed(caught_up[1], caught_up[0], repin=False)    # sent, pin kept
+                return self._landed(state, caught_up[1], caught_up[0], repin=False)    # pin kept
             self._landing_deep = reason == "idle"
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
-                                wait_gateway=reason != "idle")
+                                wait_gateway=reason != "idle", state=state)
             result, record = run.run(current_tokens, bool(force))
             if not cancelled():
-                self.current_state().transcript_due(False)
+                state.transcript_due(False)
             if record is not None:
-                self._landed(replace(record, reason=reason))
+                self._landed(state, replace(record, reason=reason))
             elif force and run.planned is not None and not cancelled():
                 # Hermes only prints "No changes from compression": say why, where it logs
                 log.warning("%s", explain_unchanged(run.planned.before, self.compaction_target(),
@@ -226,14 +227,13 @@ class TencentDBOffloadEngine(ContextEngine):
             self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
         finally:
             self._landing_deep = False
-        result = plain_local(self, messages, cancelled)   # the last resort
+        result = plain_local(self, messages, cancelled, state)   # the last resort
         if result is not messages:
-            with self.current_state().lock:
+            with state.lock:
                 self.compression_count += 1
         return result
 
-    def _landed(self, record: Any, result: Any = None, repin: bool = True) -> Any:
-        state = self.current_state()
+    def _landed(self, state: SessionState, record: Any, result: Any = None, repin: bool = True) -> Any:
         with state.lock:
             self.compression_count += 1
             if repin:       # the next request is a rewrite anyway: it may show the current canvas

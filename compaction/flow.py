@@ -87,13 +87,14 @@ class CompactionRun:
     the engine before calling compress, and a later attempt replaces it: capture it first)."""
 
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
-                 memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True):
+                 memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True,
+                 state: Optional[SessionState] = None):
         self.engine, self.rt = engine, engine.runtime
         self.wait_gateway = wait_gateway                # False: a prepared result, or local now
         self.memory_context = memory_context            # a memory provider's, for the model
         self.memory = ""
         self.focus = focus.terms(focus_topic)           # /compress <focus>
-        self.state = engine.current_state()
+        self.state = state if state is not None else engine.current_state()
         self.state.calibrator.bound(engine.context_length)     # an inherited fit stays physical
         self.messages = messages
         self.cancelled = cancelled
@@ -336,7 +337,8 @@ def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:
     return cancelled
 
 
-def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callable[[], bool]) -> List[Any]:
+def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callable[[], bool],
+                state: Optional[SessionState] = None) -> List[Any]:
     """The plain local compaction when the full flow failed, so the host does not loop on us;
     ``messages`` itself when even that fails or the attempt was cancelled."""
     rt = engine.runtime
@@ -347,7 +349,7 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
         if plain.changed and not cancelled():
             # what leaves stays recallable here too: the flow that failed did not archive it
             gone = departures.find(clean, plain.messages, seal=rt.seal)
-            rt.archive_departures(engine.current_state(), gone._replace(
+            rt.archive_departures(state or engine.current_state(), gone._replace(
                 items=gone.items + list(plain.departed)))
             if gone.items or plain.departed:
                 rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
