@@ -169,6 +169,12 @@ class SessionState:
                     self.pinned_anchor, self.pinned_canvas = pin
         return ignored
 
+    def forked(self) -> None:
+        """In a forked child: a hook on a parent thread may have held these locks at the
+        fork; the child's next hook or compaction of this conversation would wait forever."""
+        self.lock, self.cache.lock = threading.Lock(), threading.Lock()
+        self.calibrator.forked()
+
     # -- the one place counters change: this conversation's and the process totals ------
     def _both(self, apply: Callable[[SessionStats], None]) -> None:
         with _STATS_LOCK:
@@ -306,6 +312,8 @@ class SessionRegistry:
         fresh lock (the parent's may have been held by a thread the child does not have)."""
         self._lock = threading.Lock()
         self._alias_lookup = self._alias_store = None
+        for state in self._sessions.values():
+            state.forked()
 
     def conversation_of(self, session_id: str) -> str:
         """The conversation key for a Hermes session id (itself unless aliased; text the store

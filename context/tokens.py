@@ -180,6 +180,10 @@ class Calibrator:
         self._window_tokens = 0             # the context window, once the engine knows it
         self._outliers = 0                  # counts set aside in a row (``_outlier``)
 
+    def forked(self) -> None:
+        """In a forked child: a parent thread may have held the lock at the fork."""
+        self._lock = threading.Lock()
+
     def observe(self, estimate: int, actual: int) -> None:
         if estimate <= 0 or actual <= 0:
             return
