@@ -93,8 +93,11 @@ def test_many_askers_and_a_fetching_worker_leave_no_ask_unanswered(busy_switchin
 
     def fetch():
         while True:
+            # read "stop" before taking the asks: read after, an ask made between the two
+            # (the askers' last, then stop) would be left for a worker that has gone
+            stopping = stop.is_set()
             due = policy.canvases_due(set())
-            if not due and stop.is_set():
+            if not due and stopping:
                 return
             began = tick()              # the Gateway is asked after the asks were taken
             for d in due:
