@@ -139,10 +139,19 @@ def trigger_text(settings: "Settings", trigger: Optional[Trigger]) -> str:
     return "compaction at %.0f%% of the window%s%s" % (settings.threshold * 100, cap, note)
 
 
-def landing_text(settings: "Settings") -> str:
-    """``down to 45% (35% of an 85K-128K window in Hermes 0.22's messaging gateway)``."""
+def landing_text(settings: "Settings", trigger: Optional[Trigger] = None) -> str:
+    """``down to 45% (35% of an 85K-128K window in Hermes 0.22's messaging gateway)``; under a
+    cap that binds, the cap's landing (``Settings.target_tokens``), not the window's share."""
     note = " (%.0f%% of an 85K-128K window in Hermes 0.22's messaging gateway)" % (
         FLEET_LANDING_RATIO * 100) if _landing_unset(settings) else ""
+    cap = settings.max_context_tokens
+    if cap and trigger is not None and trigger.window:
+        tokens = settings.target_tokens(trigger.window)
+        if tokens != int(trigger.window * settings.compact_ratio):
+            return "down to %s tokens (the cap x COMPACT_RATIO / THRESHOLD)" % format(tokens, ",")
+    elif cap:       # the window unknown: where the cap binds, it sets the landing
+        note = ", or %s tokens where the cap applies" % format(
+            int(cap * settings.compact_ratio / settings.threshold), ",")
     return "down to %.0f%%%s" % (settings.compact_ratio * 100, note)
 
 

@@ -216,7 +216,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
         misnamed = any(i["name"] == "settings" for i in c.items)
         c.add("settings", "pass", "%s: %s, %s; %s"
               % ("the settings in effect are valid" if misnamed else "all settings valid",
-                 trigger_text(settings, trigger), landing_text(settings), settings.describe_gateway()))
+                 trigger_text(settings, trigger), landing_text(settings, trigger), settings.describe_gateway()))
     if not settings.enabled:
         c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false: the engine passes messages "
               "through", "export TENCENTDB_OFFLOAD_ENABLED=true")

@@ -65,7 +65,7 @@ def render(report: StatusReport) -> str:
         "tencentdb-offload status — mode: %s; store %s" % (mode_text(report), report.store_dir),
         "  last compaction: %s" % (describe_compaction(last) if last else "none yet"),
         "  %s, %s; keep first %s; trim results over %s"
-        % (trigger_text(s, report.trigger), landing_text(s), plural(s.keep_first, "message"),
+        % (trigger_text(s, report.trigger), landing_text(s, report.trigger), plural(s.keep_first, "message"),
            plural(s.trim_chars, "char"))]
     if report.gateway_sources:
         lines.append("  Gateway settings: %s" % report.gateway_sources)
