@@ -161,7 +161,7 @@ class CompactionRun:
             tokens_before=budget.before, tokens_after=after, target=budget.target,
             archived=archived, context_length=self.engine.context_length,
             canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.now(),
-            trigger=self.engine.threshold_tokens,
+            trigger=self.engine.threshold_tokens, model_ratio=self.model_ratio(),
             ms=round((time.monotonic() - self.started) * 1000, 1),
             left=tuple(self.left[:MAX_LEFT]))
         return result, record
@@ -195,6 +195,12 @@ class CompactionRun:
         return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S) or GatewayAttempt.failed(
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
+
+    def model_ratio(self) -> float:
+        """The ``compression.model_thresholds`` value the trigger came from (0.0: none), so an
+        out-of-process status shows the trigger the engine had, not THRESHOLD's."""
+        ratio = getattr(self.engine, "threshold_percent", None)
+        return ratio if isinstance(ratio, float) and ratio != self.rt.settings.threshold else 0.0
 
     def outage(self, attempt: GatewayAttempt) -> str:
         """Why the Gateway was not used, when that is news: with none configured and none ever

@@ -54,6 +54,12 @@ WHEN = {"idle": " at a turn start after a pause (prompt cache cold)",
 REASONS = {r: r for r in ("threshold", "idle", "manual", "request")}   # an unknown one reads as threshold
 
 
+def _ratio(raw: Any) -> float:
+    """A share of the window from a stored row: inside (0, 1), else 0."""
+    value = _num(raw)
+    return value if value < 1.0 else 0.0
+
+
 def _num(raw: Any) -> float:
     """A count from a stored row: finite and non-negative, else 0 (rows may be old or odd)."""
     try:
@@ -94,6 +100,7 @@ class Compaction:
     ms: float = 0.0             # how long compress() took
     trigger: int = 0            # where compaction started on this window (0: an older record)
     left: Tuple[str, ...] = ()  # keys to read back what left (tdai_read_cos), at most MAX_LEFT
+    model_ratio: float = 0.0    # the compression.model_thresholds value of the trigger (0: none)
     reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual |
     #                             request (one request cut, the host's transcript as it was)
 
@@ -148,5 +155,5 @@ class Compaction:
                    canvas_removed=_int(data.get("canvas_removed")),
                    error=printable(data.get("error") or "", 500),
                    at=_num(data.get("at")), ms=_num(data.get("ms")), trigger=_int(data.get("trigger")),
-                   left=_keys(data.get("left")),
+                   left=_keys(data.get("left")), model_ratio=_ratio(data.get("model_ratio")),
                    reason=REASONS.get(str(data.get("reason") or ""), "threshold"))

@@ -86,6 +86,7 @@ class Trigger:
     tokens: int
     window: int
     why: str = ""
+    model_ratio: Optional[float] = None     # the compression.model_thresholds value it came from
 
     @property
     def ratio(self) -> float:
@@ -118,7 +119,7 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fle
         later = fleet_trigger(window, tokens)
         if later != tokens:
             tokens, why = later, "Hermes 0.22's messaging gateway on an 85K-128K window"
-    return Trigger(tokens, window, why)
+    return Trigger(tokens, window, why, model_ratio)
 
 
 def host_has_floor(version: Optional[Tuple[int, ...]]) -> bool:

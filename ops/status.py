@@ -42,7 +42,10 @@ def last_trigger(store: StoreView) -> Optional[Trigger]:
     does not say): the window and host rule the engine last had."""
     last = store.compactions.last
     rec = Compaction.from_json(last) if last else None
-    return Trigger(rec.trigger, rec.context_length) if rec and rec.trigger and rec.context_length else None
+    if not (rec and rec.trigger and rec.context_length):
+        return None
+    ratio = rec.model_ratio or None
+    return Trigger(rec.trigger, rec.context_length, "compression.model_thresholds" if ratio else "", ratio)
 
 
 def current_trigger(settings: Settings, recorded: Optional[Trigger]) -> Optional[Trigger]:
@@ -51,7 +54,8 @@ def current_trigger(settings: Settings, recorded: Optional[Trigger]) -> Optional
     if recorded is None:
         return None
     rules = ((False, False), (True, False), (False, True))      # (host floor, messaging gateway)
-    now = [applying_trigger(settings, recorded.window, host_floor=f, fleet=g) for f, g in rules]
+    now = [applying_trigger(settings, recorded.window, host_floor=f, fleet=g,
+                            model_ratio=recorded.model_ratio) for f, g in rules]
     if any(t.tokens == recorded.tokens for t in now):
         return recorded
     return Trigger(now[0].tokens, recorded.window, now[0].why or "as configured now; the last "

@@ -99,6 +99,20 @@ def test_status_prints_the_engines_trigger(tmp_path, capsys, monkeypatch, host_f
     rt.close()
 
 
+def test_status_prints_a_model_thresholds_trigger(tmp_path, capsys):
+    """Hermes' ``compression.model_thresholds`` moved the trigger: the status a separate
+    process prints (the CLI, doctor) shows that trigger, not THRESHOLD's."""
+    rt, eng = make_engine(tmp_path, context_length=100_000)
+    eng.model_thresholds = {"m": 0.6}
+    eng.update_model(model="m", context_length=100_000)
+    assert eng.threshold_tokens != rt.settings.trigger_tokens(100_000)
+    eng.compress(conversation(60, 5000), current_tokens=80_000)
+    for text in (make_command(rt)("status"), _status_cli(capsys, rt.store.directory)):
+        pct, window, tokens = TRIGGER.search(text).groups()
+        assert _num(tokens) == eng.threshold_tokens and _num(window) == eng.context_length, text
+    rt.close()
+
+
 @pytest.mark.default_port
 def test_no_gateway_configured_reads_as_local_mode(tmp_path, capsys):
     with socket.socket() as s:
