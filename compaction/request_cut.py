@@ -22,7 +22,7 @@ from .engine_view import CompactingEngine
 from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
 from ..host.compat import in_fleet
-from ..host.thresholds import fleet_window
+from ..host.thresholds import fleet_trigger, fleet_window
 from ..context import messages as M
 
 Message = Dict[str, Any]
@@ -38,9 +38,13 @@ FLEET_REQUEST_CEILING = 0.88
 
 
 def ceiling_share(engine: CompactingEngine) -> float:
-    """The share of the window past which a request is cut (``REQUEST_CEILING``)."""
-    return FLEET_REQUEST_CEILING if in_fleet() and fleet_window(engine.context_length) \
-        else REQUEST_CEILING
+    """The share of the window past which a request is cut (``REQUEST_CEILING``); the earlier
+    one only under the messaging gateway's own later trigger: a THRESHOLD, a model's threshold
+    or a cap the user chose may lie past it, and cutting under the trigger would make the
+    exception the rule."""
+    window = engine.context_length
+    own = in_fleet() and fleet_window(window) and engine.threshold_tokens == fleet_trigger(window, 0)
+    return FLEET_REQUEST_CEILING if own else REQUEST_CEILING
 
 
 def too_big(engine: CompactingEngine, estimate: int) -> bool:

@@ -201,3 +201,29 @@ def test_in_the_messaging_gateway_the_cut_starts_earlier(tmp_path, monkeypatch):
         assert eng.current_state().stats.request_cuts == 1
     finally:
         rt.close()
+
+
+def test_in_the_messaging_gateway_a_request_under_a_chosen_trigger_is_not_cut(tmp_path, monkeypatch):
+    """The earlier ceiling is for the messaging gateway's own later trigger: where the user
+    set THRESHOLD (or a model's threshold applies) and it lies past that ceiling, a request
+    still under the trigger goes as it is; the transcript is compacted at the trigger."""
+    import tencentdb_offload.host.compat as compat
+    from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
+    window = 100_000
+    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
+    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    for n, how in enumerate(({"threshold": "0.93"}, {"model": 0.93})):
+        env = {k: v for k, v in how.items() if k == "threshold"}
+        rt, eng = make_engine(tmp_path / str(n), context_length=window, **env)
+        try:
+            if "model" in how:
+                eng.model_thresholds = {"m": how["model"]}
+                eng.update_model(model="m", context_length=window)
+            request = next(r for r in (_request(k) for k in range(6, 20))
+                           if _tokens(r) > window * (FLEET_REQUEST_CEILING + 0.01))
+            assert _tokens(request) < eng.threshold_tokens, "the case: under the trigger"
+            sent = eng.select_context(request)
+            assert sent is None or sent == request, how
+            assert eng.current_state().stats.request_cuts == 0 and not eng.should_compress(0)
+        finally:
+            rt.close()
