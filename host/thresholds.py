@@ -108,9 +108,9 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fle
     0.22's messaging gateway (``fleet``) ``fleet_trigger`` instead."""
     tokens = settings.trigger_tokens(window, model_ratio)
     why = "compression.model_thresholds" if model_ratio is not None else ""
-    if settings.max_context_tokens and tokens == settings.max_context_tokens:
-        why = "TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS"
-    unset = model_ratio is None and not settings.threshold_explicit and not settings.max_context_tokens
+    cap = settings.max_context_tokens
+    # a cap is a ceiling, not a chosen threshold: where it does not bind, the host's rules stay
+    unset = model_ratio is None and not settings.threshold_explicit and tokens != cap
     if unset and host_floor:
         floored = small_window_trigger(window, tokens)
         if floored != tokens:
@@ -119,6 +119,8 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fle
         later = fleet_trigger(window, tokens)
         if later != tokens:
             tokens, why = later, "Hermes 0.22's messaging gateway on an 85K-128K window"
+    if cap and tokens >= cap:
+        tokens, why = cap, "TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS"
     return Trigger(tokens, window, why, model_ratio)
 
 
@@ -132,7 +134,7 @@ def trigger_text(settings: "Settings", trigger: Optional[Trigger]) -> str:
     else the configured threshold and where it may differ."""
     if trigger is not None and trigger.window:
         return "compaction at " + trigger.describe()
-    note = "" if settings.threshold_explicit or settings.max_context_tokens else (
+    note = "" if settings.threshold_explicit else (
         " (on Hermes 0.22: the built-in's on a 64K-85K window, 85% at 64K; in its messaging "
         "gateway 85% of an 85K-128K one)")
     cap = (", at most %s tokens" % format(settings.max_context_tokens, ",")

@@ -405,3 +405,19 @@ def test_the_messaging_gateway_lands_lower_unless_the_ratio_is_set():
         settings = load_settings(env)[0]
         assert landing_tokens(settings, 100_000, True) == settings.target_tokens(100_000), env
         assert "messaging gateway" not in landing_text(settings), env
+
+
+def test_a_cap_that_does_not_bind_leaves_the_hosts_rules_and_one_that_does_is_a_ceiling():
+    """MAX_CONTEXT_TOKENS is a ceiling: 5M on a 64K window changes nothing (0.22's floor stays);
+    under 0.22's later triggers it still caps them."""
+    from tencentdb_offload.settings.config import load_settings
+    from tencentdb_offload.host.thresholds import applying_trigger
+    plain = load_settings({})[0]
+    for window, floor, fleet in ((64_000, True, False), (100_000, False, True), (200_000, True, False)):
+        huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]
+        assert applying_trigger(huge, window, host_floor=floor, fleet=fleet).tokens == \
+            applying_trigger(plain, window, host_floor=floor, fleet=fleet).tokens, window
+    for cap, window, floor, fleet in ((80_000, 100_000, False, True), (50_000, 64_000, True, False)):
+        capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": str(cap)})[0]
+        trigger = applying_trigger(capped, window, host_floor=floor, fleet=fleet)
+        assert trigger.tokens == cap and "MAX_CONTEXT_TOKENS" in trigger.why, (cap, window)
