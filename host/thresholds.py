@@ -60,16 +60,18 @@ def fleet_trigger(context_length: int, trigger: int) -> int:
     return max(trigger, int(context_length * FLEET_TRIGGER_RATIO))
 
 
-def _landing_unset(settings: "Settings") -> bool:
-    """COMPACT_RATIO and the cap unset, and the messaging gateway's landing below the threshold."""
-    return not settings.ratio_explicit and not settings.max_context_tokens \
-        and FLEET_LANDING_RATIO < settings.threshold
+def _landing_unset(settings: "Settings", window: int = 0) -> bool:
+    """COMPACT_RATIO unset, no cap that binds under the gateway's trigger on ``window`` (any
+    cap when the window is unknown), and the messaging gateway's landing below the threshold."""
+    cap = settings.max_context_tokens
+    binds = cap and (not window or cap < fleet_trigger(window, 0))
+    return not settings.ratio_explicit and not binds and FLEET_LANDING_RATIO < settings.threshold
 
 
 def fleet_landing(settings: "Settings", context_length: int, fleet: bool) -> bool:
     """Whether the messaging gateway's landing (and its unread results kept whole over it)
     applies: in it (``fleet``), on such a window, with the landing unset (``_landing_unset``)."""
-    return fleet and fleet_window(context_length) and _landing_unset(settings)
+    return fleet and fleet_window(context_length) and _landing_unset(settings, context_length)
 
 
 def landing_tokens(settings: "Settings", context_length: int, fleet: bool) -> int:
@@ -145,8 +147,9 @@ def trigger_text(settings: "Settings", trigger: Optional[Trigger]) -> str:
 def landing_text(settings: "Settings", trigger: Optional[Trigger] = None) -> str:
     """``down to 45% (35% of an 85K-128K window in Hermes 0.22's messaging gateway)``; under a
     cap that binds, the cap's landing (``Settings.target_tokens``), not the window's share."""
+    unset = _landing_unset(settings, trigger.window if trigger else 0)
     note = " (%.0f%% of an 85K-128K window in Hermes 0.22's messaging gateway)" % (
-        FLEET_LANDING_RATIO * 100) if _landing_unset(settings) else ""
+        FLEET_LANDING_RATIO * 100) if unset else ""
     cap = settings.max_context_tokens
     if cap and trigger is not None and trigger.window:
         tokens = settings.target_tokens(trigger.window)

@@ -421,3 +421,8 @@ def test_a_cap_that_does_not_bind_leaves_the_hosts_rules_and_one_that_does_is_a_
         capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": str(cap)})[0]
         trigger = applying_trigger(capped, window, host_floor=floor, fleet=fleet)
         assert trigger.tokens == cap and "MAX_CONTEXT_TOKENS" in trigger.why, (cap, window)
+    from tencentdb_offload.host.thresholds import landing_tokens
+    huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]
+    assert landing_tokens(huge, 100_000, True) == landing_tokens(plain, 100_000, True)
+    capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "80000"})[0]
+    assert landing_tokens(capped, 100_000, True) == capped.target_tokens(100_000)
