@@ -30,6 +30,7 @@ from .doctor_store import check_store
 from .env import compression_findings, effective_env
 from .hermes_probe import check_hermes
 from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings, source_of
+from .status import configured_window
 
 if TYPE_CHECKING:     # imported where used: doctor runs without a Gateway client loaded
     from ..memory_gateway.client import GatewayClient
@@ -342,7 +343,7 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     check_home(c, env, home)
     check_install(c, home, plugin_dir, version)
     check_config(c, config, version)
-    settings, bad = check_settings(c, env, home, config.path, block)
+    settings, bad = check_settings(c, env, home, config.path, block, configured_window(config))
 
     def set_url(value: str) -> str:
         return source_of("GATEWAY_URL", env, home, config.path, block).set_command("GATEWAY_URL", value)

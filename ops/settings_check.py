@@ -164,7 +164,8 @@ def check_dotenv(c: Any, path: Path) -> None:
 
 
 def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
-                   block: Optional[Mapping[str, Any]]) -> Tuple[Settings, Dict[str, str]]:
+                   block: Optional[Mapping[str, Any]],
+                   window: Optional[int] = None) -> Tuple[Settings, Dict[str, str]]:
     """Adds the settings lines to ``c``; returns the settings and {suffix: why invalid}."""
     by_var, environ, block_src, _dotenv = sources(env, home, config_path)
     raw_block = block           # a list there: load_settings says none of it is applied
@@ -211,7 +212,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
             c.add("settings", "fail", w, _warning_fix(w, settings, env, home, config_path, block))
     if not any(i["status"] == "fail" for i in c.items if i["name"] == "settings" and
                "not a setting" not in i["message"]):
-        trigger = known_trigger(settings.resolved_store_dir(env), settings)   # the window the engine last had
+        trigger = known_trigger(settings.resolved_store_dir(env), settings, window)   # its window, or the configured one
         # beside a misspelt name flagged above, "all ... valid" would contradict that line
         misnamed = any(i["name"] == "settings" for i in c.items)
         c.add("settings", "pass", "%s: %s, %s; %s"

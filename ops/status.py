@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 
 from ..archive import readonly
 from ..compaction.record import Compaction
-from ..host.thresholds import Trigger, applying_trigger
+from ..host.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
 from ..settings.config import Settings
 from ..settings.gateway_env import sources_line
 from ..status.model import StatusReport, StoreView, read_store_view
@@ -18,8 +18,10 @@ from ..status.render import render
 from .env import CliError, compression_findings, resolve_settings
 
 
-def status_report(store_dir: Path, settings: Settings, recent: int = 10) -> StatusReport:
-    """The store read without writing it; CliError when it is there but unreadable."""
+def status_report(store_dir: Path, settings: Settings, recent: int = 10,
+                  window: Optional[int] = None) -> StatusReport:
+    """The store read without writing it; CliError when it is there but unreadable.
+    ``window``: ``model.context_length`` as config.yaml says now (``configured_window``)."""
     report = StatusReport(settings, str(store_dir))
     if store_dir.exists() and not store_dir.is_dir():
         raise CliError("the store directory %s is not a directory" % store_dir)
@@ -33,7 +35,7 @@ def status_report(store_dir: Path, settings: Settings, recent: int = 10) -> Stat
         report.store = read_store_view(store_dir, recent)
     except sqlite3.Error as exc:
         raise CliError("cannot read %s: %s" % (db, exc))
-    report.trigger = current_trigger(settings, last_trigger(report.store))
+    report.trigger = current_trigger(settings, last_trigger(report.store), window)
     return report
 
 
@@ -48,26 +50,49 @@ def last_trigger(store: StoreView) -> Optional[Trigger]:
     return Trigger(rec.trigger, rec.context_length, "compression.model_thresholds" if ratio else "", ratio)
 
 
-def current_trigger(settings: Settings, recorded: Optional[Trigger]) -> Optional[Trigger]:
+RULES = ((False, False), (True, False), (False, True))      # (host floor, messaging gateway)
+
+
+def current_trigger(settings: Settings, recorded: Optional[Trigger],
+                    window: Optional[int] = None) -> Optional[Trigger]:
     """``recorded`` while ``settings`` still give it on its window (under one of the host's
-    rules), else what they give now: a THRESHOLD or cap changed since shows at once."""
+    rules), else what they give now: a THRESHOLD or cap changed since shows at once. A
+    ``window`` other than the recorded one (the model switched) gets the recorded rule on it."""
     if recorded is None:
         return None
-    rules = ((False, False), (True, False), (False, True))      # (host floor, messaging gateway)
     now = [applying_trigger(settings, recorded.window, host_floor=f, fleet=g,
-                            model_ratio=recorded.model_ratio) for f, g in rules]
-    if any(t.tokens == recorded.tokens for t in now):
+                            model_ratio=recorded.model_ratio) for f, g in RULES]
+    rule = next((i for i, t in enumerate(now) if t.tokens == recorded.tokens), None)
+    if window and window != recorded.window:
+        f, g = RULES[rule or 0]
+        moved = applying_trigger(settings, window, host_floor=f, fleet=g,
+                                 model_ratio=recorded.model_ratio)
+        return Trigger(moved.tokens, window, "%smodel.context_length is %s now; the last compaction "
+                       "ran on a %s-token window" % (moved.why + "; " if moved.why else "",
+                                                     format(window, ","), format(recorded.window, ",")),
+                       moved.model_ratio)
+    if rule is not None:
         return recorded
     return Trigger(now[0].tokens, recorded.window, now[0].why or "as configured now; the last "
                    "compaction ran at %s tokens" % format(recorded.tokens, ","))
 
 
-def known_trigger(store_dir: Path, settings: Optional[Settings] = None) -> Optional[Trigger]:
+def configured_window(config: Any) -> Optional[int]:
+    """``model.context_length`` of config.yaml when it is a window Hermes accepts, else None
+    (the engine then runs on whatever the host probes)."""
+    value = config.get("model", "context_length") if config is not None else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= HOST_MINIMUM_CONTEXT:
+        return value
+    return None
+
+
+def known_trigger(store_dir: Path, settings: Optional[Settings] = None,
+                  window: Optional[int] = None) -> Optional[Trigger]:
     """The trigger that applies on the window of the newest compaction in ``store_dir``, None
     when there is none to read (doctor's settings line: the store's problems are the store
     check's to report)."""
     try:
-        return status_report(store_dir, settings or Settings(), 1).trigger
+        return status_report(store_dir, settings or Settings(), 1, window).trigger
     except (CliError, sqlite3.Error, OSError):
         return None
 
@@ -84,7 +109,8 @@ def status_data(report: StatusReport) -> Dict[str, Any]:
 def cmd_status(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, config, settings, warnings = resolve_settings(overrides)
-    report = status_report(settings.resolved_store_dir(env), settings, args.recent)
+    report = status_report(settings.resolved_store_dir(env), settings, args.recent,
+                           configured_window(config))
     report.gateway_sources = sources_line(env, config.block())
     off, ignored = compression_findings(config)
     if off:

@@ -46,3 +46,15 @@ def test_changed_setting_shows_at_once(capsys, store_dir, monkeypatch, name, val
     monkeypatch.setenv("TENCENTDB_OFFLOAD_" + name, value)
     status, doctor = _shown(capsys, store_dir)
     assert status[1:] == doctor[1:] == ("64,000", tokens), (status, doctor)
+
+
+@pytest.mark.parametrize("window, shown", [(128000, ("75", "128,000", "96,000")),
+                                           (64000, ("85", "64,000", "54,400"))])
+def test_window_changed_in_config_shows_at_once(capsys, store_dir, tmp_path, window, shown):
+    """model.context_length moved since the last compaction (a model with another window): the
+    engine runs on the configured window now, under the rule it last ran under."""
+    home = tmp_path / "nohome"
+    home.mkdir(exist_ok=True)
+    (home / "config.yaml").write_text("model:\n  context_length: %d\n" % window)
+    status, doctor = _shown(capsys, store_dir)
+    assert status == doctor == shown, (status, doctor)
