@@ -23,7 +23,7 @@ from ..context import canvas, departures, durable_pointers, focus, read_backs, r
 from ..context import result_keys
 from ..context import digest as D
 from ..context import messages as M
-from ..context.fallback import local_compact
+from ..context.fallback import local_compact, trim_result
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 from ..common.peer_text import plugin_logger
@@ -39,6 +39,8 @@ FORCED_FLOOR = 2_048            # a forced compaction never aims below this many
 # share of the trigger (estimates err, and the answer still follows): trimmed, a read-back
 # would only point to itself.
 CEILING_SHARE = 0.9
+UNHELD_HINT = ("the rest could not be archived (the plugin's store is not writable), so "
+               "tdai_read_cos cannot return it")
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ class CompactionRun:
         if self.cancelled():                        # a discarded attempt publishes nothing
             return self.messages, None
         archived = self.publish(clean, result, attempt)
-        result = self.only_durable_pointers(clean, result)
+        result = self.only_durable_pointers(clean, result, ceiling)
         after = self.state.calibrator.to_real(budget.overhead + sum(map(self.count, result)))
         record = Compaction(
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
@@ -317,9 +319,12 @@ class CompactionRun:
         return max(0.0, self.archive_by - time.monotonic())
 
 
-    def only_durable_pointers(self, clean: List[Message], result: List[Message]) -> List[Message]:
+    def only_durable_pointers(self, clean: List[Message], result: List[Message],
+                              room: int) -> List[Message]:
         """A trimmed result keeps its recall pointer only when the archive durably holds its
-        text (committed, read back); else it goes back whole: nothing promised is lost."""
+        text (committed, read back); else it goes back whole, newest first, while the list
+        stays within ``room``: past it, a trim that promises no recall (Hermes' own session
+        store keeps the text) so that the next requests are not refused."""
         rt = self.rt
         if not durable_pointers.pointed(result, rt.seal):
             return result
@@ -330,11 +335,30 @@ class CompactionRun:
                 return rt.store is not None and rt.store.holds(self.state.key, tid)
             except Exception:                       # unreadable: not promised
                 return False
+        size = [sum(map(self.count, result))]
+        left: List[Message] = []
+
+        def fits(now: Message, original: Message) -> bool:
+            grow = self.count(original) - self.count(now)
+            if size[0] + grow > room:
+                return False
+            size[0] += grow
+            return True
+
+        def unheld(original: Message) -> Optional[Message]:
+            short = trim_result(original, rt.settings.trim_chars, seal=rt.seal, hint=UNHELD_HINT)
+            if short is not None:
+                left.append(short)
+            return short
         result, restored = durable_pointers.restore(result, clean, rt.seal, held,
-                                                    self.reused(clean))
+                                                    self.reused(clean), fits, unheld)
+        why = rt.writer.last_error or "not written"
         if restored:
             rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
-                          "them (%s)" % (restored, rt.writer.last_error or "not written"))
+                          "them (%s)" % (restored, why))
+        if left:
+            rt.note_error("%d tool result(s) trimmed without recall: the archive does not hold "
+                          "them (%s) and whole they would not fit the window" % (len(left), why))
         return result
 
 

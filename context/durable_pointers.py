@@ -9,7 +9,7 @@ the archive holds.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Callable, Dict, List, Sequence, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import messages as M
 from . import result_keys
@@ -28,11 +28,15 @@ def pointed(result: Sequence[Message], seal: Seal) -> List[str]:
 
 
 def restore(result: List[Message], before: Sequence[Message], seal: Seal,
-            held: Callable[[str], bool],
-            reused: AbstractSet[str] = frozenset()) -> Tuple[List[Message], int]:
+            held: Callable[[str], bool], reused: AbstractSet[str] = frozenset(),
+            fits: Optional[Callable[[Message, Message], bool]] = None,
+            unheld: Optional[Callable[[Message], Optional[Message]]] = None
+            ) -> Tuple[List[Message], int]:
     """``result`` with each result message whose pointer is not ``held`` replaced by its
     original from ``before`` (same ids, the text the pointer names); and how many results
-    went back."""
+    went back. Newest first, an original goes back only while ``fits(now, original)``; one
+    that does not becomes ``unheld(original)`` (a trim promising no recall): kept whole, every
+    later request would be over the window and the host refuses them all."""
     originals: Dict[str, Message] = {}
     for m in before:
         if isinstance(m, dict):
@@ -40,13 +44,19 @@ def restore(result: List[Message], before: Sequence[Message], seal: Seal,
                 originals[result_keys.key_of(tid, text, reused)] = m
     out: List[Message] = []
     restored = 0
-    for m in result:
+    for m in reversed(result):
         missing = [key for key in pointed([m], seal) if not held(key)] \
             if M.results_of(m) else []
         orig = next((originals[k] for k in missing if k in originals), None)
         if orig is not None and M.results_of(orig) == M.results_of(m) and orig != m:
-            out.append(M.fresh(orig))
-            restored += len(missing)
-            continue
+            if fits is None or fits(m, orig):
+                out.append(M.fresh(orig))
+                restored += len(missing)
+                continue
+            honest = unheld(orig) if unheld is not None else None
+            if honest is not None:
+                out.append(honest)
+                continue
         out.append(m)
+    out.reverse()
     return out, restored

@@ -62,7 +62,8 @@ def drop_old_notices(messages: Sequence[Message], seal: Seal) -> List[Message]:
 
 
 def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]],
-             seal: Optional[Seal] = None, reused: AbstractSet[str] = frozenset()) -> str:
+             seal: Optional[Seal] = None, reused: AbstractSet[str] = frozenset(),
+             hint: str = "") -> str:
     """``text`` as it stays in the context: the Gateway's summary when known, else head + tail
     with a recall pointer; sealed when a ``seal`` is given. Our own trim is trimmed again from
     its body; our other texts (a summary, a digest) stay as they are. A ``reused`` call id
@@ -73,7 +74,7 @@ def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]
         if opened[0] != "trim":
             return text
         text = opened[1]
-    hint = RECALL_HINT % key
+    hint = hint or RECALL_HINT % key
     summary = (summaries or {}).get(tid)
     if summary and len(summary) < len(text):     # the Gateway's L1 summary stands in
         body = "%s Summary of an archived tool result: %s\n(%s)" % (M.NOTICE_MARK, summary, hint)
@@ -85,14 +86,15 @@ def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]
 
 
 def trim_result(msg: Message, limit: int, summaries: Optional[Dict[str, str]] = None,
-                seal: Optional[Seal] = None,
-                reused: AbstractSet[str] = frozenset()) -> Optional[Message]:
+                seal: Optional[Seal] = None, reused: AbstractSet[str] = frozenset(),
+                hint: str = "") -> Optional[Message]:
     """A copy of a tool-result message with results over ``limit`` chars replaced by their
     Gateway summary when ``summaries`` has one, else trimmed (None if nothing to do); with a
-    ``seal``, what the plugin wrote is sealed ("summary" / "trim")."""
+    ``seal``, what the plugin wrote is sealed ("summary" / "trim"). ``hint`` replaces the
+    recall pointer (a trim whose text the archive could not take promises none)."""
     if M.role(msg) == "tool":
         res = B.tool_results(msg)[0]
-        short = _shorter(res.text, res.id, limit, summaries, seal, reused)
+        short = _shorter(res.text, res.id, limit, summaries, seal, reused, hint)
         return None if len(res.text) <= limit or short == res.text else M.with_content(msg, short)
     content = msg.get("content")
     if not isinstance(content, list):
@@ -101,7 +103,7 @@ def trim_result(msg: Message, limit: int, summaries: Optional[Dict[str, str]] = 
     for b in B.content_blocks(content):
         raw = b.raw
         if b.kind is B.Kind.TOOL_RESULT:
-            short = _shorter(b.text, b.id, limit, summaries, seal, reused)
+            short = _shorter(b.text, b.id, limit, summaries, seal, reused, hint)
             if len(b.text) > limit and short != b.text:
                 raw = dict(raw, content=short)
                 changed = True
