@@ -35,6 +35,7 @@ class Route(str, enum.Enum):
 class Level(str, enum.Enum):
     """The Gateway's ``resolvedLevel`` (cumulative: each includes the ones before), or local."""
     FASTPATH = "fastpath"
+    REPLAY = "replay"                     # only the fast path worked: earlier decisions replayed
     MILD = "mild"
     AGGRESSIVE = "aggressive"
     EMERGENCY = "emergency"
