@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..common.per_thread import PerThread
 from .breaker import CircuitBreaker
-from .shared_health import SharedHealth, down_trust_s
+from .shared_health import HungRoute, SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
                      GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
                      REDIRECTS, page_note, parse_envelope)
@@ -63,6 +63,7 @@ class GatewayClient:
         self.probe_timeout = probe_timeout_s
         self.health_ttl = health_ttl_s
         self.shared = SharedHealth(shared_dir, base_url) if shared_dir is not None else None
+        self.compact_route = HungRoute(shared_dir, base_url, COMPACT) if shared_dir is not None else None
         self.read_ref_supported: Optional[bool] = None
         self.last_health: Dict[str, Any] = {}
         self.last_health_at = 0.0
@@ -103,8 +104,18 @@ class GatewayClient:
         within ``timeout`` (default: the compaction timeout)."""
         # its reply is our messages, some cut, plus the canvas: parsing a reply many times our
         # body (a flood of tiny objects) would cost hundreds of MB, so it is not read
-        data = self._call(COMPACT, body, self.timeout if timeout is None else max(0.0, timeout),
-                          reply_limit=min(self.reply_limit, 2 * len(body) + COMPACT_REPLY_EXTRA))
+        route = self.compact_route
+        if route is not None and route.why_skip():
+            raise GatewayUnavailable(route.why_skip())
+        try:
+            data = self._call(COMPACT, body, self.timeout if timeout is None else max(0.0, timeout),
+                              reply_limit=min(self.reply_limit, 2 * len(body) + COMPACT_REPLY_EXTRA))
+        except GatewayTimeout as exc:
+            if route is not None:
+                route.hung(str(exc))
+            raise
+        if route is not None:
+            route.answered()
         if not isinstance(data.get("messages"), list) or not isinstance(data.get("report", {}), dict):
             raise GatewayProtocolError("compact reply has no message list")
         return data

@@ -96,3 +96,30 @@ class SharedHealth:
 
 def _at(entry: Any) -> float:
     return entry.get("at", 0) if isinstance(entry, dict) and isinstance(entry.get("at"), (int, float)) else 0
+
+
+class HungRoute:
+    """A route that took a whole timeout without an answer while ``/health`` still answers (a
+    Gateway whose compaction hangs): the general verdict goes back to "up" at the next health
+    check, so every per-turn process would wait out that timeout again. This verdict is the
+    route's alone: until it ages (``down_trust_s``, doubling with each hang in a row) calls to
+    the route fail at once, in every process on this store; an answer ends it."""
+
+    def __init__(self, directory: Path, url: str, route: str) -> None:
+        self.route = route
+        self._health = SharedHealth(directory, "%s#%s" % (url, route))
+
+    def why_skip(self) -> str:
+        """Why not to call the route now ("" to call it)."""
+        known = self._health.read()
+        if not known or known.get("up") or known["age_s"] >= down_trust_s(known):
+            return ""
+        return ("%s gave no answer within its timeout %.0f s ago (this or another process); "
+                "asked again in %.0f s" % (self.route, known["age_s"],
+                                           down_trust_s(known) - known["age_s"]))
+
+    def hung(self, error: str) -> None:
+        self._health.record(False, error)
+
+    def answered(self) -> None:
+        self._health.record(True)

@@ -84,6 +84,39 @@ def test_fresh_process_asks_health_briefly_then_shares_the_verdict(tmp_path):
         assert second.status()["shared_health"]["up"] is False
 
 
+def test_a_compact_that_hangs_while_health_answers_is_not_waited_out_again(tmp_path):
+    """/health answers, /compact never does: each per-turn process (0.19) waited the whole
+    compaction timeout again, since the health check put the shared verdict back to "up". The
+    hang is the route's own verdict: the next process goes local at once, an answer ends it."""
+    body = b'{"session_id":"hermes-s1","messages":[]}'
+    with HostilePeer({COMPACT: ("sequence", [("hang", None), ("hang", None),
+                                             ("json", envelope({"messages": [], "report": {}}))])}) as peer:
+        first = client(peer.url, timeout_ms=600, shared_dir=tmp_path)
+        err, took = timed(first.compact_encoded, body)
+        assert isinstance(err, GatewayTimeout), err
+        first.health(force=True)            # its background probe: /health answers, "up" again
+        second = client(peer.url, timeout_ms=600, shared_dir=tmp_path)     # the next process
+        second.ensure_reachable()
+        err, took = timed(second.compact_encoded, body)
+        assert isinstance(err, GatewayUnavailable) and "no answer within its timeout" in str(err)
+        assert took < 0.3, took
+        assert sum(1 for r in peer.requests if r[1] == COMPACT) == 1, "not asked again"
+        from tencentdb_offload.memory_gateway import shared_health
+        aged = shared_health.SharedHealth(tmp_path, peer.url + "#" + COMPACT)
+        aged.record(False, "hung")                       # as if the verdict had aged: asked again
+        data = aged._load()
+        data[aged.key]["at"] -= 10_000
+        aged._write(data, data[aged.key])
+        err, _ = timed(second.compact_encoded, body)     # the second hang: the verdict is back
+        assert isinstance(err, GatewayTimeout), err
+        data = aged._load()
+        data[aged.key]["at"] -= 10_000
+        aged._write(data, data[aged.key])
+        assert second.probe()                   # its breaker's probe: /health answers
+        assert second.compact_encoded(body)["messages"] == []
+        assert client(peer.url, timeout_ms=600, shared_dir=tmp_path).compact_route.why_skip() == ""
+
+
 def test_a_down_verdict_is_trusted_longer_the_longer_the_gateway_stays_down(tmp_path):
     """Each failed check in a row (any process) doubles how long the others trust "down", up
     to 5 minutes: a long outage costs new processes one short /health every few minutes, not
