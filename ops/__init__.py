@@ -174,6 +174,10 @@ def main(argv: Optional[Sequence[str]] = None, plugin_dir: Optional[str] = None)
         logging.getLogger("tencentdb_offload").addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    ratio, threshold = getattr(args, "ratio", None), getattr(args, "threshold", None)
+    if ratio is not None and threshold is not None and ratio >= threshold:
+        # a pair of flags no setting allows: a usage error (exit 2), as one flag out of range
+        parser.error("argument --ratio: %g must be below --threshold %g" % (ratio, threshold))
     if not args.command:
         parser.print_help()
         return 2

@@ -183,8 +183,6 @@ def split_turns(messages: List[Message]) -> Tuple[List[Tuple[Optional[Message], 
 # --- running and reporting ------------------------------------------------------------
 
 def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[tempfile.TemporaryDirectory]]:
-    if args.threshold is not None and args.ratio is not None and args.ratio >= args.threshold:
-        raise CliError("--ratio %g must be below --threshold %g" % (args.ratio, args.threshold))
     tmp = None
     if args.store:
         store_dir = str(Path(args.store).expanduser().resolve())

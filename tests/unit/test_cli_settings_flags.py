@@ -85,6 +85,13 @@ def test_demo_flags_are_checked_as_the_settings_are(tmp_path, flag, value):
     assert PREFIX not in proc.stderr
 
 
+@pytest.mark.parametrize("command", [["demo"], ["replay", "x"]])
+def test_a_ratio_at_or_over_the_threshold_is_a_usage_error(tmp_path, command):
+    # each flag alone is in range; together no setting allows them: exit 2 naming the flag
+    proc = run_cli(*command, "--threshold", "0.6", "--ratio", "0.6", home=tmp_path / "home")
+    assert proc.returncode == 2 and "argument --ratio:" in proc.stderr, proc.stderr
+
+
 def test_demo_flags_the_settings_accept_still_parse():
     args = build_parser().parse_args(["replay", "x", "--threshold", "0.6", "--ratio", "0.3",
                                       "--gateway", "off"])
