@@ -105,8 +105,9 @@ class GatewayClient:
         # its reply is our messages, some cut, plus the canvas: parsing a reply many times our
         # body (a flood of tiny objects) would cost hundreds of MB, so it is not read
         route = self.compact_route
-        if route is not None and route.why_skip():
-            raise GatewayUnavailable(route.why_skip())
+        skip = route.why_skip() if route is not None else ""    # (one read of the shared file)
+        if skip:
+            raise GatewayUnavailable(skip)
         try:
             data = self._call(COMPACT, body, self.timeout if timeout is None else max(0.0, timeout),
                               reply_limit=min(self.reply_limit, 2 * len(body) + COMPACT_REPLY_EXTRA))

@@ -9,6 +9,7 @@ answered no), ``GatewayProtocolError`` (it answered something that is not the V2
 from __future__ import annotations
 
 import json
+import urllib.parse
 from typing import Any, Dict, Optional
 
 
@@ -131,7 +132,6 @@ def is_envelope(value: Any) -> bool:
 def redirect_note(location: str) -> str:
     """A redirect, said so, with where it points (never its credentials): redirects are not
     followed, a body is not re-sent to wherever a peer names."""
-    import urllib.parse
     try:
         parts = urllib.parse.urlsplit(location.strip())
         where = "%s://%s%s" % (parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path) \

@@ -41,7 +41,11 @@ rt.close()
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 @pytest.mark.parametrize("which", ["recent", "stats"])
 def test_a_child_forked_while_a_hook_lock_is_held_does_not_hang(tmp_path, which):
-    proc = subprocess.run([sys.executable, "-c", HOST, str(TESTS), json.dumps(env_for(tmp_path)),
+    _child_exits_cleanly(HOST, tmp_path, which)
+
+
+def _child_exits_cleanly(script, tmp_path, which):
+    proc = subprocess.run([sys.executable, "-c", script, str(TESTS), json.dumps(env_for(tmp_path)),
                            which], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"exit": 0}
@@ -80,8 +84,4 @@ def test_a_child_forked_while_its_conversations_lock_is_held_does_not_hang(tmp_p
     """The registry's lock was replaced in the child; each conversation's own locks (its
     state, cache clock and calibration) were not, so the child's next hook or response of
     that conversation waited forever."""
-    proc = subprocess.run([sys.executable, "-c", CONVERSATION_HOST, str(TESTS),
-                           json.dumps(env_for(tmp_path)), which],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"exit": 0}
+    _child_exits_cleanly(CONVERSATION_HOST, tmp_path, which)
