@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from typing import Any, Iterator
 
@@ -50,10 +51,24 @@ class PrintableStream:
             raise OutputError("cannot write %s: it is closed" % self._name)
         try:
             getattr(self._raw, method)(*args)
-        except BrokenPipeError:     # the reader left (``| head``): not a failure to report
-            raise
+        except BrokenPipeError:     # the reader left (``| head``): not a failure to report,
+            self._reader_left()     # and the command still ends with its own verdict
         except OSError as exc:
             raise OutputError("cannot write %s: %s" % (self._name, exc.strerror or exc)) from exc
+
+    def _reader_left(self) -> None:
+        # The rest goes to /dev/null, the descriptor itself too, so what is still buffered
+        # (flushed again at exit) cannot fail once more: ``doctor | head -1`` under
+        # ``pipefail`` exits 1 when a check failed, 0 when all passed.
+        try:
+            sink = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(sink, self._raw.fileno())
+            finally:
+                os.close(sink)
+            getattr(self._raw, "flush")()
+        except (OSError, ValueError, AttributeError):   # no descriptor: stop writing instead
+            self._raw = open(os.devnull, "w", encoding="utf-8")
 
     def writelines(self, lines: Any) -> None:
         for line in lines:

@@ -69,3 +69,28 @@ def test_demo_without_room_for_its_temporary_store_says_so(tmp_path):
     home.mkdir()
     proc = _run(home, "demo", "--turns", "3", fsize=0)
     _one_line(proc, "cannot create a temporary store", "--store DIR")
+
+
+def _reader_gone(home: Path, *args: str):
+    """As ``COMMAND | head -1`` once head has left: every write to stdout breaks the pipe."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return _run(home, *args, stdout=write_end)
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_left_keeps_doctors_failure(tmp_path):
+    # ``set -o pipefail; doctor | head -1`` must still fail when a check failed
+    proc = _reader_gone(tmp_path / "no-such-home", "doctor")
+    assert proc.returncode == 1, proc.stderr
+    assert "check(s) failed" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_a_reader_that_left_is_not_a_failure(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = _reader_gone(home, "status")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
