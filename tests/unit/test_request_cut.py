@@ -227,3 +227,22 @@ def test_in_the_messaging_gateway_a_request_under_a_chosen_trigger_is_not_cut(tm
             assert eng.current_state().stats.request_cuts == 0 and not eng.should_compress(0)
         finally:
             rt.close()
+
+
+def test_a_request_under_a_trigger_past_the_ceiling_is_not_cut(tmp_path):
+    """THRESHOLD 0.98: the host compacts at 0.98 and status says so; a request between the
+    ceiling (0.95) and that trigger goes as it is, one past the trigger is still cut."""
+    window = 400_000
+    rt, eng = make_engine(tmp_path, context_length=window, threshold="0.98")
+    try:
+        between = next(r for r in (_request(k) for k in range(6, 80))
+                       if _tokens(r) > window * (REQUEST_CEILING + 0.005))
+        assert _tokens(between) < eng.threshold_tokens, "the case: between ceiling and trigger"
+        sent = eng.select_context(between)
+        assert sent is None or sent == between
+        assert eng.current_state().stats.request_cuts == 0
+        past = next(r for r in (_request(k) for k in range(6, 80)) if _tokens(r) > window)
+        assert eng.select_context(past) is not None
+        assert eng.current_state().stats.request_cuts == 1
+    finally:
+        rt.close()
