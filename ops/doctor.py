@@ -27,7 +27,7 @@ from ..common.humanize import count, plural, printable
 from .doctor_memory import memory_checks
 from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
 from .doctor_store import check_store
-from .env import compression_findings, effective_env
+from .env import compression_findings, effective_env, ignored_proxy
 from .hermes_probe import check_hermes
 from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings, source_of
 from .status import configured_window
@@ -251,7 +251,8 @@ def _settings_line(c: Checks, suffix: str) -> Tuple[str, str]:
 
 
 def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
-                  set_url: Callable[[str], str], set_credentials: str, off_by: str = "GATEWAY_URL") -> None:
+                  set_url: Callable[[str], str], set_credentials: str, off_by: str = "GATEWAY_URL",
+                  env: Optional[Mapping[str, str]] = None) -> None:
     """``invalid``: why the setting ``off_by`` (the URL, or a credential that cannot be sent)
     turned the Gateway off ("" when nothing did): then nothing is contacted. A configured
     Gateway that cannot be reached is a failure; the default URL with nothing behind it
@@ -277,6 +278,9 @@ def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
             if settings.gateway_configured:
                 reason = str(exc) if str(exc).startswith("cannot reach") else \
                     "cannot reach the Gateway at %s (%s)" % (url, exc)
+                proxy = ignored_proxy(url, os.environ if env is None else env)
+                if proxy:
+                    reason += "; %s is set, but the plugin connects directly" % proxy
                 c.add("gateway", FAIL, "%s; compactions run locally until it answers" % reason, "start the Gateway at %s, or: %s"
                       % (url, set_url("off")))
             else:
@@ -350,8 +354,7 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     creds = " && ".join(source_of(s, env, home, config.path, block).set_command(s, v) for s, v in
                         sorted(CREDENTIAL_PLACEHOLDERS.items()))
     off_by = next((s for s in GATEWAY_OFF if s in bad), "GATEWAY_URL")   # what turned it off
-    check_gateway(c, settings, timeout, bad.get(off_by, ""),
-                  set_url, creds, off_by)
+    check_gateway(c, settings, timeout, bad.get(off_by, ""), set_url, creds, off_by, env)
     check_store(c, settings, env, plugin_dir)
     for row in memory_checks(env, config, settings, home) + lcm_checks(env, config, settings, home):
         c.add(row["name"], row["status"], row["message"], row.get("fix", ""))

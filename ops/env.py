@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -141,6 +143,20 @@ def value_origin(flag: Optional[float], suffix: str, env: Dict[str, str], config
     if in_block(config.block(), suffix.lower()):
         return "tencentdb_offload.%s in %s" % (suffix.lower(), config.path)
     return "default"
+
+
+def ignored_proxy(url: str, env: Mapping[str, str]) -> str:
+    """The proxy variable the environment sets for ``url`` (``HTTPS_PROXY`` …, unless
+    ``NO_PROXY`` exempts its host), or "": the plugin connects to the Gateway directly, so a
+    Gateway reachable only through that proxy is unreachable, and doctor says why."""
+    parts = urllib.parse.urlsplit(url)
+    for name in (parts.scheme + "_proxy", "all_proxy"):
+        for key in (name, name.upper()):
+            if env.get(key, "").strip():
+                no = env.get("no_proxy", env.get("NO_PROXY", ""))
+                exempt = urllib.request.proxy_bypass_environment(parts.hostname or "", {"no": no})
+                return "" if exempt else key
+    return ""
 
 
 def shared_options(parser: argparse.ArgumentParser, default: Any) -> None:

@@ -447,3 +447,20 @@ def test_a_relative_store_dir_gets_a_fix_that_works(tmp_path, gateway):
     assert "relative path" in failed["message"] and failed["fix"].startswith("sed"), failed
     _bash(failed["fix"], home)
     assert not [c for c in checks(doctor(home)) if c["status"] == "fail"]
+
+
+def test_an_unreachable_gateway_names_the_proxy_the_plugin_does_not_use(tmp_path, gateway):
+    """The plugin connects to the Gateway directly: where the environment sets a proxy for
+    its URL, an unreachable Gateway may be one reachable only through it, and doctor says so;
+    a host NO_PROXY exempts is not said to be proxied."""
+    down = "http://127.0.0.1:%d" % unused_port()
+    for n, (extra, said) in enumerate((({"HTTP_PROXY": "http://proxy.example:3128"}, "HTTP_PROXY"),
+                                      ({"http_proxy": "http://p:1", "NO_PROXY": "127.0.0.1"}, None))):
+        (tmp_path / str(n)).mkdir()
+        home = setup_home(tmp_path / str(n), gateway, dict(extra, TENCENTDB_OFFLOAD_GATEWAY_URL=down))
+        proc = doctor(home)
+        gw = next(c for c in checks(proc) if c["name"] == "gateway" and c["status"] == "fail")
+        if said:
+            assert "%s is set, but the plugin connects directly" % said in gw["message"], gw
+        else:
+            assert "proxy" not in gw["message"].lower(), gw
