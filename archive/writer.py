@@ -374,7 +374,13 @@ def _flush_at_exit() -> None:
     """Runs before daemon threads stop: queued hook rows reach the disk (bounded wait)."""
     deadline = time.monotonic() + StoreWriter.EXIT_FLUSH_S
     for writer in list(_LIVE):
-        writer.flush(max(0.0, deadline - time.monotonic()))
+        if writer.flush(max(0.0, deadline - time.monotonic())):
+            continue
+        pending = writer.stats()["pending"]
+        if pending:     # they were in memory only: say so rather than end in silence
+            log.warning("tencentdb-offload: exiting with %d archive write(s) not saved (%s); "
+                        "those results stay in Hermes' own session store only",
+                        pending, writer.last_flush or writer.last_error)
 
 
 atexit.register(_flush_at_exit)

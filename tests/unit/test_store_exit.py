@@ -51,3 +51,18 @@ def test_session_end_flushes_queued_rows(tmp_path):
         assert rt.store.count_archived("s1") == 2000
     finally:
         rt.close()
+
+
+def test_an_exit_that_cannot_save_queued_rows_says_so(tmp_path):
+    """The store cannot be opened (its directory is a file): the rows queued in memory are
+    lost at exit, and the process says how many instead of ending in silence."""
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the store directory should be")
+    env = env_for(tmp_path, store_dir=str(blocked / "store"))
+    child = CHILD.replace("print(rt.writer.pending())", "print('queued')")
+    proc = subprocess.run([sys.executable, "-c", child, str(TESTS), json.dumps(env)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = [line for line in proc.stderr.splitlines() if "not saved" in line]
+    assert len(said) == 1 and "archive write(s) not saved" in said[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
