@@ -24,10 +24,11 @@ ns = time.perf_counter_ns
 
 
 def load_plugin(name: str = "tencentdb_offload"):
-    """Import the repo root as the package ``tencentdb_offload`` (the tests' loader)."""
+    """Import the repo root as the package ``tencentdb_offload`` (the tests' loader, which
+    needs no pytest: the tokenizer venv has none)."""
     if str(ROOT / "tests") not in sys.path:
         sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import load_plugin as load
+    from plugin_loader import load_plugin as load
     return load(name)
 
 

@@ -3,7 +3,6 @@ the way Hermes loads a user plugin, so tests import it by a stable name."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -15,16 +14,7 @@ TESTS = ROOT / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-
-def load_plugin(name: str = "tencentdb_offload"):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        name, ROOT / "__init__.py", submodule_search_locations=[str(ROOT)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from plugin_loader import load_plugin  # noqa: E402  (tests/ is on sys.path from here)
 
 
 load_plugin()
