@@ -27,6 +27,7 @@ from .client import (GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
 from ..archive.outbox import OutboxHead, OutboxRow
 from ..archive.store import Store
+from .pair_cut import args_text, cut_args
 from .timestamps import gateway_timestamp
 from ..common.peer_text import plugin_logger
 
@@ -323,17 +324,23 @@ class IngestWorker:
 
     def _send_shrunk(self, gid: str, row: OutboxRow, session: str) -> bool:
         """A single pair over the body limit: send it with its result cut to fit (halved
-        again if escaping still makes it too large). The full result stays in the local
-        archive, where tdai_read_cos reads it."""
+        again if escaping still makes it too large), or its arguments when they are the
+        larger part. The full pair stays in the local archive, where tdai_read_cos reads it."""
         text = row.payload.get("result")
         text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
-        keep = min(len(text) // 2, int(self.client.body_limit * SHRUNK_SHARE))
+        params = args_text(row.payload.get("params"))
+        most = int(self.client.body_limit * SHRUNK_SHARE)
+        keep = min(len(text) // 2, most)
+        if keep >= 200 and len(text) >= len(params):
+            payload = dict(row.payload, result=text[:keep])
+            return self._send(gid, [row._replace(payload=payload, cut=row.cut + len(text) - keep)],
+                              session)
+        keep = min(len(params) // 2, most)      # the arguments are the large part
         if keep < 200:
             self.store.mark_failed([row.id], "too large for the Gateway even when cut", dead=True)
             return True
-        payload = dict(row.payload, result=text[:keep])
-        return self._send(gid, [row._replace(payload=payload, cut=row.cut + len(text) - keep)],
-                          session)
+        payload = dict(row.payload, params=cut_args(row.payload.get("params"), keep))
+        return self._send(gid, [row._replace(payload=payload)], session)
 
     def _backoff(self, session: str, batch: List[OutboxRow]) -> None:
         attempts = max(r.attempts for r in batch) + 1
