@@ -20,6 +20,7 @@ from ..common.text import clean_text
 from .blocks import Kind, content_blocks
 from .messages import newest_real_user, text_of, with_content
 from .provenance import Seal
+from .tokens import estimate_text
 
 Message = Dict[str, Any]
 
@@ -37,6 +38,10 @@ _SEALED_RE = re.compile(r"<current_task_context>\n(%s)\n\[tdo-seal canvas ([0-9a
                         r"</current_task_context>" % _NO_TAG, re.S)
 _TAG_TEXT_RE = re.compile(r"<(\s*/?\s*current_task_context)", re.I)
 _SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
+# The real Gateway's canvas is ~1.7K tokens; it goes into every request, so one grown past
+# this (or a hostile one: a 1 MB canvas took a 64K window whole) is cut, keeping its head.
+MAX_CANVAS_TOKENS = 6_000
+CUT_NOTE = "%%%% [... %d more characters of the canvas not shown: it is too long]"
 
 
 def escape(text: str) -> str:
@@ -44,6 +49,17 @@ def escape(text: str) -> str:
     neither close the block early, nor open a fake one, nor look sealed; and text UTF-8 can
     carry (a lone surrogate in a Gateway's canvas would fail every request). Idempotent."""
     return _SEAL_TEXT_RE.sub(r"&#91;\1", _TAG_TEXT_RE.sub(r"&lt;\1", clean_text(text)))
+
+
+def bounded(text: str) -> str:
+    """``text`` within ``MAX_CANVAS_TOKENS``, cut at a line end, with a note of the rest."""
+    tokens = estimate_text(text)
+    if tokens <= MAX_CANVAS_TOKENS:
+        return text
+    keep = int(len(text) * MAX_CANVAS_TOKENS / tokens * 0.95)
+    line_end = text.rfind("\n", 0, keep)
+    keep = line_end if line_end > keep // 2 else keep
+    return text[:keep] + "\n" + CUT_NOTE % (len(text) - keep)
 
 
 def format_block(filename: str, content: str) -> str:
@@ -59,7 +75,8 @@ def format_block(filename: str, content: str) -> str:
     lines = [PREAMBLE]
     if goal:
         lines.append("Goal: " + " ".join(goal.split()))
-    lines += ["File: " + " ".join(filename.split()), "```mermaid", content.strip(), "```"]
+    lines += ["File: " + " ".join(filename.split())[:200], "```mermaid",
+              bounded(content.strip()), "```"]
     return _wrap(OPEN + ">", "\n".join(lines))
 
 
@@ -68,7 +85,7 @@ def gateway_block(msg: Message) -> str:
     everything it holds stays inside the block, even after a closing tag in the canvas."""
     text = text_of(msg).strip("\n")
     body = _inner(text)
-    return _wrap(OPEN + ">", body) if body.strip() else ""
+    return _wrap(OPEN + ">", bounded(body)) if body.strip() else ""
 
 
 def sealed(block: str, seal: Optional[Seal]) -> str:

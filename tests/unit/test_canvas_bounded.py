@@ -1,0 +1,37 @@
+"""A canvas goes into every request: one the Gateway let grow to 1 MB (or a hostile one) took
+the whole window (a compaction landed at 268K tokens on a 64K window). It is cut to a bound,
+its head kept, with a note."""
+
+from tencentdb_offload.context import canvas
+from tencentdb_offload.context.tokens import estimate_text
+
+from helpers import conversation, make_engine
+
+HUGE = "flowchart TD\n" + "".join('  N%d["step %d: read the file, fixed it"]\n' % (i, i)
+                                  for i in range(20_000))
+
+
+def test_a_huge_canvas_is_cut_to_the_bound_with_its_head_and_a_note():
+    block = canvas.format_block("001-big.mmd", HUGE)
+    assert estimate_text(block) <= canvas.MAX_CANVAS_TOKENS + 200
+    assert "flowchart TD\n  N0[" in block and "of the canvas not shown" in block
+    assert block.endswith("```\n</current_task_context>")
+    small = canvas.format_block("001-s.mmd", "flowchart TD\n  A --> B")
+    assert "not shown" not in small
+    injected = canvas.gateway_block({"role": "user", "content": "<current_task_context>\n"
+                                     + HUGE + "\n</current_task_context>"})
+    assert estimate_text(injected) <= canvas.MAX_CANVAS_TOKENS + 200
+
+
+def test_a_compaction_with_a_1_mb_canvas_lands_inside_the_window(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    try:
+        eng.current_state().set_canvas(canvas.format_block("001-big.mmd", HUGE))
+        msgs = [{"role": "system", "content": "sys"}] + conversation(40, 3000) + [
+            {"role": "user", "content": "next please"}]
+        out = eng.compress(msgs, current_tokens=sum(estimate_text(str(m["content"]))
+                                                    for m in msgs))
+        after = sum(estimate_text(str(m.get("content"))) for m in out)
+        assert after < eng.context_length // 2, after
+    finally:
+        rt.close()
