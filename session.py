@@ -124,6 +124,7 @@ class SessionState:
     deleted_ids: Set[str] = field(default_factory=set)       # removed from the context
     canvas_text: str = ""            # the current canvas block, formatted
     canvas_hash: str = ""
+    canvas_cleared: bool = False     # the Gateway's active canvas is empty (a new task)
     injected_canvas_hash: str = ""   # last canvas handed to the model in this session
     canvas_asks: int = 0             # fresh canvases asked for (a new prompt, rows accepted)
     canvas_answered: int = 0         # of those, the asks a finished fetch began after
@@ -233,7 +234,8 @@ class SessionState:
             return self.canvas_asks
 
     def canvas_fetched(self, ask: int, block: Optional[str]) -> None:
-        """A fetch that began at ``ask`` finished (``block``: the canvas found, None: none).
+        """A fetch that began at ``ask`` finished (``block``: the canvas found, "": the active
+        one is empty, a new task; None: none, or the fetch failed).
         An ask made while it was under way stays due: it may want a newer canvas."""
         with self.lock:
             self.canvas_answered = max(self.canvas_answered, ask)
@@ -285,7 +287,8 @@ class SessionState:
                 self._put_canvas(block)
 
     def _put_canvas(self, block: str) -> None:      # under the lock
-        self.canvas_text, self.canvas_hash = block, canvas.digest(block)
+        self.canvas_text, self.canvas_hash = block, canvas.digest(block) if block else ""
+        self.canvas_cleared = not block
 
 
 class SessionRegistry:

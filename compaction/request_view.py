@@ -56,7 +56,7 @@ def _unpin(state: SessionState, hand_over: Optional[HandOver]) -> None:
 def _pin_anew(state: SessionState, clean: List[Message], block: str, seal: Seal,
               hand_over: Optional[HandOver]) -> int:
     """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
-    if state.canvas_repin and not block:
+    if state.canvas_repin and not block and not state.canvas_cleared:
         block = state.pinned_canvas     # none fetched yet: the one shown before the compaction
     at = M.newest_real_user(clean, seal=seal)
     if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):

@@ -360,11 +360,14 @@ class IngestWorker:
 
 def current_canvas(data: Dict[str, Any]) -> Optional[Canvas]:
     """The active canvas in a query-mmd answer (the last file when none is marked active);
-    None when it is empty."""
+    None when there is none. An active file that is empty (the Gateway judged the prompt a
+    new task and has drawn nothing yet) is a Canvas with no content: the previous task's
+    canvas is no longer current (the Gateway's own injection removes it then)."""
     current = data.get("currentMmd")
     mmds = [m for m in data.get("mmds") or [] if isinstance(m, dict)]
-    chosen = next((m for m in mmds if m.get("filename") == current), mmds[-1] if mmds else None)
+    active = next((m for m in mmds if current and m.get("filename") == current), None)
+    chosen = active or (mmds[-1] if mmds else None)
     content = str(chosen.get("content") or "") if chosen else ""
     if not content.strip():
-        return None
+        return Canvas(str(current), "") if active is not None else None
     return Canvas(str(chosen.get("filename") or ""), content)

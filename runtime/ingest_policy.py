@@ -48,4 +48,5 @@ class SessionIngestPolicy:
         state = self.registry.peek(due.session)
         if state is not None:
             state.canvas_fetched(due.ask, None if found is None else
-                                 canvas_block.format_block(found.filename, found.content))
+                                 canvas_block.format_block(found.filename, found.content)
+                                 if found.content.strip() else "")

@@ -1,0 +1,59 @@
+"""A new task: the Gateway makes a new, empty canvas file active (its own injection then drops
+the old canvas). The previous task's canvas, shown as "the current task", kept being fetched
+as current and re-pinned after every compaction; it is no longer current."""
+
+from fakes.gateway import FakeGateway
+from tencentdb_offload.context import canvas
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.hooks import HookHandlers
+from tencentdb_offload.memory_gateway.ingest import Canvas, current_canvas
+
+from helpers import conversation, make_engine, wait_for
+
+
+def test_an_empty_active_canvas_clears_the_previous_tasks(tmp_path):
+    with FakeGateway(api_key="k") as gw:
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k")
+        try:
+            hooks = HookHandlers(rt)
+            hooks.pre_llm_call(session_id="s1", user_message="Task one: refactor the parser",
+                               conversation_history=[])
+            for i in range(5):
+                hooks.post_tool_call(tool_name="read_file", args={"path": "/p%d.py" % i},
+                                     result="x" * 400, session_id="s1", tool_call_id="c%d" % i)
+            assert rt.writer.flush(10) and rt.flush("s1", 10)
+            state = eng.current_state()
+            assert wait_for(lambda: "001-task-one" in state.canvas_text)
+            hooks.pre_llm_call(session_id="s1", user_message="NEW TASK: Task two, write docs",
+                               conversation_history=[])
+            assert rt.writer.flush(10) and rt.flush("s1", 10)
+            assert wait_for(lambda: not state.canvas_wanted)
+            assert state.canvas_text == "" and state.canvas_hash == ""
+        finally:
+            rt.close()
+
+
+def test_a_cleared_canvas_is_not_pinned_again_after_a_compaction(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    try:
+        state = eng.current_state()
+        old = canvas.format_block("001-one.mmd", "flowchart TD\n  A[task one]")
+        state.set_canvas(old)
+        history = [{"role": "system", "content": "sys"}] + conversation(2, 50) + [
+            {"role": "user", "content": "turn 9: go on"}]
+        shown = eng.select_context(history)
+        assert canvas.blocks(M.text_of(shown[-1]), rt.seal)
+        state.canvas_fetched(state.canvas_ask(), "")        # the Gateway: a new, empty task
+        with state.lock:
+            state.canvas_repin = True                       # what a landed compaction sets
+        out = eng.select_context(history) or history
+        assert not any(canvas.blocks(M.text_of(m), rt.seal) for m in out)
+    finally:
+        rt.close()
+
+
+def test_which_answers_clear_the_canvas():
+    assert current_canvas({"currentMmd": "002-b.mmd", "mmds": [
+        {"filename": "002-b.mmd", "content": ""}]}) == Canvas("002-b.mmd", "")
+    assert current_canvas({"currentMmd": None, "mmds": []}) is None      # nothing known
+    assert current_canvas({"mmds": [{"filename": "a", "content": " "}]}) is None
