@@ -64,6 +64,12 @@ class Reclaimer:
             self.last_result = self._reclaim(self.retention_days, self.last_run,
                                              self.started_wall) or {}
             self.last_error = ""
+            if self.last_result.get("outbox"):
+                # delivered rows leave the outbox at once: these never reached the Gateway
+                log.warning("tencentdb-offload: retention deleted %d outbox rows older than %d "
+                            "days that the Gateway never received (it was unreachable or "
+                            "refused them that long)", self.last_result["outbox"],
+                            self.retention_days)
         except Exception as exc:
             self.last_error = "reclaim failed: %s" % exc
             self.last_result = {}

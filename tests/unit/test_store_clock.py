@@ -59,3 +59,18 @@ def test_a_clock_set_back_is_reported_too(tmp_path):
     clocks.jump = -2 * 3600.0
     rec.run()
     assert "moved -2.0 hours" in rec.clock_warning
+
+
+def test_outbox_rows_retention_deletes_undelivered_are_said(tmp_path, caplog):
+    """A Gateway down longer than the retention: its queued rows go, and the log says so."""
+    st = Store(tmp_path)
+    clocks = Clocks()
+    rec = Reclaimer(st.reclaim, 30, wall=clocks.wall, mono=clocks.mono)
+    old = clocks.wall0 - 40 * 86_400
+    st.transaction([Store.op_enqueue("s", "prompt", {"prompt": "p"}, old),
+                    Store.op_enqueue("s", "prompt", {"prompt": "q"}, old)])
+    with caplog.at_level("WARNING", logger="tencentdb_offload"):
+        rec.run()
+    assert st.backlog() == 0
+    assert "retention deleted 2 outbox rows older than 30 days that the Gateway never " \
+           "received" in caplog.text
