@@ -229,7 +229,7 @@ class IngestWorker:
                     size += heads[i].bytes
                     batch.append(heads[i])
                     i += 1
-            if not self.store.renew(session, self.owner, self.lease_s, time.time()):
+            if not self._renewed(session):
                 return False, False         # our lease lapsed: another sender has the session
             if not self._send(gid, self._load(batch), session):
                 return False, False
@@ -266,7 +266,7 @@ class IngestWorker:
             # over ours or its body limit (a 413, or a cut right after the body): send less
             if getattr(exc, "too_large", False) or getattr(exc, "size_refusal", False):
                 if len(batch) > 1:
-                    return all(self._send(gid, [r], session) for r in batch)
+                    return self._one_by_one(gid, batch, session)
                 return self._send_shrunk(gid, batch[0], session)
             return self._refused(gid, batch, session, exc)
         self.store.mark_delivered(ids)
@@ -288,13 +288,24 @@ class IngestWorker:
                 return False
             if exc.config_problem:
                 if len(batch) > 1:      # find the row the Gateway refuses, deliver the rest
-                    return all(self._send(gid, [r], session) for r in batch)
+                    return self._one_by_one(gid, batch, session)
                 self.store.mark_failed(ids, str(exc), dead=True)
                 log.warning("tencentdb-offload: Gateway refused an outbox row for good: %s", exc)
                 return True
         self._backoff(session, batch)
         self.store.mark_failed(ids, str(exc), dead=False)
         return False
+
+    def _one_by_one(self, gid: str, batch: List[OutboxRow], session: str) -> bool:
+        """A batch sent row by row, the lease renewed before each: a split can outlast the
+        lease, and another process would then send the same rows again."""
+        for row in batch:
+            if not (self._renewed(session) and self._send(gid, [row], session)):
+                return False
+        return True
+
+    def _renewed(self, session: str) -> bool:
+        return self.store.renew(session, self.owner, self.lease_s, time.time())
 
     @staticmethod
     def _noted(row: OutboxRow) -> Dict[str, Any]:
@@ -331,6 +342,8 @@ class IngestWorker:
         params = args_text(row.payload.get("params"))
         most = int(self.client.body_limit * SHRUNK_SHARE)
         keep = min(len(text) // 2, most)
+        if not self._renewed(session):      # each cut is one more send
+            return False
         if keep >= 200 and len(text) >= len(params):
             payload = dict(row.payload, result=text[:keep])
             return self._send(gid, [row._replace(payload=payload, cut=row.cut + len(text) - keep)],
