@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from typing import Any, Dict, List, Optional
 
@@ -51,8 +52,9 @@ def is_recall_tool(name: str) -> bool:
 
 
 def bounded(value: Any, depth: int = 0) -> Any:
-    """``value`` with what lies deeper than ``MAX_ARGS_DEPTH`` replaced by a note, and text
-    made storable (lone surrogates become U+FFFD): safe to serialise on any thread."""
+    """``value`` with what lies deeper than ``MAX_ARGS_DEPTH`` replaced by a note, text made
+    storable (lone surrogates become U+FFFD) and NaN/Infinity made text: safe to serialise on
+    any thread, as standard JSON."""
     if isinstance(value, str):
         return clean_text(value)
     if depth >= MAX_ARGS_DEPTH and isinstance(value, (dict, list, tuple)):
@@ -61,6 +63,8 @@ def bounded(value: Any, depth: int = 0) -> Any:
         return {clean_text(str(k)): bounded(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [bounded(v, depth + 1) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)   # NaN/Infinity: Python's JSON writes them, the Gateway's refuses the body
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return clean_text(str(value))
@@ -163,7 +167,7 @@ class HookHandlers:
                                     "tool_call_id": clean_text(call_id),
                                     "params": params, "result": text,
                                     "timestamp": gateway_timestamp()}
-            if isinstance(duration_ms, (int, float)):
+            if isinstance(duration_ms, (int, float)) and math.isfinite(duration_ms):
                 pair["duration_ms"] = duration_ms
             if error_message:
                 pair["error"] = clean_text(str(error_message))
