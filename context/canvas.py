@@ -41,6 +41,7 @@ _SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
 # The real Gateway's canvas is ~1.7K tokens; it goes into every request, so one grown past
 # this (or a hostile one: a 1 MB canvas took a 64K window whole) is cut, keeping its head.
 MAX_CANVAS_TOKENS = 6_000
+GOAL_CHARS = 300            # the goal line, from the canvas' metadata, is bounded apart
 CUT_NOTE = "%%%% [... %d more characters of the canvas not shown: it is too long]"
 
 
@@ -74,7 +75,7 @@ def format_block(filename: str, content: str) -> str:
             goal = ""
     lines = [PREAMBLE]
     if goal:
-        lines.append("Goal: " + " ".join(goal.split()))
+        lines.append("Goal: " + " ".join(goal[:GOAL_CHARS * 2].split())[:GOAL_CHARS])
     lines += ["File: " + " ".join(filename.split())[:200], "```mermaid",
               bounded(content.strip()), "```"]
     return _wrap(OPEN + ">", "\n".join(lines))

@@ -35,3 +35,10 @@ def test_a_compaction_with_a_1_mb_canvas_lands_inside_the_window(tmp_path):
         assert after < eng.context_length // 2, after
     finally:
         rt.close()
+
+
+def test_a_huge_goal_in_the_canvas_metadata_is_bounded_too():
+    content = '%%{ "taskGoal": "' + "g" * 1_000_000 + '" }%%\nflowchart TD\n  A --> B'
+    block = canvas.format_block("001-goal.mmd", content)
+    assert estimate_text(block) <= canvas.MAX_CANVAS_TOKENS + 200
+    assert "\nGoal: ggg" in block
