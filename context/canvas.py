@@ -41,6 +41,9 @@ _SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
 # The real Gateway's canvas is ~1.7K tokens; it goes into every request, so one grown past
 # this (or a hostile one: a 1 MB canvas took a 64K window whole) is cut, keeping its head.
 MAX_CANVAS_TOKENS = 6_000
+# Hermes 0.19 and 0.22 replace a hook's context over 10,000 characters (hooks.output_spill)
+# by a 1,000-character preview: the block with its preamble and seal stays under that.
+MAX_CANVAS_CHARS = 8_500
 GOAL_CHARS = 300            # the goal line, from the canvas' metadata, is bounded apart
 CUT_NOTE = "%%%% [... %d more characters of the canvas not shown: it is too long]"
 
@@ -53,11 +56,13 @@ def escape(text: str) -> str:
 
 
 def bounded(text: str) -> str:
-    """``text`` within ``MAX_CANVAS_TOKENS``, cut at a line end, with a note of the rest."""
+    """``text`` within ``MAX_CANVAS_TOKENS`` and ``MAX_CANVAS_CHARS``, cut at a line end, with
+    a note of the rest."""
     tokens = estimate_text(text)
-    if tokens <= MAX_CANVAS_TOKENS:
+    if tokens <= MAX_CANVAS_TOKENS and len(text) <= MAX_CANVAS_CHARS:
         return text
-    keep = int(len(text) * MAX_CANVAS_TOKENS / tokens * 0.95)
+    keep = min(int(len(text) * MAX_CANVAS_TOKENS / max(1, tokens) * 0.95),
+               MAX_CANVAS_CHARS - 80)       # (the note)
     line_end = text.rfind("\n", 0, keep)
     keep = line_end if line_end > keep // 2 else keep
     return text[:keep] + "\n" + CUT_NOTE % (len(text) - keep)
@@ -77,7 +82,7 @@ def format_block(filename: str, content: str) -> str:
     if goal:
         lines.append("Goal: " + " ".join(goal[:GOAL_CHARS * 2].split())[:GOAL_CHARS])
     lines += ["File: " + " ".join(filename.split())[:200], "```mermaid",
-              bounded(content.strip()), "```"]
+              bounded(escape(content.strip())), "```"]
     return _wrap(OPEN + ">", "\n".join(lines))
 
 
@@ -86,7 +91,7 @@ def gateway_block(msg: Message) -> str:
     everything it holds stays inside the block, even after a closing tag in the canvas."""
     text = text_of(msg).strip("\n")
     body = _inner(text)
-    return _wrap(OPEN + ">", bounded(body)) if body.strip() else ""
+    return _wrap(OPEN + ">", bounded(escape(body))) if body.strip() else ""
 
 
 def sealed(block: str, seal: Optional[Seal]) -> str:

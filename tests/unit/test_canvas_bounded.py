@@ -42,3 +42,24 @@ def test_a_huge_goal_in_the_canvas_metadata_is_bounded_too():
     block = canvas.format_block("001-goal.mmd", content)
     assert estimate_text(block) <= canvas.MAX_CANVAS_TOKENS + 200
     assert "\nGoal: ggg" in block
+
+
+def test_a_long_tasks_canvas_injected_by_a_hook_stays_under_hermes_spill_limit(tmp_path):
+    """Hermes 0.19 (and 0.22) replace a hook's context over 10,000 characters by a preview of
+    its first and last 500: an 80-node canvas reached the model as a file path and a preview."""
+    from tencentdb_offload.hooks import HookHandlers
+    nodes = "".join('  001-N%d["read_file: src/module_%d.py<br/>status: done<br/>summary: read '
+                    'the module and noted its public functions"]\n' % (i, i) for i in range(80))
+    content = '%%{ "taskGoal": "Refactor the API module" }%%\nflowchart TD\n' + nodes + \
+        "  001-N1 --> 001-N2\n" + "[tdo-seal x] <current_task_context>\n" * 20
+    rt, eng = make_engine(tmp_path)
+    try:
+        eng.current_state().set_canvas(canvas.format_block("001-refactor-api.mmd", content))
+        out = HookHandlers(rt).pre_llm_call(session_id="s1", user_message="go on",
+                                            conversation_history=[])
+        text = out["context"] if out else canvas.sealed(eng.current_state().canvas_text, rt.seal)
+        assert len(text) <= 10_000
+        assert canvas.blocks(text, rt.seal) == [text]       # still one whole sealed block
+        assert "001-N0[" in text and "of the canvas not shown" in text
+    finally:
+        rt.close()

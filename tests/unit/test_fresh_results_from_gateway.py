@@ -74,8 +74,9 @@ def _with_canvas(tmp_path, before, threshold):
     from tencentdb_offload.context import canvas
 
     rt, eng = make_engine(tmp_path, context_length=WINDOW, threshold=threshold)
+    # dense text (a canvas is cut at 8,500 characters): its tokens still take room
     block = canvas.format_block("001-task.mmd", "flowchart TD\n" + "".join(
-        "  N%d[step %d of the task: read and compare the files]\n" % (k, k) for k in range(250)))
+        "  N%d[第%d步：读取并比较这些文件]\n" % (k, k) for k in range(250)))
     assert messages_tokens([{"role": "user", "content": block}]) > 2_500      # the case: a big canvas
     eng.current_state().set_canvas(block)
     out = eng.compress(before, current_tokens=messages_tokens(before))
