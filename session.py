@@ -289,6 +289,8 @@ class SessionState:
     def _put_canvas(self, block: str) -> None:      # under the lock
         self.canvas_text, self.canvas_hash = block, canvas.digest(block) if block else ""
         self.canvas_cleared = not block
+        if not block:       # the task it showed is over: showing it again is news
+            self.injected_canvas_hash = ""
 
 
 class SessionRegistry:

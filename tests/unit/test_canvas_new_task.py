@@ -2,6 +2,8 @@
 the old canvas). The previous task's canvas, shown as "the current task", kept being fetched
 as current and re-pinned after every compaction; it is no longer current."""
 
+import pytest
+
 from fakes.gateway import FakeGateway
 from tencentdb_offload.context import canvas
 from tencentdb_offload.context import messages as M
@@ -57,3 +59,28 @@ def test_which_answers_clear_the_canvas():
         {"filename": "002-b.mmd", "content": ""}]}) == Canvas("002-b.mmd", "")
     assert current_canvas({"currentMmd": None, "mmds": []}) is None      # nothing known
     assert current_canvas({"mmds": [{"filename": "a", "content": " "}]}) is None
+
+
+def test_a_canvas_back_after_a_cleared_one_is_injected_again_before_0_22(tmp_path):
+    """0.17/0.19: the task's canvas comes back as current (the Gateway judged a continuation)
+    after a compaction removed the old copy: it is shown again, not taken for the one shown."""
+    from tencentdb_offload.host.compat import HOST_SELECTS_CONTEXT
+    if HOST_SELECTS_CONTEXT:
+        pytest.skip("0.22 shows the canvas per request (select_context)")
+    rt, eng = make_engine(tmp_path)
+    try:
+        hooks = HookHandlers(rt)
+        state = eng.current_state()
+        block = canvas.format_block("001-one.mmd", "flowchart TD\n  A[task one]")
+        state.set_canvas(block)
+        turn = [{"role": "user", "content": "turn 1: go on"}]
+        assert hooks.pre_llm_call(session_id="s1", user_message="turn 1: go on",
+                                  conversation_history=turn)
+        state.canvas_fetched(state.canvas_ask(), "")        # a new task, still empty
+        state.canvas_fetched(state.canvas_ask(), block)     # back to the first one
+        later = [{"role": "user", "content": "turn 5: and now?"}]     # compacted: no copy
+        out = hooks.pre_llm_call(session_id="s1", user_message="turn 5: and now?",
+                                 conversation_history=later)
+        assert out and canvas.blocks(out["context"], rt.seal)
+    finally:
+        rt.close()
