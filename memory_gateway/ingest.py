@@ -40,6 +40,7 @@ SHRUNK_SHARE = 0.5          # of the body limit: what a single too-large result 
 CONFIG_RETRY_S = 30.0
 BOUNDARY_KEEP = 4096        # sessions whose prompt boundary is remembered
 LEASE_MIN_S = 30.0
+ALL_CANVASES = 100          # query-mmd's limit for every file (the Gateway keeps 15 and the active)
 CUT_NOTE = ("\n\n[... %d characters not sent to the Gateway; the full result is in the local "
             "archive: tdai_read_cos(tool_call_id=\"%s\") ...]")
 
@@ -365,21 +366,27 @@ class IngestWorker:
                 return
             found = None
             try:
-                found = current_canvas(self.client.query_mmd(due.gateway_id, limit=1))
+                data = self.client.query_mmd(due.gateway_id, limit=1)
+                if not data.get("currentMmd") and data.get("mmds"):
+                    # no active file: limit=1 gave the oldest; the Gateway shows the newest drawn
+                    data = self.client.query_mmd(due.gateway_id, limit=ALL_CANVASES)
+                found = current_canvas(data)
             except GatewayError as exc:
                 self.last_error = "canvas refresh: %s" % exc
             self.policy.canvas(due, found)
 
 
 def current_canvas(data: Dict[str, Any]) -> Optional[Canvas]:
-    """The active canvas in a query-mmd answer (the last file when none is marked active);
-    None when there is none. An active file that is empty (the Gateway judged the prompt a
-    new task and has drawn nothing yet) is a Canvas with no content: the previous task's
-    canvas is no longer current (the Gateway's own injection removes it then)."""
+    """The active canvas in a query-mmd answer (none marked active: the newest file with
+    content, as the Gateway's own injection picks); None when there is none. An active file
+    that is empty (the Gateway judged the prompt a new task and has drawn nothing yet) is a
+    Canvas with no content: the previous task's canvas is no longer current (the Gateway's
+    own injection removes it then)."""
     current = data.get("currentMmd")
     mmds = [m for m in data.get("mmds") or [] if isinstance(m, dict)]
     active = next((m for m in mmds if current and m.get("filename") == current), None)
-    chosen = active or (mmds[-1] if mmds else None)
+    drawn = [m for m in mmds if str(m.get("content") or "").strip()]
+    chosen = active or max(drawn, key=lambda m: str(m.get("filename") or ""), default=None)
     content = str(chosen.get("content") or "") if chosen else ""
     if not content.strip():
         return Canvas(str(current), "") if active is not None else None

@@ -84,3 +84,24 @@ def test_a_canvas_back_after_a_cleared_one_is_injected_again_before_0_22(tmp_pat
         assert out and canvas.blocks(out["context"], rt.seal)
     finally:
         rt.close()
+
+
+def test_with_no_active_file_the_newest_drawn_canvas_is_current_not_the_oldest(tmp_path):
+    """After a short task the Gateway has no active file; query-mmd with limit 1 then answers
+    the oldest file (task 001, long finished), which was shown as the current task. The
+    Gateway's own injection shows the newest file with content."""
+    with FakeGateway(api_key="k") as gw:
+        gw.set_canvas("hermes-s1", "flowchart TD\n  A[task one]", "001-one.mmd")
+        gw.set_canvas("hermes-s1", "flowchart TD\n  B[task two]", "002-two.mmd", active=False)
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k")
+        try:
+            state = eng.current_state()
+            state.ask_canvas()          # (a prompt would make the fake draw a new task)
+            rt.worker.wake()
+            assert wait_for(lambda: state.canvas_text != "")
+            assert "002-two.mmd" in state.canvas_text, state.canvas_text
+        finally:
+            rt.close()
+    assert current_canvas({"currentMmd": None, "mmds": [
+        {"filename": "001-a.mmd", "content": "x"}, {"filename": "003-c.mmd", "content": ""},
+        {"filename": "002-b.mmd", "content": "y"}]}) == Canvas("002-b.mmd", "y")

@@ -213,14 +213,16 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
     def session_dir(self, session_id: str) -> Path:
         return self.data_dir / "offload" / sanitise_session_id(session_id)
 
-    def set_canvas(self, session_id: str, content: str, filename: str = "001-task.mmd") -> None:
-        """Force an MMD and make it active (L2 later rewrites it from its own nodes)."""
+    def set_canvas(self, session_id: str, content: str, filename: str = "001-task.mmd",
+                   active: bool = True) -> None:
+        """Force an MMD and make it active (L2 later rewrites it from its own nodes);
+        ``active=False``: no file is active afterwards (the real L1.5 after a short task)."""
         with self._state_lock:
             sess = self._session(session_id, create=True)
             sess.set_mmd(filename, content)
             sess.goals[filename] = _task_goal(content)
             sess.nodes[filename] = []
-            sess.active = filename
+            sess.active = filename if active else None
             sess.save_state()
 
     # -- request handling ------------------------------------------------------
