@@ -63,7 +63,9 @@ class GatewayClient:
         self.probe_timeout = probe_timeout_s
         self.health_ttl = health_ttl_s
         self.shared = SharedHealth(shared_dir, base_url) if shared_dir is not None else None
-        self.compact_route = HungRoute(shared_dir, base_url, COMPACT) if shared_dir is not None else None
+        # a route that hangs while /health answers gets its own verdict (shared_health.HungRoute)
+        self.routes = {r: HungRoute(shared_dir, base_url, r) for r in (COMPACT, QUERY_MMD)} \
+            if shared_dir is not None else {}
         self.read_ref_supported: Optional[bool] = None
         self.last_health: Dict[str, Any] = {}
         self.last_health_at = 0.0
@@ -104,28 +106,24 @@ class GatewayClient:
         within ``timeout`` (default: the compaction timeout)."""
         # its reply is our messages, some cut, plus the canvas: parsing a reply many times our
         # body (a flood of tiny objects) would cost hundreds of MB, so it is not read
-        route = self.compact_route
-        skip = route.why_skip() if route is not None else ""    # (one read of the shared file)
-        if skip:
-            raise GatewayUnavailable(skip)
-        try:
-            data = self._call(COMPACT, body, self.timeout if timeout is None else max(0.0, timeout),
-                              reply_limit=min(self.reply_limit, 2 * len(body) + COMPACT_REPLY_EXTRA))
-        except GatewayTimeout as exc:
-            if route is not None:
-                route.hung(str(exc))
-            raise
-        if route is not None:
-            route.answered()
+        data = self._guarded(COMPACT, lambda: self._call(
+            COMPACT, body, self.timeout if timeout is None else max(0.0, timeout),
+            reply_limit=min(self.reply_limit, 2 * len(body) + COMPACT_REPLY_EXTRA)))
         if not isinstance(data.get("messages"), list) or not isinstance(data.get("report", {}), dict):
             raise GatewayProtocolError("compact reply has no message list")
         return data
 
     def query_mmd(self, session_id: str, limit: int = 1) -> Dict[str, Any]:
-        data = self._call(QUERY_MMD, {"session_id": session_id, "limit": limit}, self.ingest_timeout)
+        # hung while ingest answers: the canvas waits, the tool pairs do not (outbox)
+        data = self._guarded(QUERY_MMD, lambda: self._call(
+            QUERY_MMD, {"session_id": session_id, "limit": limit}, self.ingest_timeout))
         if not isinstance(data.get("mmds", []), list):
             raise GatewayProtocolError("query-mmd reply has no mmds list")
         return data
+
+    def _guarded(self, path: str, request: Any) -> Dict[str, Any]:
+        route = self.routes.get(path)
+        return request() if route is None else route.call(request)
 
     def read_ref(self, session_id: str, ref: str) -> Optional[Dict[str, Any]]:
         """Ask the Gateway for an archived ref; None when this Gateway has no such route."""

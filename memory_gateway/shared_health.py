@@ -15,7 +15,9 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
+
+from .errors import GatewayTimeout, GatewayUnavailable
 
 FILE_NAME = "gateway-health.json"
 REWRITE_UP_S = 30.0          # an unchanged "up" verdict is refreshed at most this often
@@ -123,3 +125,17 @@ class HungRoute:
 
     def answered(self) -> None:
         self._health.record(True)
+
+    def call(self, request: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        """``request()`` unless the route is known hung (then ``GatewayUnavailable`` at once);
+        a timeout records the hang, an answer ends it."""
+        skip = self.why_skip()          # (one read of the shared file)
+        if skip:
+            raise GatewayUnavailable(skip)
+        try:
+            data = request()
+        except GatewayTimeout as exc:
+            self.hung(str(exc))
+            raise
+        self.answered()
+        return data

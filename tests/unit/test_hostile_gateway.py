@@ -114,7 +114,25 @@ def test_a_compact_that_hangs_while_health_answers_is_not_waited_out_again(tmp_p
         aged._write(data, data[aged.key])
         assert second.probe()                   # its breaker's probe: /health answers
         assert second.compact_encoded(body)["messages"] == []
-        assert client(peer.url, timeout_ms=600, shared_dir=tmp_path).compact_route.why_skip() == ""
+        assert client(peer.url, timeout_ms=600, shared_dir=tmp_path).routes[COMPACT].why_skip() == ""
+
+
+def test_a_query_mmd_that_hangs_while_ingest_answers_is_not_waited_out_again(tmp_path):
+    """/query-mmd (the canvas) never answers, /health and /ingest do: each canvas refresh
+    waited out the ingest timeout and put the whole Gateway down, so tool pairs stalled in the
+    outbox. The hang is that route's own verdict: the next ask fails at once, ingest goes on."""
+    query = "/v2/offload/query-mmd"
+    ingest_ok = ("json", envelope({"accepted": 0}))
+    with HostilePeer({query: ("hang", None), "/v2/offload/ingest": ingest_ok}) as peer:
+        first = client(peer.url, ingest_timeout_ms=400, shared_dir=tmp_path)
+        err, _ = timed(first.query_mmd, "hermes-s1")
+        assert isinstance(err, GatewayTimeout), err
+        second = client(peer.url, ingest_timeout_ms=400, shared_dir=tmp_path)  # next process
+        second.health(force=True)
+        err, took = timed(second.query_mmd, "hermes-s1")
+        assert isinstance(err, GatewayUnavailable) and "no answer within its timeout" in str(err)
+        assert took < 0.3 and sum(1 for r in peer.requests if r[1] == query) == 1
+        assert second.ingest("hermes-s1", []) is not None, "ingest is not held by the canvas"
 
 
 def test_a_down_verdict_is_trusted_longer_the_longer_the_gateway_stays_down(tmp_path):
