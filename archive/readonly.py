@@ -16,7 +16,7 @@ import os
 import sqlite3
 import urllib.parse
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from .stats import StoreStats, columns, decode_event, outbox_where, read_stats, tables
 
@@ -127,6 +127,15 @@ class StoreReader:
         return [decode_event(*r) for r in self._rows(
             "events", "SELECT ts,session,kind,data FROM events WHERE %s ORDER BY id DESC LIMIT ?"
             % where, args + (limit,))]
+
+    def each_event(self, kind: str) -> Iterator[Dict[str, Any]]:
+        """Every event of ``kind``, newest first, one at a time (a store may hold any number:
+        status counts them all without holding them)."""
+        if "events" not in self.tables:
+            return
+        for row in self.conn.execute("SELECT ts,session,kind,data FROM events WHERE kind=? "
+                                     "ORDER BY id DESC", (kind,)):
+            yield decode_event(*row)
 
     def conversation_of(self, session_id: str) -> Optional[str]:
         """The conversation a (Hermes 0.17 rotated) session id belongs to, if recorded."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from ..archive import readonly
 from ..archive.stats import StoreStats
@@ -70,7 +70,6 @@ def read_store_view(directory: Path, recent: int = 10) -> StoreView:
     reader = readonly.StoreReader(directory)
     try:
         stats = reader.stats()
-        events = reader.events("compaction", limit=100_000)
         sessions: Dict[str, SessionRow] = {}
         for sess, items, chars, last in reader.archive_by_session():
             sessions[sess] = SessionRow(sess, items, chars or 0, last)
@@ -78,11 +77,26 @@ def read_store_view(directory: Path, recent: int = 10) -> StoreView:
             sessions.setdefault(sess, SessionRow(sess, last_activity=last)).backlog = n
         errors = [{"ts": created, "session": sess, "source": "outbox", "error": err}
                   for created, sess, err in reader.outbox_errors(5)]
+        # every compaction counts (a cap undercounted a busy store); streamed, not held
+        summary = _fold_compactions(reader.each_event("compaction"), sessions, errors, recent)
     finally:
         reader.close()
-    summary = CompactionSummary(total=len(events))
+    errors.sort(key=lambda e: e.get("ts") or 0, reverse=True)
+    ordered = sorted(sessions.values(), key=lambda r: r.last_activity or 0, reverse=True)
+    return StoreView(stats, ordered, summary, errors[:recent])
+
+
+def _fold_compactions(events: Iterable[Dict[str, Any]], sessions: Dict[str, SessionRow],
+                      errors: List[Dict[str, Any]], recent: int) -> CompactionSummary:
+    """The summary of ``events`` (newest first), each added to its session's row."""
+    summary = CompactionSummary()
     for ev in events:
+        if summary.total >= recent:
+            ev.pop("left", None)        # the keys are shown for the recent ones only
         rec = Compaction.from_json(ev)
+        if summary.total < recent:
+            summary.recent.append(dict(rec.to_json(), ts=ev.get("ts"), session=ev.get("session")))
+        summary.total += 1
         name = ev.get("session") or "?"
         row = sessions.setdefault(name, SessionRow(name, last_activity=ev.get("ts")))
         row.compactions += 1
@@ -93,15 +107,11 @@ def read_store_view(directory: Path, recent: int = 10) -> StoreView:
         summary.idle += rec.idle
         summary.request_only += rec.request_only
         summary.levels[rec.level.value] = summary.levels.get(rec.level.value, 0) + 1
-        if rec.error:
+        if rec.error and len(errors) < 5 + recent:   # newest first: the older cannot show
             errors.append({"ts": ev.get("ts"), "session": ev.get("session"), "source": "compaction",
                            "error": rec.error})
     summary.local = summary.total - summary.gateway
-    summary.recent = [dict(Compaction.from_json(ev).to_json(), ts=ev.get("ts"), session=ev.get("session"))
-                      for ev in events[:recent]]
-    errors.sort(key=lambda e: e.get("ts") or 0, reverse=True)
-    ordered = sorted(sessions.values(), key=lambda r: r.last_activity or 0, reverse=True)
-    return StoreView(stats, ordered, summary, errors[:recent])
+    return summary
 
 
 @dataclass
