@@ -7,6 +7,7 @@ per-conversation row (compactions, tokens saved, items archived). Read-only.
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -69,10 +70,11 @@ def _requests(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 def _compactions(events: List[Dict[str, Any]], requests: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     out = []
+    sent = sorted(r["ts"] for r in requests)     # read once: a long conversation has 10^4 of each
     for n, ev in enumerate(reversed(events), 1):
         rec = Compaction.from_json(ev)
         ts = ev.get("ts") or 0
-        after = sum(1 for r in requests if r["ts"] <= ts)    # requests sent before it landed
+        after = bisect.bisect_right(sent, ts)    # requests sent before it landed
         out.append(dict(rec.to_json(), n=n, ts=ts, after_request=after, saved=rec.saved,
                         describe=rec.describe()))
     return out
