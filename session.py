@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 from .compaction.idle import CacheClock
 from .compaction.record import Compaction
+from .common.seen_ids import SeenIds, newest
 from .common.text import clean_text
 from .context import canvas
 from .host.thresholds import Trigger
@@ -117,11 +118,12 @@ class SessionState:
     prompt: str = ""
     recent: List[Dict[str, str]] = field(default_factory=list)
     l15_hash: str = ""
-    processed_ids: Set[str] = field(default_factory=set)     # tool calls recorded by the hook
-    result_hashes: Dict[str, Set[int]] = field(default_factory=dict)  # call id -> its texts (seen_mark)
-    reused_ids: Set[str] = field(default_factory=set)        # call ids seen with different texts
-    confirmed_ids: Set[str] = field(default_factory=set)     # replaced by summaries (Gateway)
-    deleted_ids: Set[str] = field(default_factory=set)       # removed from the context
+    # the newest IDS_KEPT call ids of each kind, all counted (a chat may live for months)
+    processed_ids: SeenIds = field(default_factory=SeenIds)     # tool calls recorded by the hook
+    result_hashes: "OrderedDict[str, Set[int]]" = field(default_factory=OrderedDict)  # id -> texts
+    reused_ids: SeenIds = field(default_factory=SeenIds)        # call ids seen with different texts
+    confirmed_ids: SeenIds = field(default_factory=SeenIds)     # replaced by summaries (Gateway)
+    deleted_ids: SeenIds = field(default_factory=SeenIds)       # removed from the context
     canvas_text: str = ""            # the current canvas block, formatted
     canvas_hash: str = ""
     canvas_cleared: bool = False     # the Gateway's active canvas is empty (a new task)
@@ -148,7 +150,7 @@ class SessionState:
     def claim_result(self, tid: str, text_mark: int) -> bool:
         """Record a tool result (under the lock); False when this id and text are archived
         already. The same id with another text is new: the id is then reused."""
-        seen = self.result_hashes.setdefault(tid, set())
+        seen = newest(self.result_hashes, tid, set())
         if text_mark in seen:
             return False
         if seen:
@@ -204,9 +206,9 @@ class SessionState:
     def status(self) -> Dict[str, Any]:
         return {"session": self.key, "gateway_session": self.gateway_id,
                 "session_stats": self.stats.as_dict(), "calibration": self.calibrator.snapshot(),
-                "tool_results": {"recorded": len(self.processed_ids),
-                                 "summarised_by_gateway": len(self.confirmed_ids),
-                                 "removed_from_context": len(self.deleted_ids)}}
+                "tool_results": {"recorded": self.processed_ids.count,
+                                 "summarised_by_gateway": self.confirmed_ids.count,
+                                 "removed_from_context": self.deleted_ids.count}}
 
     def remember_summaries(self, found: Dict[str, str], cap: int = 2000) -> None:
         """Keep the Gateway's summaries of tool results (seen in compaction replies) for pruning."""

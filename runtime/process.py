@@ -374,7 +374,7 @@ class Runtime:
                               warnings=list(self.warnings), recent_errors=list(self.errors))
         report.process = ProcessView(
             self.mode, len(self.registry), self.registry.evictions,
-            [HeldSession(x.key, len(x.processed_ids), x.stats.compactions) for x in self.registry.all()],
+            [HeldSession(x.key, x.processed_ids.count, x.stats.compactions) for x in self.registry.all()],
             self.registry.totals.as_dict(), self.writer.stats(), self.store_error or self.writer.last_error)
         report.store_problem = report.process.store_error
         if self.store is not None and not report.store_problem:
