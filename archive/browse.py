@@ -103,21 +103,31 @@ def search(conn: sqlite3.Connection, query: str, session: Optional[str] = None,
 def export(conn: sqlite3.Connection, session: str, write: Callable[[str], Any]) -> int:
     """Every item of one conversation (with its aliased session ids), in order, as JSON Lines
     through ``write``; the number of items. Memory: a page of heads and a chunk of text."""
-    last, n = 0, 0
-    while True:
-        heads = conn.execute(
-            "SELECT " + lookup.ITEM + ",session,args FROM archive WHERE id > ? AND "
-            + lookup.SCOPE + " ORDER BY id LIMIT ?", (last, session, session, _HEADS)).fetchall()
-        if not heads:
-            return n
-        for row in heads:
-            item = dict(lookup.described(row[:-2]), session=row[-2], args=row[-1] or "")
-            last = item["id"]
-            write(json.dumps(item, ensure_ascii=False)[:-1] + ', "content": "')
-            for text in lookup.chunks(conn, item["id"]):
-                write(json.dumps(text, ensure_ascii=False)[1:-1])
-            write('"}\n')
-            n += 1
+    n = 0
+    for row in _heads(conn, session, ",session,args"):
+        item = dict(lookup.described(row[:-2]), session=row[-2], args=row[-1] or "")
+        write(json.dumps(item, ensure_ascii=False)[:-1] + ', "content": "')
+        for text in lookup.chunks(conn, item["id"]):
+            write(json.dumps(text, ensure_ascii=False)[1:-1])
+        write('"}\n')
+        n += 1
+    return n
+
+
+def _heads(conn: sqlite3.Connection, session: str, more: str = "") -> Iterator[tuple]:
+    """One conversation's row heads (``lookup.ITEM`` and ``more`` columns) in order, a page
+    in memory at a time. One query: a page per query (``id > last``) walked the whole
+    conversation's index again for each page, quadratic (1M items: minutes)."""
+    cur = conn.execute("SELECT " + lookup.ITEM + more + " FROM archive WHERE " + lookup.SCOPE
+                       + " ORDER BY id", (session, session))
+    try:
+        while True:
+            rows = cur.fetchmany(_HEADS)
+            if not rows:
+                return
+            yield from rows
+    finally:
+        cur.close()
 
 
 def forget_counts(conn: sqlite3.Connection, session: str) -> Dict[str, int]:
@@ -185,13 +195,5 @@ def write_problem(exc: sqlite3.Error, directory: Path) -> BrowseError:
 
 def items(conn: sqlite3.Connection, session: str) -> Iterator[Dict[str, Any]]:
     """One conversation's items without content, in order (for ``list --session``)."""
-    last = 0
-    while True:
-        rows = conn.execute("SELECT " + lookup.ITEM + " FROM archive WHERE id > ? AND "
-                            + lookup.SCOPE + " ORDER BY id LIMIT ?",
-                            (last, session, session, _HEADS)).fetchall()
-        if not rows:
-            return
-        for r in rows:
-            last = r[0]
-            yield lookup.described(r)
+    for r in _heads(conn, session):
+        yield lookup.described(r)
