@@ -196,36 +196,56 @@ def search(conn: sqlite3.Connection, conversation: str, words: List[str],
            limit: int) -> List[Dict[str, Any]]:
     """Items of this conversation containing every word (any case), newest first, with snippets."""
     folded = [w.casefold() for w in words if w] or [""]
-    # ids first (no content: ordering them sorts small rows), then the rows until ``limit`` match
-    rows = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created,item_key "
-                        "FROM archive WHERE " + SCOPE + " ORDER BY id DESC",
-                        (conversation, conversation)).fetchall()
-    rows = [r[:7] + (readable_key(r[7], r[2]),) for r in rows]
-    keys = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created", "key")
+    # ids first (no content: ordering them sorts small rows), then the rows until ``limit``
+    # match; the ids are read as they are needed: hits among the newest of 100,000 items
+    # need not turn every item's row into Python
+    cur = conn.execute("SELECT id,kind,tool_call_id,tool_name,role,chars,created,item_key "
+                       "FROM archive WHERE " + SCOPE + " ORDER BY id DESC",
+                       (conversation, conversation))
     out: List[Dict[str, Any]] = []
-    i = 0
-    while i < len(rows) and len(out) < limit:
-        if rows[i][5] > _SMALL:            # a big row: folded a chunk at a time
-            at = _locate(conn, rows[i][0], folded)
-            if at:
-                out.append(dict(zip(keys, rows[i]), snippet=page_of(
-                    conn, rows[i][0], rows[i][5], _snippet_start(at), _SNIPPET)))
-            i += 1
-            continue
-        j, size = i, 0                     # small rows: fetched together (one query, not one each)
-        while j < len(rows) and rows[j][5] <= _SMALL and size < _BATCH and j - i < 500:
-            size, j = size + rows[j][5], j + 1
-        batch = rows[i:j]
-        texts = dict(conn.execute("SELECT id,content FROM archive WHERE id IN (%s)"
-                                  % ",".join("?" * len(batch)), [r[0] for r in batch]))
-        for row in batch:
-            text = str(texts.get(row[0]) or "")
-            at = _found(text.casefold(), folded)
-            if at and len(out) < limit:
-                start = _snippet_start(at)
-                out.append(dict(zip(keys, row), snippet=text[start:start + _SNIPPET]))
-        i = j
-    return out
+    small: List[tuple] = []                # small rows: fetched together (one query, not one each)
+    size = 0
+    try:
+        for raw in iter(lambda: cur.fetchmany(500), []):
+            for r in raw:
+                row = r[:7] + (readable_key(r[7], r[2]),)
+                if row[5] > _SMALL:        # a big row: folded a chunk at a time, after newer ones
+                    _search_small(conn, small, folded, limit, out)
+                    small, size = [], 0
+                    at = _locate(conn, row[0], folded) if len(out) < limit else 0
+                    if at:
+                        out.append(dict(zip(_KEYS, row), snippet=page_of(
+                            conn, row[0], row[5], _snippet_start(at), _SNIPPET)))
+                else:
+                    small.append(row)
+                    size += row[5]
+                    if len(small) >= 500 or size >= _BATCH:
+                        _search_small(conn, small, folded, limit, out)
+                        small, size = [], 0
+                if len(out) >= limit:
+                    return out
+        _search_small(conn, small, folded, limit, out)
+        return out
+    finally:
+        cur.close()
+
+
+_KEYS = ("id", "kind", "tool_call_id", "tool_name", "role", "chars", "created", "key")
+
+
+def _search_small(conn: sqlite3.Connection, batch: List[tuple], folded: List[str], limit: int,
+                  out: List[Dict[str, Any]]) -> None:
+    """Add to ``out`` (up to ``limit``) the rows of ``batch`` holding every word."""
+    if not batch or len(out) >= limit:
+        return
+    texts = dict(conn.execute("SELECT id,content FROM archive WHERE id IN (%s)"
+                              % ",".join("?" * len(batch)), [r[0] for r in batch]))
+    for row in batch:
+        text = str(texts.get(row[0]) or "")
+        at = _found(text.casefold(), folded)
+        if at and len(out) < limit:
+            start = _snippet_start(at)
+            out.append(dict(zip(_KEYS, row), snippet=text[start:start + _SNIPPET]))
 
 
 def _snippet_start(at: int) -> int:
