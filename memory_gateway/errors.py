@@ -99,6 +99,10 @@ class BodyTooLarge(GatewayRejected):
         super().__init__(413, "request body %d bytes exceeds the limit of %d" % (size, limit))
         self.size = size
         self.limit = limit
+        # not the Gateway's answer (nothing was sent): said so, with the setting that applies
+        # (10,000+ small messages cannot be trimmed under it; "HTTP 413" sent people to the Gateway)
+        self.args = ("request body of %d bytes not sent: over TENCENTDB_OFFLOAD_BODY_LIMIT (%d)"
+                     % (size, limit),)
 
 
 class GatewayProtocolError(GatewayError):
