@@ -20,7 +20,6 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..common.text import clean_text
 from .outbox import OUTBOX_SCHEMA, Outbox, migrate_outbox, sized
-
 from . import lookup, repair
 from .stats import StoreStats, decode_event, read_stats
 from ..context import item_key, result_keys
@@ -46,6 +45,7 @@ CREATE TABLE IF NOT EXISTS aliases(
   session_id TEXT PRIMARY KEY,
   conversation TEXT NOT NULL,
   created REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS aliases_conversation ON aliases(conversation, session_id);
 CREATE TABLE IF NOT EXISTS events(
   id INTEGER PRIMARY KEY,
   ts REAL NOT NULL,
