@@ -18,6 +18,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from .repair import SCHEMA_VERSION, schema_problem
 from .stats import StoreStats, columns, decode_event, outbox_where, read_stats, tables
 
 STORE_TABLES = {"archive", "outbox", "events"}
@@ -94,6 +95,20 @@ def problem(db: Path) -> str:
     if not names & STORE_TABLES:
         return "%s is not a tencentdb-offload store (no %s table)" % (db, ", ".join(sorted(STORE_TABLES)))
     return why
+
+
+def newer(db: Path) -> str:
+    """Why the plugin refuses ``db`` although it reads (a newer version's schema); "" when it
+    does not. The same words the plugin's own open gives (``repair.schema_problem``)."""
+    try:
+        conn = connect(db)
+        try:
+            why = schema_problem(conn, "", SCHEMA_VERSION)
+        finally:
+            conn.close()
+    except sqlite3.Error:           # unreadable: ``problem`` says why
+        return ""
+    return "%s %s" % (db, why) if why else ""
 
 
 class StoreReader:

@@ -157,6 +157,9 @@ def _copy_table(src: sqlite3.Connection, out: sqlite3.Connection, select: str,
         step = min(step * 2, 1 << 20)
 
 
+SCHEMA_VERSION = 1          # PRAGMA user_version; 0 is a store made before it was set
+
+
 def schema_problem(conn: sqlite3.Connection, schema: str, version: int) -> str:
     """Why this version cannot use the store: written by a newer one, or ``schema``'s tables
     there with columns missing (every write would fail); '' when nothing."""

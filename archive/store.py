@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS counters(
   value INTEGER NOT NULL);
 """
 
-SCHEMA_VERSION = 1          # PRAGMA user_version; 0 is a store made before it was set
+SCHEMA_VERSION = repair.SCHEMA_VERSION
 # Hermes 0.17 resumes a rotated session id for months: its alias goes only with its rows
 _ALIAS_IN_USE = (" AND conversation NOT IN (SELECT session FROM archive UNION "
                  "SELECT conversation FROM handover)")

@@ -49,6 +49,11 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
     if problem:
         c.add("outbox", FAIL, problem, _aside(directory / "store.db"))
         return
+    newer = readonly.newer(directory / "store.db")
+    if newer:       # the plugin runs without an archive: recall answers with an error
+        c.add("store", FAIL, newer, "hermes plugins update tencentdb-offload   # or: %s"
+              % _aside(directory / "store.db"))
+        return
     try:
         reader = readonly.StoreReader(directory)
         try:

@@ -87,6 +87,8 @@ def _count(raw: Any) -> int:
 def figures(store_dir: Path, settings: Settings, conversation: Optional[str]) -> Dict[str, Any]:
     """Everything the page shows about ``conversation`` (the newest when None)."""
     st = status_data(status_report(store_dir, settings, recent=0))
+    if st.get("store_problem"):
+        raise CliError(st["store_problem"])
     if not st["exists"]:
         raise NothingYet("nothing recorded yet: no store at %s (the plugin has not compacted or "
                          "archived anything with this HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR)"

@@ -31,6 +31,9 @@ def status_report(store_dir: Path, settings: Settings, recent: int = 10,
     problem = readonly.problem(db)
     if problem:
         raise CliError(problem)
+    report.store_problem = readonly.newer(db)     # readable here, refused by the plugin
+    if report.store_problem:
+        return report
     try:
         report.store = read_store_view(store_dir, recent)
     except sqlite3.Error as exc:
@@ -103,6 +106,8 @@ def status_data(report: StatusReport) -> Dict[str, Any]:
                            "settings": report.settings.public()}
     if report.store is not None:
         out.update(report.store.as_dict())
+    if report.store_problem:
+        out["store_problem"] = report.store_problem
     return out
 
 

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 import tencentdb_offload as plugin
-from tencentdb_offload.archive.store import SCHEMA_VERSION, Store, StoreError
+from tencentdb_offload.archive.store import SCHEMA_VERSION, ArchiveItem, Store, StoreError
 
 from helpers import env_for
 
@@ -45,3 +45,30 @@ def test_a_store_whose_archive_lacks_our_columns_is_refused(tmp_path):
     conn.close()
     with pytest.raises(StoreError, match="unknown schema.*item_key"):
         Store(tmp_path)
+
+
+def test_status_doctor_and_report_say_a_newer_store_is_refused(tmp_path):
+    """The plugin refuses a store of a newer schema (no archive, recall answers an error):
+    status showed it as healthy and doctor passed its store check."""
+    from tencentdb_offload.ops.doctor import Checks
+    from tencentdb_offload.ops.doctor_store import check_store
+    from tencentdb_offload.ops.env import CliError
+    from tencentdb_offload.ops.report_data import figures
+    from tencentdb_offload.ops.status import status_report
+    from tencentdb_offload.settings.config import Settings
+    from tencentdb_offload.status.render import render
+
+    st = Store(tmp_path)
+    st.archive("conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1")])
+    st.close()
+    conn = sqlite3.connect(str(tmp_path / "store.db"))
+    conn.execute("PRAGMA user_version=%d" % (SCHEMA_VERSION + 1))
+    conn.close()
+    text = render(status_report(tmp_path, Settings()))
+    assert "archive: UNAVAILABLE" in text and "newer version" in text, text
+    c = Checks()
+    check_store(c, Settings(store_dir=str(tmp_path)), {}, tmp_path)
+    bad = [i for i in c.items if i["status"] == "fail"]
+    assert bad and "newer version" in bad[0]["message"], c.items
+    with pytest.raises(CliError, match="newer version"):
+        figures(tmp_path, Settings(), None)
