@@ -127,8 +127,10 @@ class Compaction:
         how = ("through the Gateway (%s)" % self.level.value if self.route is Route.GATEWAY else
                "through the Gateway (%s), finished locally" % self.level.value
                if self.route is Route.GATEWAY_THEN_LOCAL else "locally")
-        line = "compacted %s%s: %s → %s tokens (target %s), %s archived" % (
-            how, WHEN.get(self.reason, ""), count(self.tokens_before), count(self.tokens_after), count(self.target),
+        # 0.1.0 recorded no target: a "(target 0)" would read as a compaction to nothing
+        target = " (target %s)" % count(self.target) if self.target else ""
+        line = "compacted %s%s: %s → %s tokens%s, %s archived" % (
+            how, WHEN.get(self.reason, ""), count(self.tokens_before), count(self.tokens_after), target,
             plural(self.archived, "item"))
         return line + ("; Gateway: %s" % printable(self.error, 160, newlines=False)
                        if self.error else "")

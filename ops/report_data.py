@@ -128,7 +128,9 @@ def _summary(requests: List[Dict[str, Any]], compactions: List[Dict[str, Any]],
             "largest_request_pct": (round(100.0 * largest["prompt_tokens"] / largest["context_length"], 1)
                                     if largest and largest["context_length"] else None),
             "context_length": window,
-            "threshold_tokens": requests[-1]["threshold_tokens"] if requests else 0,
+            # requests before this version were not recorded: the newest compaction's trigger
+            "threshold_tokens": (requests[-1]["threshold_tokens"] if requests else
+                                 compactions[-1]["trigger"] if compactions else 0),
             "cache_reported_requests": len(reported),
             "cached_share": (round(sum(r["cache_read_tokens"] for r in reported) / prompt, 4)
                              if prompt else None)}

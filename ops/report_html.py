@@ -176,7 +176,8 @@ def _summary(fig: Dict[str, Any]) -> str:
               % (100 * s["cached_share"], plural(s["cache_reported_requests"], "request")))
     rows = [("requests", "requests", count(s["requests"])),
             ("window", "context_length", "%s tokens" % count(s["context_length"])),
-            ("compaction trigger", "threshold_tokens", "%s tokens" % count(s["threshold_tokens"])),
+            ("compaction trigger", "threshold_tokens", "%s tokens" % count(s["threshold_tokens"])
+             if s["threshold_tokens"] else "not recorded"),
             ("largest request", "largest_request_tokens",
              "%s tokens%s" % (count(s["largest_request_tokens"]), pct)),
             ("compactions", "compactions", "%s (levels: %s)" % (count(s["compactions"]), levels)),
@@ -216,7 +217,7 @@ def compaction_table(fig: Dict[str, Any]) -> str:
                     '<td class="num">%d</td><td>%s</td><td class="num">%s → %s (%s)</td>'
                     '<td class="num">%s</td><td>%s</td></tr>'
                     % (c["n"], c["n"], _when(c["ts"]), c["after_request"], esc(c["describe"], 400),
-                       count(c["tokens_before"]), count(c["tokens_after"]), count(c["target"]),
+                       count(c["tokens_before"]), count(c["tokens_after"]), count(c["target"]) if c["target"] else "–",
                        count(c["saved"]), _left_cell(c, fig["conversation"])))
     return '<table class="compactions">%s%s</table>' % (head, "".join(rows))
 

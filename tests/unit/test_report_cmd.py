@@ -138,3 +138,26 @@ def test_unwritable_out_fails_in_one_line(kept, tmp_path):
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "does not exist" in lines[0]
+
+
+def test_a_store_of_0_1_0_shows_no_zero_target_or_trigger(tmp_path):
+    """0.1.0 recorded a compaction without target or trigger, and no requests (row as 0.1.0's
+    demo wrote it): status and the page read '(target 0)' and 'compaction trigger 0 tokens'."""
+    store = tmp_path / "store"
+    Store(store).close()
+    row = {"path": "local", "level": "local", "tokens_before": 109326, "tokens_after": 38152,
+           "report": {}, "archived": 32, "error": "", "canvas_removed": 0, "at": time.time(),
+           "ms": 1.4, "context_length": 128000}
+    conn = sqlite3.connect(str(store / "store.db"))
+    conn.execute("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
+                 (time.time(), "old-conv", "compaction", json.dumps(row)))
+    conn.commit()
+    conn.close()
+    page = tmp_path / "p.html"
+    proc = run_cli("report", "--store", str(store), "--out", str(page), home=tmp_path)
+    status = run_cli("status", "--store", str(store), home=tmp_path)
+    assert proc.returncode == status.returncode == 0, proc.stderr + status.stderr
+    assert "109,326 → 38,152 tokens, 32 items archived" in status.stdout, status.stdout
+    text = page.read_text(encoding="utf-8")
+    assert "target 0" not in text and "(0)" not in text and "not recorded" in text
+    assert figures(page)["threshold_tokens"] == "0"
