@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ..settings.config import GATEWAY_OFF, PREFIX, SPEC, Settings
 from ..engine import NAME
-from ..host.hermes_config import ConfigFile, hermes_home, mini_yaml, read_config
+from ..host.hermes_config import ConfigFile, hermes_home, read_config
 from ..common.humanize import count, plural, printable
+from .doctor_copies import check_copies, manifest as _manifest
 from .doctor_memory import memory_checks
 from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
 from .doctor_store import check_store
@@ -67,14 +68,6 @@ def check_python(c: Checks) -> None:
         c.add("python", FAIL, text + " is too old", "use Python 3.11-3.13")
 
 
-def _manifest(path: Path) -> Dict[str, Any]:
-    try:
-        data = mini_yaml(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def install_url(plugin_dir: Path) -> str:
     """The URL this copy came from (its git remote), else its ``file://`` URL."""
     try:
@@ -116,6 +109,8 @@ def check_install(c: Checks, home: Path, plugin_dir: Path, version: Optional[Tup
     if not found:
         c.add("install", FAIL, "no %s plugin in %s (this copy runs from %s)" % (NAME, plugins, plugin_dir),
               install)
+        return
+    if check_copies(c, plugins, os.environ, Path.cwd()):     # Hermes loads another copy
         return
     where, data = found[0]
     problems = []

@@ -464,3 +464,44 @@ def test_an_unreachable_gateway_names_the_proxy_the_plugin_does_not_use(tmp_path
             assert "%s is set, but the plugin connects directly" % said in gw["message"], gw
         else:
             assert "proxy" not in gw["message"].lower(), gw
+
+
+def test_a_second_copy_hermes_loads_instead_fails_install(tmp_path, monkeypatch):
+    """A backup beside the install (`cp -r tencentdb-offload tencentdb-offload.bak`) sorts
+    last, and Hermes (0.19 and 0.22: later manifests of a name win) loads it, an old version;
+    doctor passed 'installed at …/tencentdb-offload'. Its fix makes Hermes load the install."""
+    from tencentdb_offload.ops.doctor import Checks, check_install
+    home = tmp_path / "home"
+    install(home)
+    old = home / "plugins" / (NAME + ".bak")
+    old.mkdir()
+    (old / "__init__.py").write_text("")
+    (old / "plugin.yaml").write_text("name: %s\nkind: standalone\nversion: 0.2.0\n" % NAME)
+    monkeypatch.delenv("HERMES_ENABLE_PROJECT_PLUGINS", raising=False)
+    c = Checks()
+    check_install(c, home, ROOT)
+    items = [i for i in c.items if i["name"] == "install"]
+    assert [i["status"] for i in items] == ["fail"], items
+    assert "loads the last one, %s (version 0.2.0)" % old in items[0]["message"], items
+    _bash(items[0]["fix"], home)
+    c = Checks()
+    check_install(c, home, ROOT)
+    assert [i["status"] for i in c.items] == ["pass"], c.items
+
+
+def test_a_project_copy_wins_when_project_plugins_are_on(tmp_path, monkeypatch):
+    from tencentdb_offload.ops.doctor import Checks, check_install
+    home = tmp_path / "home"
+    install(home)
+    project = tmp_path / "proj" / ".hermes" / "plugins" / NAME
+    project.mkdir(parents=True)
+    (project / "plugin.yaml").write_text("name: %s\nkind: standalone\n" % NAME)
+    monkeypatch.chdir(tmp_path / "proj")
+    monkeypatch.delenv("HERMES_ENABLE_PROJECT_PLUGINS", raising=False)
+    c = Checks()
+    check_install(c, home, ROOT)
+    assert [i["status"] for i in c.items] == ["pass"], c.items     # not scanned: no effect
+    monkeypatch.setenv("HERMES_ENABLE_PROJECT_PLUGINS", "1")
+    c = Checks()
+    check_install(c, home, ROOT)
+    assert [i["status"] for i in c.items] == ["fail"] and str(project) in c.items[0]["message"]
