@@ -46,6 +46,20 @@ def is_broken(exc: BaseException) -> bool:
 _NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
 
 
+SQLITE_MAX_PATH = 512      # the unix VFS's longest file name; its "-journal" file is the longest
+
+
+def path_too_long(db: Path) -> str:
+    """Why SQLite cannot open ``db`` whatever the disk holds (its name is too long for its
+    ``-journal``, which SQLite reports only as "unable to open database file"); '' when not."""
+    size = len(os.fsencode(os.path.abspath(str(db))))
+    if size + len("-journal") <= SQLITE_MAX_PATH:
+        return ""
+    return ("its path is %d bytes and SQLite opens no file whose name passes %d bytes with "
+            "'-journal': set TENCENTDB_OFFLOAD_STORE_DIR to an absolute directory of at most "
+            "%d bytes" % (size, SQLITE_MAX_PATH, SQLITE_MAX_PATH - len("-journal/store.db")))
+
+
 def no_space(directory: Path, exc: BaseException, size: int = 64 << 10) -> str:
     """SQLite says "disk I/O error" for a full disk (a quota, a file size limit, a read-only
     mount) as for a lost WAL: when ``directory`` cannot take ``size`` more bytes, why, in

@@ -141,8 +141,9 @@ class Store(Outbox):
                 except sqlite3.DatabaseError as again:
                     self._quarantine(again, repair.SUFFIXES)
                     self._start()
-            else:
-                raise StoreError("cannot open %s: %s" % (self.path, exc)) from exc
+            else:   # a name too long is "unable to open database file" too: say which
+                why = repair.path_too_long(self.path) or exc
+                raise StoreError("cannot open %s: %s" % (self.path, why)) from exc
         except OSError as exc:
             raise StoreError("cannot create %s: %s" % (self.directory, exc)) from exc
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from shlex import quote
 from typing import Any, Mapping
 
-from ..archive import readonly, refused
+from ..archive import readonly, refused, repair
+from ..host.hermes_config import hermes_home
 from ..common.humanize import plural, printable
 from ..status.render import store_figures
 
@@ -20,8 +21,32 @@ def _aside(db: Path) -> str:
     return "mv %s %s" % (quote(str(db)), quote("%s.broken" % db))
 
 
+def _too_long(c: Any, directory: Path, env: Mapping[str, str]) -> bool:
+    """SQLite cannot open a store there (every open fails with "unable to open database file")."""
+    why = repair.path_too_long(directory / "store.db")
+    if why:
+        c.add("store", FAIL, "%s cannot hold the store: %s" % (directory, why),
+              "echo TENCENTDB_OFFLOAD_STORE_DIR=/SHORTER/ABSOLUTE/DIR >> %s"
+              % quote(str(hermes_home(env) / ".env")))
+    return bool(why)
+
+
+def _refused(c: Any, db: Path) -> bool:
+    """The store cannot be read, or the plugin refuses it (a newer version's): said, True."""
+    problem = readonly.problem(db)
+    if problem:
+        c.add("outbox", FAIL, problem, _aside(db))
+        return True
+    newer = readonly.newer(db)
+    if newer:       # the plugin runs without an archive: recall answers with an error
+        c.add("store", FAIL, newer, "hermes plugins update tencentdb-offload   # or: %s" % _aside(db))
+    return bool(newer)
+
+
 def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path) -> None:
     directory = settings.resolved_store_dir(env)
+    if _too_long(c, directory, env):
+        return
     probe = directory
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
@@ -45,14 +70,7 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
     if readonly.unwritten(directory / "store.db"):
         c.add("outbox", PASS, "no store yet (nothing archived so far)")
         return
-    problem = readonly.problem(directory / "store.db")
-    if problem:
-        c.add("outbox", FAIL, problem, _aside(directory / "store.db"))
-        return
-    newer = readonly.newer(directory / "store.db")
-    if newer:       # the plugin runs without an archive: recall answers with an error
-        c.add("store", FAIL, newer, "hermes plugins update tencentdb-offload   # or: %s"
-              % _aside(directory / "store.db"))
+    if _refused(c, directory / "store.db"):
         return
     try:
         reader = readonly.StoreReader(directory)
