@@ -218,7 +218,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
         c.add("settings", "pass", "%s: %s, %s; %s"
               % ("the settings in effect are valid" if misnamed else "all settings valid",
                  trigger_text(settings, trigger), landing_text(settings, trigger), settings.describe_gateway()))
-    if not settings.enabled:
-        c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false: the engine passes messages "
-              "through", "export TENCENTDB_OFFLOAD_ENABLED=true")
+    if not settings.enabled:    # changed where it is set: an export loses to $HERMES_HOME/.env
+        src = source_of("ENABLED", env, home, config_path, block)
+        c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false (in %s): the engine passes "
+              "messages through" % src.label, src.set_command("ENABLED", "true"))
     return settings, bad

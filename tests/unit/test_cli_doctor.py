@@ -505,3 +505,14 @@ def test_a_project_copy_wins_when_project_plugins_are_on(tmp_path, monkeypatch):
     c = Checks()
     check_install(c, home, ROOT)
     assert [i["status"] for i in c.items] == ["fail"] and str(project) in c.items[0]["message"]
+
+
+def test_enabled_false_in_dotenv_gets_a_fix_that_works(tmp_path, gateway):
+    """ENABLED=false in $HERMES_HOME/.env: the fix was `export …=true`, which that file
+    overrides (Hermes loads it over the environment), so doctor warned again after it."""
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_ENABLED": "false"})
+    warned = [c for c in checks(doctor(home)) if "ENABLED is false" in c["message"]]
+    assert len(warned) == 1, warned
+    _bash(warned[0]["fix"], home)
+    assert not [c for c in checks(doctor(home)) if "ENABLED is false" in c["message"]]
+    assert str(home / ".env") in warned[0]["message"]       # where it was set
