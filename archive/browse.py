@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from . import lookup, readonly
+from .stats import tables
 from ..context import item_key
 
 BUSY_S = 10.0
@@ -26,7 +27,11 @@ _HEADS = 500                # row heads (no content) read per page of an export
 _FORGET = (("archive", "DELETE FROM archive WHERE {scope}"),
            ("outbox", "DELETE FROM outbox WHERE {scope}"),
            ("outbox_leases", "DELETE FROM outbox_leases WHERE {scope}"),
-           ("events", "DELETE FROM events WHERE {scope}"))
+           ("events", "DELETE FROM events WHERE {scope}"),
+           # what one process left the next (calibration, the canvas pin: the Gateway's map of
+           # the task), keyed by conversation; a table stores before 0.3.0 do not have
+           ("handover", "DELETE FROM handover WHERE conversation IN (SELECT ? UNION "
+                        "SELECT session_id FROM aliases WHERE conversation=?)"))
 
 
 class BrowseError(Exception):
@@ -133,21 +138,22 @@ def _heads(conn: sqlite3.Connection, session: str, more: str = "") -> Iterator[t
 def forget_counts(conn: sqlite3.Connection, session: str) -> Dict[str, int]:
     """What ``forget`` would remove, table by table."""
     out = {table: int(conn.execute(sql.replace("DELETE", "SELECT count(*)", 1).format(
-        scope=lookup.SCOPE), (session, session)).fetchone()[0]) for table, sql in _FORGET}
+        scope=lookup.SCOPE), (session, session)).fetchone()[0]) for table, sql in _FORGET
+        if table in tables(conn)}
     out["aliases"] = int(conn.execute("SELECT count(*) FROM aliases WHERE conversation=? OR "
                                       "session_id=?", (session, session)).fetchone()[0])
     return out
 
 
 def forget(directory: Path, session: str, timeout: float = BUSY_S) -> Dict[str, int]:
-    """Delete one conversation's data (archive, outbox, leases, events, aliases) in one
+    """Delete one conversation's data (archive, outbox, leases, events, handover, aliases) in one
     transaction; the rows removed per table. Waits up to ``timeout`` for the write lock."""
     with writer(directory, timeout) as conn:
         conn.execute("PRAGMA secure_delete=ON")     # the deleted text is overwritten, not freed
         conn.execute("BEGIN IMMEDIATE")
         try:
             removed = {}
-            for table, sql in _FORGET:
+            for table, sql in [f for f in _FORGET if f[0] in tables(conn)]:
                 removed[table] = conn.execute(sql.format(scope=lookup.SCOPE),
                                               (session, session)).rowcount
             removed["aliases"] = conn.execute("DELETE FROM aliases WHERE conversation=? OR "

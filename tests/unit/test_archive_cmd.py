@@ -124,7 +124,7 @@ def test_forget_says_what_it_would_remove_then_removes_one_conversation_under_th
     holder.wait(60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"archive": 3, "outbox": 1, "outbox_leases": 0,
-                                       "events": 0, "aliases": 1}
+                                       "events": 0, "handover": 0, "aliases": 1}
     conn = sqlite3.connect(str(st.path))
     sessions = {r[0] for r in conn.execute("SELECT session FROM archive")}
     assert sessions == {"bob", "carol"}                 # the holder's commit landed too
@@ -134,3 +134,25 @@ def test_forget_says_what_it_would_remove_then_removes_one_conversation_under_th
     raw = b"".join(p.read_bytes() for p in st.path.parent.glob("store.db*"))
     assert b"ship on Friday" not in raw                 # overwritten, not just unlinked
     st.close()
+
+
+def test_forget_removes_what_a_process_handed_over_and_works_on_a_store_before_it(tmp_path):
+    """The canvas pin (the Gateway's map of the task) and calibration a process leaves the next
+    stayed after `archive forget --yes`; a store from before that table still forgets."""
+    home = tmp_path / "home"
+    st = _fill(home)
+    canvas = "graph TD; A[migrate the payroll database] --> B[secret-project-zebra]"
+    st.transaction([Store.op_handover("alice", "pin", ["anchor", canvas], time.time()),
+                    Store.op_handover("bob", "pin", ["anchor", "bob's canvas"], time.time())])
+    done = run_cli("archive", "--json", "forget", "alice", "--yes", home=home)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["handover"] == 1
+    assert set(st.get_handover("bob")) == {"pin"} and st.get_handover("alice") == {}
+    st.close()
+    raw = b"".join(p.read_bytes() for p in st.path.parent.glob("store.db*"))
+    assert b"secret-project-zebra" not in raw
+    conn = sqlite3.connect(str(st.path))
+    conn.execute("DROP TABLE handover")             # as 0.2.0 left a store
+    conn.close()
+    old = run_cli("archive", "--json", "forget", "bob", "--yes", home=home)
+    assert old.returncode == 0 and "handover" not in json.loads(old.stdout), old.stderr

@@ -93,7 +93,7 @@ def test_forget_dry_run_prints_json_and_says_why_it_exits_1(kept):
     proc = run_cli("archive", "forget", "conv-1", "--json", "--store", str(store), home=home)
     assert proc.returncode == 1 and "without --yes" in proc.stderr
     assert json.loads(proc.stdout) == {"would_remove": {"archive": 1, "outbox": 0, "outbox_leases": 0,
-                                                        "events": 0, "aliases": 0}}
+                                                        "events": 0, "handover": 0, "aliases": 0}}
 
 
 def test_show_a_huge_row_number_or_an_offset_past_the_end(kept):
