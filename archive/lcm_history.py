@@ -115,6 +115,19 @@ def _when(ts: Any) -> str:
         return ""
 
 
+HOT_JOURNAL = ("%s has a hot journal (%s-journal: hermes-lcm stopped in the middle of a write); "
+               "SQLite rolls it back at the next open for writing, which this plugin never does")
+
+
+def _hot_journal(path: Path) -> bool:
+    """A rollback journal left by a writer that died mid-transaction (no lock held on it):
+    a read-only reader cannot roll it back, and SQLite says only "readonly database"."""
+    try:
+        return Path(str(path) + "-journal").stat().st_size > 0
+    except OSError:
+        return False
+
+
 class LcmHistory:
     """Read-only search and read of one hermes-lcm store; a connection per call, none kept."""
 
@@ -143,6 +156,8 @@ class LcmHistory:
         except sqlite3.OperationalError as exc:
             if "interrupt" in str(exc):
                 raise LcmUnavailable("reading %s took longer than %.1f s" % (self.path, DEADLINE_S))
+            if "readonly" in str(exc) and _hot_journal(self.path):
+                raise LcmUnavailable(HOT_JOURNAL % (self.path, self.path.name))
             raise LcmUnavailable("cannot read %s: %s" % (self.path, exc))
         except sqlite3.Error as exc:
             raise LcmUnavailable("cannot read %s: %s" % (self.path, exc))

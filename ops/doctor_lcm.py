@@ -72,6 +72,11 @@ def _settings(env: Mapping[str, str], settings: Any) -> List[Dict[str, str]]:
     return rows
 
 
+# what hermes-lcm's next open would do; moving lcm.db without its -journal would keep half a write
+ROLL_BACK = ("python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute(\"PRAGMA "
+             "quick_check\").fetchall()' %s   # rolls the interrupted write back; keep the -journal beside it")
+
+
 def _store(env: Mapping[str, str], settings: Any) -> List[Dict[str, str]]:
     setting = settings.lcm_history
     if setting == "off":
@@ -89,6 +94,7 @@ def _store(env: Mapping[str, str], settings: Any) -> List[Dict[str, str]]:
         n = history.counts()
     except LcmUnavailable as exc:
         fix = ("stop hermes-lcm (see the plugins.enabled row) and restart Hermes" if "locked" in str(exc)
+               else ROLL_BACK % shlex.quote(str(history.path)) if "hot journal" in str(exc)
                else "move it aside, or set %sLCM_HISTORY=off to stop searching it" % PREFIX)
         return [_row(WARN, unavailable(str(exc)), fix)]
     return [_row(PASS, "hermes-lcm store %s: %d messages in %d sessions; tdai_offload_search and "

@@ -200,3 +200,32 @@ def test_live_wal_store_is_read_without_writing(tmp_path, lcm_dir, other_writer)
     hits = call(eng, SEARCH, query="wombatique")["lcm_history"]["results"]
     assert [h["session"] for h in hits] == ["live"]
     assert snapshot(lcm_dir) == before
+
+
+DIE_MID_WRITE = """
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA cache_size=1")        # spill pages: the journal is written before the kill
+c.execute("BEGIN")
+for i in range(2000):
+    c.execute("UPDATE messages SET content = content || 'zz' WHERE store_id=?", (i,))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_store_hermes_lcm_left_mid_write_is_named_with_a_fix_that_keeps_it(tmp_path):
+    """hermes-lcm killed mid-write (rollback-journal store): 'attempt to write a readonly
+    database', and doctor's fix was to move lcm.db aside, away from the journal that holds
+    its undo; now the hot journal is named and the fix rolls it back as hermes-lcm would."""
+    from tencentdb_offload.ops.doctor_lcm import _store
+    db = lcm_store.build(tmp_path / "lcm.db", rows=3000, wal=False)
+    subprocess.run([sys.executable, "-c", DIE_MID_WRITE, str(db)], timeout=60)
+    assert (tmp_path / "lcm.db-journal").stat().st_size > 0
+    with pytest.raises(lcm_history.LcmUnavailable, match="hot journal"):
+        lcm_history.LcmHistory(db).search(lcm_store.UNIQUE_WORD, 5)
+    settings, _ = load_settings({}, {"lcm_history": str(db)})
+    rows = _store({}, settings)
+    assert len(rows) == 1 and rows[0]["status"] == "warn" and "hot journal" in rows[0]["message"]
+    subprocess.run(["bash", "-c", rows[0]["fix"]], check=True, timeout=60, cwd=str(tmp_path))
+    found = lcm_history.LcmHistory(db).search(lcm_store.UNIQUE_WORD, 5)["results"]
+    assert [r["key"] for r in found] == ["lcm-3001"]
