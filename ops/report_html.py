@@ -27,8 +27,10 @@ svg{display:block;margin-top:6px}svg text{font:11px system-ui,sans-serif;fill:#3
 
 
 def esc(value: Any, limit: int = 300) -> str:
-    """Store or peer text made safe for the page: no control characters, HTML escaped."""
-    return html.escape(printable(value, limit, newlines=False), quote=True)
+    """Store or peer text made safe for the page: no control characters, HTML escaped, UTF-8
+    (a path's undecodable byte, a lone surrogate: '?', as status prints it)."""
+    text = printable(value, limit, newlines=False).encode("utf-8", "replace").decode("utf-8")
+    return html.escape(text, quote=True)
 
 
 def _when(ts: float) -> str:

@@ -161,3 +161,15 @@ def test_a_store_of_0_1_0_shows_no_zero_target_or_trigger(tmp_path):
     text = page.read_text(encoding="utf-8")
     assert "target 0" not in text and "(0)" not in text and "not recorded" in text
     assert figures(page)["threshold_tokens"] == "0"
+
+
+def test_a_store_path_with_a_byte_that_is_not_utf8(tmp_path):
+    """A HERMES_HOME or --store folder with a latin-1 byte in its name: status printed it with
+    '?', report crashed ('internal error: UnicodeEncodeError') writing the page."""
+    import os
+    store = tmp_path / os.fsdecode(b"caf\xe9 store")
+    _hostile_store(store)
+    page = tmp_path / "p.html"
+    proc = run_cli("report", "--store", str(store), "--out", str(page), home=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "caf? store" in page.read_text(encoding="utf-8")
