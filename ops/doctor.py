@@ -147,9 +147,14 @@ LOADS_ENGINE_ALONE = (0, 22, 0)     # 0.22 loads context.engine from plugins/<na
 
 
 def _names(value: Any) -> List[str]:
-    """A list of plugin names as Hermes reads it; only strings count (never str() a structure)."""
-    return [value] if isinstance(value, str) else [x for x in value if isinstance(x, str)] \
-        if isinstance(value, list) else []
+    """A list of plugin names as Hermes reads it: a list's strings; a bare string is no list
+    to Hermes (0.17-0.22 read nothing from it), never str() a structure."""
+    return [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
+
+
+def _shown(value: Any) -> str:
+    return ("the text %s, not a list" % json.dumps(value) if isinstance(value, str)
+            else json.dumps(_names(value)))
 
 
 def _list_fix(key: str, names: List[str]) -> str:
@@ -189,7 +194,7 @@ def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...
     downloads a Python first), so the fixes there are ``hermes config set`` commands."""
     path = config.path
     on_22 = version is not None and version >= LOADS_ENGINE_ALONE
-    enabled = _names(config.get("plugins", "enabled"))
+    enabled, shown = _names(config.get("plugins", "enabled")), _shown(config.get("plugins", "enabled"))
     disabled = _names(config.get("plugins", "disabled"))
     # hermes-lcm left out: its own row says to drop it, one fix must not put it back
     enable_fix = _list_fix("enabled", [n for n in enabled if n not in LCM_PLUGINS] + [NAME]) \
@@ -210,10 +215,10 @@ def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...
         c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): Hermes 0.22 "
               "still loads the engine named by context.engine, but not the plugin's hooks and "
               "tools: tool results are not archived as they arrive, nothing reaches the Gateway, "
-              "and the model has no tdai_* recall tools" % (path, NAME, json.dumps(enabled)), enable_fix)
+              "and the model has no tdai_* recall tools" % (path, NAME, shown), enable_fix)
     else:
         c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): Hermes "
-              "silently uses its built-in compressor" % (path, NAME, json.dumps(enabled)), enable_fix)
+              "silently uses its built-in compressor" % (path, NAME, shown), enable_fix)
     if engine == NAME:
         c.add("config", PASS, "context.engine is %s" % NAME)
     else:

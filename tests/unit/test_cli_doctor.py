@@ -516,3 +516,22 @@ def test_enabled_false_in_dotenv_gets_a_fix_that_works(tmp_path, gateway):
     _bash(warned[0]["fix"], home)
     assert not [c for c in checks(doctor(home)) if "ENABLED is false" in c["message"]]
     assert str(home / ".env") in warned[0]["message"]       # where it was set
+
+
+def test_plugins_enabled_as_a_bare_string_is_no_list_to_hermes(tmp_path):
+    """`plugins.enabled: tencentdb-offload` (a hand edit, no dash): Hermes 0.17-0.22 read only a
+    list there and list the plugin 'not enabled'; doctor passed 'contains tencentdb-offload'.
+    A bare string under plugins.disabled disables nothing either."""
+    from tencentdb_offload.host.hermes_config import read_config
+    from tencentdb_offload.ops.doctor import Checks, check_config
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("plugins:\n  enabled: tencentdb-offload\n  disabled: "
+                                      "tencentdb-offload\ncontext:\n  engine: tencentdb-offload\n")
+    for version, fix in (((0, 19, 0), "hermes plugins enable tencentdb-offload"),
+                         ((0, 22, 2), "hermes config set plugins.enabled '[\"tencentdb-offload\"]'")):
+        c = Checks()
+        check_config(c, read_config(home), version)
+        rows = [(i["status"], i["message"], i["fix"]) for i in c.items if "plugins." in i["message"]]
+        assert len(rows) == 1 and rows[0][0] == "fail" and rows[0][2] == fix, rows
+        assert 'it is the text "tencentdb-offload", not a list' in rows[0][1]
