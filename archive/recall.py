@@ -227,8 +227,12 @@ class RecallTools:
             return _error("the archive is unavailable (see /tencentdb-offload status)")
         limit = _int(args.get("limit"), 5, 1, 20)
         results: List[Dict[str, Any]] = []
+        held: Dict[str, str] = {}
         if self.store is not None:
-            self.flush()
+            if self.flush() is False:   # the newest items may be among the writes held in memory
+                held = {"note": "some items are still waiting to be written (the store is busy "
+                                "or failing; see /tencentdb-offload status): search again in a "
+                                "while if what you look for is not here"}
             results = [{"key": h["key"], "kind": h["kind"], "role": h["role"],
                         "tool_call_id": h["tool_call_id"] or "", "tool_name": h["tool_name"] or "",
                         "chars": h["chars"], "snippet": h["snippet"]}
@@ -238,7 +242,7 @@ class RecallTools:
                            "results": results,
                            "read_in_full": READ + "(key=<key>)" if found else "",
                            "scope": "this conversation's compacted tool outputs and messages",
-                           **history})
+                           **held, **history})
 
     def _history(self, query: str, args: Dict[str, Any]) -> Dict[str, Any]:
         """hermes-lcm's history for the answer: results, or why it cannot be read; {} when

@@ -9,7 +9,7 @@ import sqlite3
 import time
 
 from tencentdb_offload.archive import seal_key
-from tencentdb_offload.archive.recall import READ, RecallTools
+from tencentdb_offload.archive.recall import READ, SEARCH, RecallTools
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
 
@@ -48,6 +48,18 @@ def test_an_item_held_in_memory_is_said_to_be_waiting(tmp_path):
     assert not answer["ok"] and "waiting to be written" in answer["error"]
     assert "nothing archived under" in json.loads(
         RecallTools(st, lambda: True).handle(READ, {"key": "c1"}, "s1", ""))["error"]
+    st.close()
+
+
+def test_a_search_while_writes_are_held_says_so_instead_of_finding_nothing(tmp_path):
+    st = Store(tmp_path)
+    st.archive("s1", [ArchiveItem("tool_result", "an older zebra", "c0", "t")])
+    held = json.loads(RecallTools(st, lambda: False).handle(SEARCH, {"query": "zebra"}, "s1", ""))
+    assert held["ok"] and held["count"] == 1 and "waiting to be written" in held["note"]
+    none = json.loads(RecallTools(st, lambda: False).handle(SEARCH, {"query": "giraffe"}, "s1", ""))
+    assert none["count"] == 0 and "waiting to be written" in none["note"]
+    assert "note" not in json.loads(
+        RecallTools(st, lambda: True).handle(SEARCH, {"query": "giraffe"}, "s1", ""))
     st.close()
 
 
