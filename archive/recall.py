@@ -80,7 +80,7 @@ SCHEMAS: List[Dict[str, Any]] = [
 
 
 MAX_QUERY = 1_000           # chars of a search query (8 words are used)
-MAX_ID = 256               # chars of a tool_call_id; longer ones are never stored ids
+MAX_ID = 256               # chars of a tool_call_id in a Gateway ref (a file name there)
 ECHO = 120                 # chars of a model-supplied value repeated in an answer
 # a ref as the Gateway writes it: offload/<session dir>/refs/<tool_call_id>.md
 _REF = re.compile(r"offload/([^/]+)/refs/([^/\\\x00-\x1f]{1,%d})\.md" % MAX_ID)
@@ -173,7 +173,8 @@ class RecallTools:
             except LcmUnavailable as exc:
                 return _error(unavailable(str(exc)))
         flushed = None
-        if item is None and wanted and len(wanted) <= MAX_ID and self.store is not None:
+        # any length: the archive keeps ids as the provider made them (some carry KBs of state)
+        if item is None and wanted and self.store is not None:
             flushed = self.flush()
             item = self.store.read_page(session_key, wanted, offset, limit)
         if item is None and ref_id and self.read_ref is not None:

@@ -1,6 +1,7 @@
 """Recall tools: one conversation's archive only, any-case search, capped echoes, paged reads."""
 
 import json
+import re
 import threading
 import tracemalloc
 
@@ -12,7 +13,7 @@ from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.engine import TencentDBOffloadEngine
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import env_for
+from helpers import env_for, tool_turn
 
 READ, SEARCH = "tdai_read_cos", "tdai_offload_search"
 
@@ -200,3 +201,28 @@ def test_search_is_newest_first_across_small_and_big_rows(store):
     hits = store.search("c", "wort", 5)
     assert [h["tool_call_id"] for h in hits] == ["r3", "r2", "r1"]
     assert hits[1]["snippet"].endswith(" WORT") and len(hits[1]["snippet"]) <= 500
+
+
+def test_a_pointer_to_a_result_with_a_long_call_id_can_be_followed(tmp_path):
+    # some OpenAI-compatible proxies carry model state in the id (hundreds of characters):
+    # the archive keeps the id whole and the trim names it, so the tool must read it back
+    rt = plugin.build_runtime(env=env_for(tmp_path))
+    eng = engine_for(rt, "s1")
+    tid = "call_7__thought__" + "QmFzZTY0" * 60                 # 497 chars
+    body = "the long result " + "r" * 9000
+    conv = [{"role": "user", "content": "read it"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": tid, "type": "function",
+             "function": {"name": "read_file", "arguments": "{\"path\": \"/a\"}"}}]},
+            {"role": "tool", "tool_call_id": tid, "content": body},
+            {"role": "assistant", "content": "read"}]
+    for i in range(12):
+        conv += tool_turn(10 + i, 3000)
+    HookHandlers(rt).post_tool_call(tool_name="read_file", args={"path": "/a"}, session_id="s1",
+                                    tool_call_id=tid, result=body)
+    out = eng.compress(conv, current_tokens=200_000)
+    rt.flush()
+    shown = {k for m in out for k in re.findall(r'tool_call_id="([^"]+)"', str(m.get("content")))}
+    assert tid in shown
+    got = call(eng, READ, tool_call_id=tid)
+    assert got["ok"] and got["content"] == body
+    rt.close()
