@@ -45,7 +45,7 @@ class CompactResult:
     tokens_before: int = 0
     tokens_after: int = 0
     within_budget: bool = True
-    departed: List[Departed] = field(default_factory=list)   # full arguments of trimmed calls
+    departed: List[Departed] = field(default_factory=list)   # trimmed call args, merged turns
     digest_collapsed: bool = False                           # earlier digests rebuilt (rare)
     notes_placed: bool = False                               # the notes are in the new digest
 
@@ -294,9 +294,16 @@ def _digest_messages(plan: Plan) -> List[Message]:
     return [m for i in plan.digests for m in plan.messages(i)]
 
 
-def _departed_args(plan: Plan, chosen: Set[int]) -> List[Departed]:
+def _departed(plan: Plan, chosen: Set[int], messages: Sequence[Message],
+              gone: List[Message]) -> List[Departed]:
+    """Trimmed call arguments, and user messages made by merging two user turns in a row (as
+    the host sends them): the digest and trims name the merged text's key, and departures
+    archive only the originals, so the merged text is archived too."""
+    own = {plain_text(m) for m in messages if isinstance(m, dict) and M.role(m) == "user"}
+    merged = [plain_text(m) for m in gone if M.role(m) == "user" and not M.is_tool_result(m)]
     return [Departed("tool_args", full, args_key(tid), name, "assistant")
-            for i in sorted(chosen) for tid, name, full in plan.args_cut.get(i, ())]
+            for i in sorted(chosen) for tid, name, full in plan.args_cut.get(i, ())] + [
+        Departed("message", text, role="user") for text in merged if text and text not in own]
 
 
 def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int = 3,
@@ -358,4 +365,4 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     removed = plan.removed + cut + (_digest_messages(plan) if replaces else [])
     after = sum(count(m) for m in result)
     return CompactResult(result, removed, trimmed, before, after, after <= allowed,
-                         _departed_args(plan, chosen), replaces, bool(digest) and bool(notes))
+                         _departed(plan, chosen, messages, cut + trimmed), replaces, bool(digest and notes))

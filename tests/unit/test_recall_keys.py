@@ -3,12 +3,13 @@ the tools say they hold this conversation's compacted items, not long-term memor
 item 5)."""
 
 import json
+import re
 
 from tencentdb_offload.archive.recall import READ, SCHEMAS, SEARCH
 from tencentdb_offload.archive.store import ArchiveItem
 from tencentdb_offload.context.item_key import PATTERN, message_key
 
-from helpers import conversation, make_engine
+from helpers import conversation, make_engine, tool_turn
 
 
 def call(eng, name, **args):
@@ -60,3 +61,25 @@ def test_the_tools_say_they_hold_this_conversations_compacted_items_not_memories
         assert "memory_tencentdb_" in text and "not long-term memories" in text
     read = next(s for s in SCHEMAS if s["name"] == READ)
     assert "key" in read["parameters"]["properties"] and "msg-" in read["description"]
+
+
+def test_the_digest_key_of_two_user_turns_in_a_row_reads_back(tmp_path):
+    # a turn that got no answer (an interrupted or failed request) leaves two user messages in
+    # a row; the compaction merges them as the host sends them, and the digest line names the
+    # merged text's key
+    rt, eng = make_engine(tmp_path)
+    first = "first ask, never answered: " + "the plan in detail " * 1200
+    conv = conversation(20, 3000) + [{"role": "user", "content": first},
+                                     {"role": "user", "content": "second ask"},
+                                     {"role": "assistant", "content": "ok"}]
+    conv += sum((tool_turn(100 + i, 3000) for i in range(60)), [])
+    out = eng.compress(conv, current_tokens=200_000)
+    rt.flush()
+    shown = [(k, str(m.get("content"))) for m in out
+             for k in re.findall(r"msg-[0-9a-f]{12}", str(m.get("content")))]
+    merged = [k for k, text in shown if text.find("first ask") >= 0]
+    assert merged, "the merged turn names no key"
+    for key, _text in shown:
+        got = call(eng, READ, key=key)
+        assert got["ok"], (key, got["error"])
+    rt.close()
