@@ -8,6 +8,7 @@ text is. Stateless: the engine decides what to archive and records ids.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import AbstractSet, Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from . import item_key, result_keys
@@ -67,14 +68,15 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
     """What of ``before`` is not in ``after``, plus the originals in ``extra`` (results the
     compaction had to cut before sending), each once. Our own sealed notices are not archived;
     everything else is, whatever it starts with."""
-    kept_calls, kept_text, summarised = set(), set(), set()
+    kept_calls, summarised = set(), set()
+    kept_text: Counter = Counter()      # copies: of a text said twice, one may leave
     for m in after:
         for tid, text in M.tool_results(m):
             kept_calls.add((tid, text))         # a set: compared by hash, then in full
             if text.startswith(OFFLOADED_MARK):
                 summarised.add(tid)
         if not M.is_tool_result(m):
-            kept_text.add(own_text(m))
+            kept_text[own_text(m)] += 1
     args = call_arguments(before)
     items: List[Departed] = []
     left: Set[str] = set()
@@ -92,7 +94,9 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
             items.append(Departed("tool_result", text, tid, name, "tool", call_args))
         if not M.is_tool_result(m):
             text = own_text(m)
-            if text and text not in kept_text and not M.is_plugin_text(text, seal):
+            if kept_text[text] > 0:
+                kept_text[text] -= 1
+            elif text and not M.is_plugin_text(text, seal):
                 count += 1
                 items.append(Departed("message", text, role=M.role(m)))
     for m in extra:

@@ -83,3 +83,21 @@ def test_the_digest_key_of_two_user_turns_in_a_row_reads_back(tmp_path):
         got = call(eng, READ, key=key)
         assert got["ok"], (key, got["error"])
     rt.close()
+
+
+def test_the_digest_key_of_a_message_said_again_later_reads_back(tmp_path):
+    # the user repeats an earlier request word for word; the older copy leaves with its turn,
+    # the newer stays: the digest line of the older one names the text's key
+    rt, eng = make_engine(tmp_path)
+    again = "run the whole test suite again and report every failure in detail"
+    conv = conversation(20, 3000) + [{"role": "user", "content": again},
+                                     {"role": "assistant", "content": "ran it"}]
+    conv += sum((tool_turn(100 + i, 3000) for i in range(60)), []) + [
+        {"role": "user", "content": again}]
+    out = eng.compress(conv, current_tokens=200_000)
+    rt.flush()
+    key = message_key("user", again)
+    assert key in "".join(str(m.get("content")) for m in out[:-1])
+    got = call(eng, READ, key=key)
+    assert got["ok"] and got["content"] == again, got
+    rt.close()
