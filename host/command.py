@@ -94,5 +94,6 @@ def make_command(runtime: "Runtime") -> Callable[[str], str]:
                 return "reclaimed: " + ", ".join("%s %d" % kv for kv in sorted(counts.items()))
         except Exception as exc:
             return "tencentdb-offload %s failed: %s" % (sub, exc)
-        return "unknown subcommand %r\n%s" % (sub, HELP)
+        # a pasted paragraph is not repeated back whole: its start names it
+        return "unknown subcommand %r\n%s" % (printable(sub, 40), HELP)
     return handler

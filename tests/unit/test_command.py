@@ -50,3 +50,12 @@ def test_gateway_status_health_flush_reclaim(tmp_path):
         assert cmd("reclaim").startswith("reclaimed:")
         gw.set_fault("refuse")
         assert cmd("health").startswith("Gateway not usable")
+
+
+def test_an_unknown_subcommand_is_not_repeated_back_whole(tmp_path):
+    rt, eng = make_engine(tmp_path)
+    cmd = make_command(rt)
+    text = cmd("x" * 5_000_000 + " status")
+    assert text.startswith("unknown subcommand 'xxxx") and "/tencentdb-offload [subcommand]" in text
+    assert len(text) < 1_000
+    rt.close()
