@@ -94,7 +94,7 @@ def read(conn: sqlite3.Connection, item: Dict[str, Any], offset: int, limit: int
 def search(conn: sqlite3.Connection, query: str, session: Optional[str] = None,
            limit: int = 20) -> List[Dict[str, Any]]:
     """Items containing every word of ``query`` (any case), newest conversations first."""
-    words = query.split()[:8]
+    words = lookup.words_of(query)
     sessions = [session] if session else [c["session"] for c in conversations(conn)]
     out: List[Dict[str, Any]] = []
     for s in sessions:

@@ -192,6 +192,17 @@ def _found(folded: str, words: List[str]) -> int:
     return at + 1 if at >= 0 and all(w in folded for w in words[1:]) else 0
 
 
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb\u300c\u300d"
+MAX_WORDS = 8
+
+
+def words_of(query: str) -> List[str]:
+    """The words of a query, at most ``MAX_WORDS``, without the quotes around them: a model
+    that quotes a phrase ("connection refused") or a name (`app.py`) means its words."""
+    words = [w.strip(_QUOTES) for w in query.split()]
+    return [w for w in words if w][:MAX_WORDS] or query.split()[:MAX_WORDS]
+
+
 def search(conn: sqlite3.Connection, conversation: str, words: List[str],
            limit: int) -> List[Dict[str, Any]]:
     """Items of this conversation containing every word (any case), newest first, with snippets."""

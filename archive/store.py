@@ -316,7 +316,7 @@ class Store(Outbox):
 
     def search(self, conversation: str, query: str, limit: int = 5) -> List[Dict[str, Any]]:
         """This conversation's items containing every word of ``query``, any case, newest first."""
-        return lookup.search(self._conn(), conversation, query.split()[:8], limit)
+        return lookup.search(self._conn(), conversation, lookup.words_of(query), limit)
 
     def reused_ids(self, conversation: str, ids: Iterable[str]) -> Set[str]:
         """Of ``ids``, those archived with more than one text (by any process)."""

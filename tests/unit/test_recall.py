@@ -226,3 +226,13 @@ def test_a_pointer_to_a_result_with_a_long_call_id_can_be_followed(tmp_path):
     got = call(eng, READ, tool_call_id=tid)
     assert got["ok"] and got["content"] == body
     rt.close()
+
+
+def test_search_reads_quoted_words_as_words(store):
+    # models quote a phrase or a name as they would in a web search
+    store.archive("c", [ArchiveItem("tool_result", "curl: (7) Connection refused (app.py:3)",
+                                    "r1", "sh")])
+    for query in ('"connection refused"', "`app.py`", "\u201cConnection refused\u201d",
+                  "'refused'"):
+        assert [h["key"] for h in store.search("c", query)] == ["r1"], query
+    assert store.search("c", '"connection accepted"') == []
