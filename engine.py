@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
+from .host import lineage
 from .host.command import explain_unchanged
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
 from .compaction import cut_memo, idle, prepare, request_cut
@@ -123,7 +124,7 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def bind_session_state(self, session_db: Any = None, session_id: str = "", **_: Any) -> None:
         if session_id and session_id != self._session_id:
-            self._key = self.runtime.registry.conversation_of(session_id)
+            self._key = lineage.bind(self.runtime.registry, session_db, session_id)
             self._session_id = session_id
 
     def current_state(self) -> SessionState:
@@ -332,7 +333,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def handle_tool_call(self, name: str, args: Any = None, **_: Any) -> str:
         state = self.current_state()
         return self.runtime.tools.handle(name, args if args is not None else {},
-                                         state.key, state.gateway_id)
+                                         state.key, state.gateway_id, state.parents)
 
     # -- status ---------------------------------------------------------------------------
     def get_status(self, **_: Any) -> Dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .compaction.idle import CacheClock
 from .compaction.record import Compaction
@@ -115,6 +115,7 @@ class SessionStats:
 class SessionState:
     key: str
     gateway_id: str
+    parents: Tuple[str, ...] = ()   # conversations it was branched from (host/lineage.py)
     prompt: str = ""
     recent: List[Dict[str, str]] = field(default_factory=list)
     l15_hash: str = ""

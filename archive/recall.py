@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..common.peer_text import plugin_logger
 from ..common.text import clean_text
 from ..context.read_backs import RECALL_TOOL as READ
+from ..memory_gateway.session_ids import gateway_session_id
 from .lcm_history import KEY as LCM_KEY, LcmHistory, LcmUnavailable, unavailable
 from .store import Store
 
@@ -140,20 +141,23 @@ class RecallTools:
         self.read_ref = read_ref
         self.history = history          # hermes-lcm's lcm.db, read-only (None: off)
 
-    def handle(self, name: str, args: Any, session_key: str, gateway_session: str) -> str:
+    def handle(self, name: str, args: Any, session_key: str, gateway_session: str,
+               parents: Sequence[str] = ()) -> str:
+        """``parents``: the conversations this one was branched from (``host/lineage.py``),
+        read after its own: its copied history points into their archive."""
         if not isinstance(args, dict):
             return _error("arguments must be a JSON object")
         try:
             if name == READ:
-                return self._read(args, session_key, gateway_session)
+                return self._read(args, (session_key, *parents), gateway_session)
             if name == SEARCH:
-                return self._search(args, session_key)
+                return self._search(args, (session_key, *parents))
         except Exception as exc:  # a tool call must always get an answer, the log the cause
             log.warning("tencentdb-offload: the %s tool failed: %s", name, exc, exc_info=True)
             return _error("%s failed: %s" % (name, _echo(str(exc))))
         return _error("unknown tool %s" % _echo(name))
 
-    def _read(self, args: Dict[str, Any], session_key: str, gateway_session: str) -> str:
+    def _read(self, args: Dict[str, Any], keys: Sequence[str], gateway_session: str) -> str:
         call_id = _text(args.get("key")) or _text(args.get("tool_call_id"))
         path = _text(args.get("path"))
         ref_id = ref_of_session(path, gateway_session) if path else ""
@@ -163,7 +167,10 @@ class RecallTools:
         if not call_id and not _REF.fullmatch(path):
             return _error("path %s is not an archive path; expected "
                           "offload/<session>/refs/<tool_call_id>.md" % _echo(path))
-        wanted = call_id or ref_id
+        # a branch's copied summaries name its parent's Gateway session: the archive reads
+        # those refs too; only refs of this session go to the Gateway
+        parent_ref = "" if call_id or ref_id else _parent_ref(path, keys[1:])
+        wanted = call_id or ref_id or parent_ref
         offset = _int(args.get("offset"), 0, 0, 1 << 40)
         limit = _int(args.get("limit"), DEFAULT_PAGE, 1, MAX_PAGE)
         item = None
@@ -176,7 +183,8 @@ class RecallTools:
         # any length: the archive keeps ids as the provider made them (some carry KBs of state)
         if item is None and wanted and self.store is not None:
             flushed = self.flush()
-            item = self.store.read_page(session_key, wanted, offset, limit)
+            for key in keys[1:] if parent_ref else keys:
+                item = item or self.store.read_page(key, wanted, offset, limit)
         if item is None and ref_id and self.read_ref is not None:
             item = self._remote(gateway_session, path, ref_id, offset, limit)
         if item is None:
@@ -216,7 +224,7 @@ class RecallTools:
                 "content": text[offset:offset + limit], "total_chars": len(text),
                 "source": "gateway"}
 
-    def _search(self, args: Dict[str, Any], session_key: str) -> str:
+    def _search(self, args: Dict[str, Any], keys: Sequence[str]) -> str:
         query = _text(args.get("query"))
         if not query:
             return _error("query must not be empty")
@@ -237,7 +245,7 @@ class RecallTools:
             results = [{"key": h["key"], "kind": h["kind"], "role": h["role"],
                         "tool_call_id": h["tool_call_id"] or "", "tool_name": h["tool_name"] or "",
                         "chars": h["chars"], "snippet": h["snippet"]}
-                       for h in self.store.search(session_key, query, limit)]
+                       for key in keys for h in self.store.search(key, query, limit)][:limit]
         found = results or (history.get("lcm_history") or {}).get("results")
         return _answer({"ok": True, "query": query, "count": len(results),
                            "results": results,
@@ -260,6 +268,15 @@ class RecallTools:
         return {"lcm_history": {"source": "hermes-lcm history (read-only, before the switch; "
                                           "every earlier session)",
                                 "count": len(found["results"]), **found}}
+
+
+def _parent_ref(path: str, parents: Sequence[str]) -> str:
+    """The tool_call_id a ref of a parent conversation's Gateway session names, else ''."""
+    for key in parents:
+        found = ref_of_session(path, gateway_session_id(key))
+        if found:
+            return found
+    return ""
 
 
 def _reused(item: Dict[str, Any]) -> Dict[str, Any]:
