@@ -162,8 +162,8 @@ class RecallTools:
         path = _text(args.get("path"))
         ref_id = ref_of_session(path, gateway_session) if path else ""
         if not call_id and not path:
-            return _error("pass key (msg-... or a tool_call_id) or path "
-                          "(offload/<session>/refs/<id>.md)")
+            return _error(_not_a_key(args) or "pass key (msg-... or a tool_call_id) or path "
+                                              "(offload/<session>/refs/<id>.md)")
         if not call_id and not _REF.fullmatch(path):
             return _error("path %s is not an archive path; expected "
                           "offload/<session>/refs/<tool_call_id>.md" % _echo(path))
@@ -268,6 +268,15 @@ class RecallTools:
         return {"lcm_history": {"source": "hermes-lcm history (read-only, before the switch; "
                                           "every earlier session)",
                                 "count": len(found["results"]), **found}}
+
+
+def _not_a_key(args: Dict[str, Any]) -> str:
+    """Why a key the model did pass is not one (a list of keys, an object), else ''."""
+    for name in ("key", "tool_call_id", "path"):
+        if isinstance(args.get(name), (list, dict)):
+            return "%s must be one string, not %s: call %s once per item" % (
+                name, "a list" if isinstance(args[name], list) else "an object", READ)
+    return ""
 
 
 def _parent_ref(path: str, parents: Sequence[str]) -> str:
