@@ -15,7 +15,8 @@ from typing import Any, Callable, List, Tuple
 MAX_DEPTH = 8               # a branch of a branch …: ancestors followed at most
 
 
-def ancestors(session_db: Any, session_id: str, conversation_of: Callable[[str], str]) -> Tuple[str, ...]:
+def ancestors(session_db: Any, session_id: str,
+              conversation_of: Callable[[str], str]) -> Tuple[str, ...]:
     """Conversation keys of ``session_id``'s ancestors in Hermes' session store, nearest first
     (its own conversation left out); () when the host gives no store or it cannot be read."""
     own = conversation_of(session_id)

@@ -241,7 +241,8 @@ def test_search_reads_quoted_words_as_words(store):
 def test_a_list_of_keys_is_told_to_be_one_key_per_call(tmp_path):
     rt = plugin.build_runtime(env=env_for(tmp_path))
     eng = engine_for(rt, "s1")
-    for args, word in (({"key": ["c1", "c2"]}, "a list"), ({"tool_call_id": {"id": "c1"}}, "an object")):
+    for args, word in (({"key": ["c1", "c2"]}, "a list"),
+                       ({"tool_call_id": {"id": "c1"}}, "an object")):
         error = call(eng, READ, **args)["error"]
         assert "must be one string, not %s" % word in error and "once per item" in error
     assert "pass key" in call(eng, READ)["error"]
