@@ -45,12 +45,37 @@ def read_page(conn: sqlite3.Connection, conversation: str, key: str,
     if row is None and result_keys.split(key):
         row = _version(conn, conversation, key)
     if row is None:
-        return None
+        whole = _completed(conn, conversation, key)
+        return read_page(conn, conversation, whole, offset, limit) if whole else None
     item = described(row)
     if others:
         item["other_keys"] = others
     item["content"] = page_of(conn, item.pop("id"), item["total_chars"], offset, limit)
     return item
+
+
+ELLIPSES = ("\u2026", "...")
+MIN_STEM = 4                # chars of a shortened key (after ``msg-``) needed to complete it
+
+
+def _completed(conn: sqlite3.Connection, conversation: str, key: str) -> str:
+    """The one key of this conversation that ``key`` begins when it ends in an ellipsis (an
+    old digest line shortened to its width ends ``[call_52_…``), else ''."""
+    stem = next((key[:-len(e)] for e in ELLIPSES if key.endswith(e)), "")
+    hexes = stem[len(item_key.PREFIX):] if stem.startswith(item_key.PREFIX) else ""
+    if hexes and len(hexes) >= MIN_STEM and all(c in "0123456789abcdef" for c in hexes):
+        rows = conn.execute("SELECT DISTINCT item_key FROM archive WHERE item_key >= ? AND "
+                            "item_key < ? AND " + SCOPE + " LIMIT 2",
+                            ("msg:" + hexes, "msg:" + hexes + "g", conversation, conversation))
+        keys = [readable_key(k, None) for (k,) in rows]
+    elif len(stem) >= MIN_STEM:
+        rows = conn.execute("SELECT DISTINCT tool_call_id FROM archive WHERE tool_call_id >= ? "
+                            "AND tool_call_id < ? AND " + SCOPE + " LIMIT 2",
+                            (stem, stem + "\U0010ffff", conversation, conversation))
+        keys = [k for (k,) in rows]
+    else:
+        return ""
+    return keys[0] if len(keys) == 1 and keys[0] != key else ""
 
 
 def _other_keys(conn: sqlite3.Connection, conversation: str, tid: str, rowid: int) -> List[str]:

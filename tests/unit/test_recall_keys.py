@@ -101,3 +101,21 @@ def test_the_digest_key_of_a_message_said_again_later_reads_back(tmp_path):
     got = call(eng, READ, key=key)
     assert got["ok"] and got["content"] == again, got
     rt.close()
+
+
+def test_keys_of_digest_lines_shortened_at_the_cap_read_back(tmp_path):
+    # at the digest's cap, turn lines are cut to their width: "[call_52_…", "(msg-d15f2…"
+    rt, eng = make_engine(tmp_path)
+    out = eng.compress(conversation(60, 6000), current_tokens=200_000)
+    rt.flush()
+    shown = "".join(str(m.get("content")) for m in out)
+    cut = re.findall(r"\[([^\]\s]+…)", shown) + re.findall(r"\((msg-[0-9a-f]+…)", shown)
+    assert cut, "no shortened line"
+    for key in cut:
+        got = call(eng, READ, key=key)
+        assert got["ok"] and got["key"].startswith(key[:-1]), (key, got)
+    seven = message_key("user", "turn 7: please do step 7")
+    assert call(eng, READ, key=seven[:10] + "...")["key"] == seven
+    assert not call(eng, READ, key="call_5…")["ok"]      # several items begin so: none is guessed
+    assert not call(eng, READ, key="ca…")["ok"]
+    rt.close()
