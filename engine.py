@@ -333,7 +333,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def handle_tool_call(self, name: str, args: Any = None, **_: Any) -> str:
         state = self.current_state()
         return self.runtime.tools.handle(name, args if args is not None else {},
-                                         state.key, state.gateway_id, state.parents)
+                                         state.key, state.gateway_id, state.parents, self.context_length)
 
     # -- status ---------------------------------------------------------------------------
     def get_status(self, **_: Any) -> Dict[str, Any]:

@@ -52,7 +52,9 @@ SCHEMAS: List[Dict[str, Any]] = [
                          "description": "archive path such as offload/<session>/refs/<id>.md"},
                 "offset": {"type": "integer", "description": "character offset to start at (default 0)"},
                 "limit": {"type": "integer",
-                          "description": "characters to return (default 20000, max 100000)"},
+                          "description": "characters to return (default 20000, max 100000; "
+                                         "fewer when the host could not show them whole: "
+                                         "go on from next_offset)"},
             },
         },
     },
@@ -81,6 +83,8 @@ SCHEMAS: List[Dict[str, Any]] = [
 
 
 MAX_QUERY = 1_000           # chars of a search query (8 words are used)
+# Hermes' limit on one tool answer (tools/budget_config.py), a margin below it
+HOST_SHARE, HOST_MIN, HOST_MAX, HOST_MARGIN = 0.15, 8_000, 100_000, 256
 MAX_ID = 256               # chars of a tool_call_id in a Gateway ref (a file name there)
 ECHO = 120                 # chars of a model-supplied value repeated in an answer
 # a ref as the Gateway writes it: offload/<session dir>/refs/<tool_call_id>.md
@@ -142,14 +146,15 @@ class RecallTools:
         self.history = history          # hermes-lcm's lcm.db, read-only (None: off)
 
     def handle(self, name: str, args: Any, session_key: str, gateway_session: str,
-               parents: Sequence[str] = ()) -> str:
+               parents: Sequence[str] = (), window: int = 0) -> str:
         """``parents``: the conversations this one was branched from (``host/lineage.py``),
-        read after its own: its copied history points into their archive."""
+        read after its own: its copied history points into their archive. ``window``: the
+        model's context length (the host's limit on one tool answer follows it)."""
         if not isinstance(args, dict):
             return _error("arguments must be a JSON object")
         try:
             if name == READ:
-                return self._read(args, (session_key, *parents), gateway_session)
+                return self._read(args, (session_key, *parents), gateway_session, window)
             if name == SEARCH:
                 return self._search(args, (session_key, *parents))
         except Exception as exc:  # a tool call must always get an answer, the log the cause
@@ -157,7 +162,8 @@ class RecallTools:
             return _error("%s failed: %s" % (name, _echo(str(exc))))
         return _error("unknown tool %s" % _echo(name))
 
-    def _read(self, args: Dict[str, Any], keys: Sequence[str], gateway_session: str) -> str:
+    def _read(self, args: Dict[str, Any], keys: Sequence[str], gateway_session: str,
+              window: int = 0) -> str:
         call_id = _text(args.get("key")) or _text(args.get("tool_call_id"))
         path = _text(args.get("path"))
         ref_id = ref_of_session(path, gateway_session) if path else ""
@@ -199,18 +205,7 @@ class RecallTools:
                           % _echo(wanted or path),
                           hint="use tdai_offload_search to find this conversation's "
                                "compacted items and their keys")
-        page, total = item["content"], item["total_chars"]
-        nxt = offset + len(page)
-        return _answer({
-            "ok": True, "key": item.get("key", item["tool_call_id"]),
-            "kind": item.get("kind", "tool_result"), "role": item.get("role", ""),
-            "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
-            "offset": offset, "returned": len(page), "total_chars": total,
-            "next_offset": nxt if nxt < total else None,
-            "source": item.get("source", "archive"), "content": page,
-            **{k: item[k] for k in ("session", "time") if k in item},
-            **_reused(item),
-        })
+        return _page_answer(item, offset, host_limit(window))
 
     def _remote(self, gateway_session: str, path: str, call_id: str, offset: int,
                 limit: int) -> Optional[Dict[str, Any]]:
@@ -268,6 +263,34 @@ class RecallTools:
         return {"lcm_history": {"source": "hermes-lcm history (read-only, before the switch; "
                                           "every earlier session)",
                                 "count": len(found["results"]), **found}}
+
+
+def host_limit(window: int) -> int:
+    """Characters of one tool answer that Hermes shows the model whole: over it (0.19+: 15 %
+    of the window at 4 chars a token, 8,000–100,000; 0.17: 100,000) the answer is saved to a
+    file and the model sees its first 1,500 characters."""
+    share = int(window * 4 * HOST_SHARE) if isinstance(window, int) and window > 0 else HOST_MAX
+    return max(HOST_MIN, min(share, HOST_MAX)) - HOST_MARGIN
+
+
+def _page_answer(item: Dict[str, Any], offset: int, room: int) -> str:
+    """The answer for a page of ``item`` from ``offset``, the page shortened until the whole
+    answer fits ``room``: what ``returned`` and ``next_offset`` say is what the model sees."""
+    page, total = item["content"], item["total_chars"]
+    value = {"ok": True, "key": item.get("key", item["tool_call_id"]),
+             "kind": item.get("kind", "tool_result"), "role": item.get("role", ""),
+             "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
+             "offset": offset, "returned": 0, "total_chars": total, "next_offset": None,
+             "source": item.get("source", "archive"), "content": "",
+             **{k: item[k] for k in ("session", "time") if k in item}, **_reused(item)}
+    while True:
+        nxt = offset + len(page)
+        value.update(content=page, returned=len(page), next_offset=nxt if nxt < total else None)
+        text = _answer(value)
+        if len(text) <= room or not page:
+            return text
+        # escapes make a char up to 6 in JSON: shrink in proportion, then a little more
+        page = page[:max(0, min(len(page) - 1, len(page) * room // len(text) - 64))]
 
 
 def _not_a_key(args: Dict[str, Any]) -> str:

@@ -247,3 +247,26 @@ def test_a_list_of_keys_is_told_to_be_one_key_per_call(tmp_path):
         assert "must be one string, not %s" % word in error and "once per item" in error
     assert "pass key" in call(eng, READ)["error"]
     rt.close()
+
+
+@pytest.mark.parametrize("window, shown_whole", [(64_000, 38_400), (128_000, 76_800),
+                                                 (1_000_000, 100_000)])
+def test_every_page_fits_what_the_host_shows_whole(tmp_path, window, shown_whole):
+    # Hermes 0.19+ saves a tool answer over 15 % of the window (4 chars a token, 8K-100K chars)
+    # to a file and shows the model 1,500 chars of it: a page past that was skipped unseen
+    rt = plugin.build_runtime(env=env_for(tmp_path))
+    eng = TencentDBOffloadEngine(rt)
+    eng.update_model(model="m", context_length=window)
+    eng.on_session_start("s1")
+    text = "".join('line %d: "quoted" \\ \x1b[31mred\x1b[0m é\n' % i for i in range(12_000))
+    rt.store.archive("s1", [ArchiveItem("tool_result", text, "big", "sh")])
+    got, offset = [], 0
+    while offset is not None:
+        answer = eng.handle_tool_call(READ, {"key": "big", "offset": offset, "limit": 100_000})
+        assert len(answer) <= shown_whole
+        reply = json.loads(answer)
+        assert reply["returned"] == len(reply["content"]) > 0
+        got.append(reply["content"])
+        offset = reply["next_offset"]
+    assert "".join(got) == text
+    rt.close()
