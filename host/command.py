@@ -40,18 +40,28 @@ def explain_unchanged(tokens: int, target: int, trigger: int, messages: int) -> 
                                                   count(tokens - target), count(target)))
 
 
+def saved_text(runtime: "Runtime") -> str:
+    """Whether the archive's writes are on disk now (a missing, busy or failing store holds
+    them in memory, retried): never claimed when they are not."""
+    if runtime.flush_writes(10.0):
+        return "archive writes saved to disk"
+    writer = runtime.writer
+    return "archive writes NOT saved yet (%s)" % (
+        writer.last_error or "%s still being written" % plural(writer.pending(), "write"))
+
+
 def flush_text(runtime: "Runtime") -> str:
     """What ``flush`` did, truthfully: nothing is sent without a Gateway or while it is down."""
+    saved = saved_text(runtime)
     if runtime.worker is None:
-        runtime.flush(None, 10.0)
-        return ("archive writes saved to disk; nothing sent: the Gateway is off (local mode), "
-                "so there is no outbox to deliver")
+        return ("%s; nothing sent: the Gateway is off (local mode), so there is no outbox to "
+                "deliver" % saved)
     done = runtime.flush(None, 10.0)
     left = runtime.store.backlog() if runtime.store else 0
     gw = GatewayView.of(runtime.client, runtime.settings) if runtime.client else None
     if gw is None or gw.looks_unused:       # local mode: nothing was sent, even with no backlog
-        return ("archive writes saved to disk; nothing sent: %s; %s kept in case a Gateway "
-                "answers at the default URL" % (NO_GATEWAY, plural(left, "row")))
+        return ("%s; nothing sent: %s; %s kept in case a Gateway answers at the default URL"
+                % (saved, NO_GATEWAY, plural(left, "row")))
     if done and not left:
         return "outbox delivered: nothing waiting for the Gateway"
     why = runtime.worker.last_error or gw.last_error or "health %s, breaker %s" % (
@@ -88,6 +98,9 @@ def make_command(runtime: "Runtime") -> Callable[[str], str]:
             if sub == "reclaim":
                 if runtime.reclaimer.retention_days <= 0:
                     return "retention is off (TENCENTDB_OFFLOAD_RETENTION_DAYS=0): nothing deleted"
+                if runtime.store is None:
+                    return "nothing deleted: the archive is unavailable (%s)" % (
+                        runtime.store_error or "see /tencentdb-offload status")
                 counts = runtime.reclaimer.run()
                 if runtime.reclaimer.last_error:
                     return runtime.reclaimer.last_error

@@ -13,7 +13,8 @@ def test_flush_in_local_mode_never_claims_delivery(monkeypatch):
     monkeypatch.setattr(command.GatewayView, "of", classmethod(lambda cls, client, settings: unused))
     runtime = SimpleNamespace(worker=object(), client=object(), settings=None,
                               store=SimpleNamespace(backlog=lambda: 0),
-                              flush=lambda session, timeout: True)
+                              flush=lambda session, timeout: True,
+                              flush_writes=lambda timeout: True)
     text = command.flush_text(runtime)
     assert "delivered" not in text
     assert text.startswith("archive writes saved to disk; nothing sent: local mode")

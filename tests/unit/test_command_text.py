@@ -37,6 +37,23 @@ def test_flush_with_the_gateway_off_does_not_claim_delivery(tmp_path):
         rt.close()
 
 
+def test_flush_and_reclaim_without_a_store_say_so(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "tencentdb-offload").write_text("a file where the store goes")
+    rt, _eng = make_engine(tmp_path)
+    try:
+        HookHandlers(rt).post_tool_call(tool_name="t", args={}, session_id="s1",
+                                        tool_call_id="c1", result="kept in memory")
+        cmd = make_command(rt)
+        flushed = cmd("flush")
+        assert flushed.startswith("archive writes NOT saved yet (") and "saved to disk" not in flushed
+        assert "cannot create" in flushed
+        reclaimed = cmd("reclaim")
+        assert reclaimed.startswith("nothing deleted: the archive is unavailable (cannot create")
+    finally:
+        rt.close()
+
+
 def test_flush_with_the_gateway_down_says_what_waits(tmp_path):
     with FakeGateway(api_key="k") as gw:
         rt, _eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k")
