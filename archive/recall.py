@@ -85,6 +85,9 @@ SCHEMAS: List[Dict[str, Any]] = [
 MAX_QUERY = 1_000           # chars of a search query (8 words are used)
 # Hermes' limit on one tool answer (tools/budget_config.py), a margin below it
 HOST_SHARE, HOST_MIN, HOST_MAX, HOST_MARGIN = 0.15, 8_000, 100_000, 256
+# a recall waits this long for the archive's queued writes: a first attempt stuck on another
+# process's write lock takes the busy timeout (10 s), and the answer then says what waits
+FLUSH_WAIT_S = 1.0
 MAX_ID = 256               # chars of a tool_call_id in a Gateway ref (a file name there)
 ECHO = 120                 # chars of a model-supplied value repeated in an answer
 # a ref as the Gateway writes it: offload/<session dir>/refs/<tool_call_id>.md
@@ -137,7 +140,7 @@ class RecallTools:
     ids aliased to it), or refs of its own Gateway session.
     """
 
-    def __init__(self, store: Optional[Store], flush: Callable[[], None],
+    def __init__(self, store: Optional[Store], flush: Callable[[float], Any],
                  read_ref: Optional[Callable[[str, str], Optional[Dict[str, Any]]]] = None,
                  history: Optional[LcmHistory] = None) -> None:
         self.store = store
@@ -188,7 +191,7 @@ class RecallTools:
         flushed = None
         # any length: the archive keeps ids as the provider made them (some carry KBs of state)
         if item is None and wanted and self.store is not None:
-            flushed = self.flush()
+            flushed = self.flush(FLUSH_WAIT_S)
             for key in keys[1:] if parent_ref else keys:
                 item = item or self.store.read_page(key, wanted, offset, limit)
         if item is None and ref_id and self.read_ref is not None:
@@ -233,7 +236,7 @@ class RecallTools:
         results: List[Dict[str, Any]] = []
         held: Dict[str, str] = {}
         if self.store is not None:
-            if self.flush() is False:   # the newest items may be among the writes held in memory
+            if self.flush(FLUSH_WAIT_S) is False:   # the newest items may be among the writes held in memory
                 held = {"note": "some items are still waiting to be written (the store is busy "
                                 "or failing; see /tencentdb-offload status): search again in a "
                                 "while if what you look for is not here"}

@@ -45,7 +45,7 @@ def read(home: str) -> Dict[str, Any]:
     C.load_plugin()
     from tencentdb_offload.archive.recall import RecallTools
     from tencentdb_offload.archive.store import Store
-    tools = RecallTools(Store(Path(home)), lambda: None)
+    tools = RecallTools(Store(Path(home)), lambda _wait: None)
     out: Dict[str, Any] = {}
     peak = C.PeakRSS(interval=0.05).__enter__()     # sampled while pages and search run
 

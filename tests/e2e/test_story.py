@@ -173,7 +173,7 @@ def not_recallable(run: Dict[str, Any]) -> List[str]:
         conversations = [r[0] for r in db.execute("SELECT DISTINCT session FROM archive")]
     store = store_mod.Store(directory)
     try:
-        tools = recall.RecallTools(store, lambda: None)
+        tools = recall.RecallTools(store, lambda _wait: None)
         missing = []
         for cid, path in [r for rows in run["reads"].values() for r in rows]:
             got = [json.loads(tools.handle("tdai_read_cos", {"tool_call_id": cid, "limit": 100_000},

@@ -41,25 +41,50 @@ def test_a_flush_does_not_wait_out_a_retry_stuck_on_another_process_lock(tmp_pat
     st.close()
 
 
+def test_a_recall_does_not_wait_out_a_first_write_stuck_on_another_process_lock(tmp_path,
+                                                                                monkeypatch):
+    monkeypatch.setattr(Store, "BUSY_TIMEOUT_S", 4.0)
+    st = Store(tmp_path)
+    w = StoreWriter(st)
+    blocker = sqlite3.connect(str(st.path), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        w.submit(Store.op_archive("s1", [ArchiveItem("tool_result", "x", "c1")], time.time()))
+        tools = RecallTools(st, w.flush)
+        for name, args in ((READ, {"key": "c1"}), (SEARCH, {"query": "x"})):
+            started = time.monotonic()       # the write's first attempt waits on the lock
+            answer = json.loads(tools.handle(name, args, "s1", ""))
+            assert time.monotonic() - started < 2.0, name
+            assert "waiting to be written" in answer.get("error", answer.get("note", "")), answer
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert wait_for(lambda: w.flush(1), timeout=20)
+    assert json.loads(RecallTools(st, w.flush).handle(READ, {"key": "c1"}, "s1", ""))["ok"]
+    w.close()
+    st.close()
+
+
 def test_an_item_held_in_memory_is_said_to_be_waiting(tmp_path):
     st = Store(tmp_path)
-    tools = RecallTools(st, lambda: False)          # the flush says writes are held
+    tools = RecallTools(st, lambda _wait: False)          # the flush says writes are held
     answer = json.loads(tools.handle(READ, {"key": "c1"}, "s1", ""))
     assert not answer["ok"] and "waiting to be written" in answer["error"]
     assert "nothing archived under" in json.loads(
-        RecallTools(st, lambda: True).handle(READ, {"key": "c1"}, "s1", ""))["error"]
+        RecallTools(st, lambda _wait: True).handle(READ, {"key": "c1"}, "s1", ""))["error"]
     st.close()
 
 
 def test_a_search_while_writes_are_held_says_so_instead_of_finding_nothing(tmp_path):
     st = Store(tmp_path)
     st.archive("s1", [ArchiveItem("tool_result", "an older zebra", "c0", "t")])
-    held = json.loads(RecallTools(st, lambda: False).handle(SEARCH, {"query": "zebra"}, "s1", ""))
+    tools = RecallTools(st, lambda _wait: False)
+    held = json.loads(tools.handle(SEARCH, {"query": "zebra"}, "s1", ""))
     assert held["ok"] and held["count"] == 1 and "waiting to be written" in held["note"]
-    none = json.loads(RecallTools(st, lambda: False).handle(SEARCH, {"query": "giraffe"}, "s1", ""))
+    none = json.loads(tools.handle(SEARCH, {"query": "giraffe"}, "s1", ""))
     assert none["count"] == 0 and "waiting to be written" in none["note"]
     assert "note" not in json.loads(
-        RecallTools(st, lambda: True).handle(SEARCH, {"query": "giraffe"}, "s1", ""))
+        RecallTools(st, lambda _wait: True).handle(SEARCH, {"query": "giraffe"}, "s1", ""))
     st.close()
 
 
