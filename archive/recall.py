@@ -85,6 +85,7 @@ SCHEMAS: List[Dict[str, Any]] = [
 MAX_QUERY = 1_000           # chars of a search query (8 words are used)
 # Hermes' limit on one tool answer (tools/budget_config.py), a margin below it
 HOST_SHARE, HOST_MIN, HOST_MAX, HOST_MARGIN = 0.15, 8_000, 100_000, 256
+MIN_PAGE = 1_000            # chars a page keeps however long the rest of the answer is
 # a recall waits this long for the archive's queued writes: a first attempt stuck on another
 # process's write lock takes the busy timeout (10 s), and the answer then says what waits
 FLUSH_WAIT_S = 1.0
@@ -236,7 +237,8 @@ class RecallTools:
         results: List[Dict[str, Any]] = []
         held: Dict[str, str] = {}
         if self.store is not None:
-            if self.flush(FLUSH_WAIT_S) is False:   # the newest items may be among the writes held in memory
+            # the newest items may be among the writes held in memory
+            if self.flush(FLUSH_WAIT_S) is False:
                 held = {"note": "some items are still waiting to be written (the store is busy "
                                 "or failing; see /tencentdb-offload status): search again in a "
                                 "while if what you look for is not here"}
@@ -290,10 +292,10 @@ def _page_answer(item: Dict[str, Any], offset: int, room: int) -> str:
         nxt = offset + len(page)
         value.update(content=page, returned=len(page), next_offset=nxt if nxt < total else None)
         text = _answer(value)
-        if len(text) <= room or not page:
+        if len(text) <= room or len(page) <= MIN_PAGE:     # a page always moves the offset on
             return text
         # escapes make a char up to 6 in JSON: shrink in proportion, then a little more
-        page = page[:max(0, min(len(page) - 1, len(page) * room // len(text) - 64))]
+        page = page[:max(MIN_PAGE, min(len(page) - 1, len(page) * room // len(text) - 64))]
 
 
 def _not_a_key(args: Dict[str, Any]) -> str:
