@@ -22,10 +22,11 @@ def when(ts: Any, unknown: str = "-") -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else unknown
 
 
-def describe_compaction(ev: Dict[str, Any]) -> str:
-    """One line about a stored compaction event: when, the record's own description, whose."""
+def describe_compaction(ev: Dict[str, Any], private: bool = False) -> str:
+    """One line about a stored compaction event: when, the record's own description, whose
+    (``private``: not whose)."""
     text = "%s, %s" % (when(ev.get("ts"), "?"), Compaction.from_json(ev).describe())
-    if ev.get("session"):
+    if ev.get("session") and not private:
         text += " (session %s)" % ev["session"]
     return printable(text + "; " + RECALL, newlines=False)      # level, error: the Gateway's words
 
@@ -57,28 +58,34 @@ def mode_text(report: StatusReport) -> str:
     return "local (Gateway off)" if not s.gateway_url else "Gateway at %s" % s.gateway_url
 
 
-def render(report: StatusReport) -> str:
+PRIVATE = ("  conversations are not named here: in Hermes' messaging gateway anyone who can "
+           "message it can run this command; `python3 <plugin dir> status` on the host names them")
+
+
+def render(report: StatusReport, private: bool = False) -> str:
+    """``private``: no conversation's id or figures (the messaging gateway's slash command
+    answers whoever sends it; its session ids carry other users' chat ids)."""
     s = report.settings
     store = report.store
     last = store.compactions.last if store else None
     lines: List[str] = [
         "tencentdb-offload status — mode: %s; store %s" % (mode_text(report), report.store_dir),
-        "  last compaction: %s" % (describe_compaction(last) if last else "none yet"),
+        "  last compaction: %s" % (describe_compaction(last, private) if last else "none yet"),
         "  %s, %s; keep first %s; trim results over %s"
         % (trigger_text(s, report.trigger), landing_text(s, report.trigger), plural(s.keep_first, "message"),
            plural(s.trim_chars, "char"))]
     if report.gateway_sources:
         lines.append("  Gateway settings: %s" % report.gateway_sources)
     if report.process is not None:
-        lines += _process_lines(report.process, s, len(store.sessions) if store else 0)
-    lines += _store_lines(report)
+        lines += _process_lines(report.process, s, len(store.sessions) if store else 0, private)
+    lines += _store_lines(report, private)
     lines += _gateway_lines(report)
     lines += ["  warning: %s" % w for w in report.warnings[-3:]]
     lines += ["  error: %s" % e for e in report.recent_errors[-3:]]
     return "\n".join(printable(line, newlines=False) for line in lines)   # peers' text, one line each
 
 
-def _process_lines(p: ProcessView, s: Settings, known: int) -> List[str]:
+def _process_lines(p: ProcessView, s: Settings, known: int, private: bool = False) -> List[str]:
     t = p.totals
     lines = [
         "  sessions in memory: %s (at most %s; %s evicted, their archive stays) — this Hermes "
@@ -87,7 +94,7 @@ def _process_lines(p: ProcessView, s: Settings, known: int) -> List[str]:
            plural(known, "session")),
         "    (one per conversation this process served: a chat, and each sub-agent or background "
         "review Hermes runs with its own session id; a compaction's new id stays with its chat)%s"
-        % held_sessions(p.held),
+        % ("" if private else held_sessions(p.held)),
         "  compactions this process: %s (Gateway %s, local %s); levels: %s"
         % (count(t["compactions"]), count(t["gateway_compactions"]), count(t["local_compactions"]),
            ", ".join("%s %s" % (k, count(v)) for k, v in sorted(t["levels"].items())) or "none"),
@@ -125,7 +132,7 @@ def held_sessions(held: List[HeldSession], most: int = 5) -> str:
     return ": " + ", ".join(shown) + (", …" if len(real) > most else "")
 
 
-def _store_lines(report: StatusReport) -> List[str]:
+def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     if report.store_problem:
         return ["  archive: UNAVAILABLE — %s" % report.store_problem]
     store = report.store
@@ -145,7 +152,7 @@ def _store_lines(report: StatusReport) -> List[str]:
                     % count(comp.request_only) if comp.request_only else "",
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
-    lines += _sessions_and_recent(store)
+    lines += [PRIVATE] if private else _sessions_and_recent(store)
     lines += ["  error (%s, %s): %s" % (e["source"], when(e["ts"]), str(e["error"])[:200])
               for e in store.errors[:5]]
     return lines

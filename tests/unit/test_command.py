@@ -59,3 +59,21 @@ def test_an_unknown_subcommand_is_not_repeated_back_whole(tmp_path):
     assert text.startswith("unknown subcommand 'xxxx") and "/tencentdb-offload [subcommand]" in text
     assert len(text) < 1_000
     rt.close()
+
+
+def test_in_the_messaging_gateway_status_names_no_conversation(tmp_path, monkeypatch):
+    """The messaging gateway answers the slash command to whoever sends it, and its session
+    ids carry other users' chat ids: the status there names no conversation; the figures
+    stay. The same status elsewhere names them."""
+    chat = "agent:main:telegram:dm:81472093"
+    rt, eng = make_engine(tmp_path, session=chat)
+    try:
+        eng.compress(conversation(40, 5000), current_tokens=60_000)
+        cmd = make_command(rt)
+        assert chat in cmd("status")
+        monkeypatch.setenv("_HERMES_GATEWAY", "1")
+        text = cmd("status")
+        assert "81472093" not in text, text
+        assert "compactions this process: 1" in text and "python3 <plugin dir> status" in text
+    finally:
+        rt.close()
