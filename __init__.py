@@ -15,7 +15,7 @@ from .host.command import HELP, make_command
 from .host.compat import HOST_SELECTS_CONTEXT
 from .engine import NAME, TencentDBOffloadEngine
 from .hooks import HookHandlers
-from .host.wiring import build_runtime, first_time, open_session, shared_runtime
+from .host.wiring import build_runtime, first_time, first_time_for, open_session, shared_runtime
 from .common.peer_text import plugin_logger
 
 __version__ = "0.3.0"
@@ -30,7 +30,7 @@ def register(ctx: Any) -> None:
     # loader) does not count: it registers nothing.
     real = type(ctx).__name__ != "_EngineCollector"
     # hooks once per plugin manager (a rebuilt manager, e.g. a plugin reload, gets them again)
-    if real and first_time("hooks:%x" % id(getattr(ctx, "_manager", ctx))):
+    if real and first_time_for(getattr(ctx, "_manager", ctx), "hooks"):
         hooks = HookHandlers(runtime)
         ctx.register_hook("post_tool_call", hooks.post_tool_call)
         ctx.register_hook("pre_llm_call", hooks.pre_llm_call)

@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import types
+import weakref
 from typing import Any, Mapping, Optional
 
 from ..settings.config import hermes_home, load_settings, read_config_block
@@ -65,6 +66,26 @@ def _runtime_or_safe_default(home: str) -> Runtime:
         runtime.note_error("could not start with your settings (%s: %s); running local-only "
                            "with defaults" % (type(exc).__name__, exc))
         return runtime
+
+
+def first_time_for(owner: Any, what: str) -> bool:
+    """True once per live ``owner`` (a plugin manager) for ``what``. By identity, not by
+    ``id()``: a rebuilt manager can take the freed address of the old one and would get no
+    hooks at all."""
+    space = _process()
+    with space.lock:
+        owners = getattr(space, "owners", None)
+        if owners is None:
+            owners = space.owners = weakref.WeakKeyDictionary()     # type: ignore[attr-defined]
+        try:
+            done = owners.setdefault(owner, set())
+        except TypeError:       # not weakly referable: its address, the best there is
+            done = space.registered
+            what = "%s:%x" % (what, id(owner))
+        if what in done:
+            return False
+        done.add(what)
+        return True
 
 
 def first_time(what: str) -> bool:

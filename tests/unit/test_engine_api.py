@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+import pytest
+
 import tencentdb_offload as plugin
 from tencentdb_offload.context import canvas
 from tencentdb_offload.context import messages as M
@@ -426,3 +428,38 @@ def test_a_cap_that_does_not_bind_leaves_the_hosts_rules_and_one_that_does_is_a_
     assert landing_tokens(huge, 100_000, True) == landing_tokens(plain, 100_000, True)
     capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "80000"})[0]
     assert landing_tokens(capped, 100_000, True) == capped.target_tokens(100_000)
+
+
+class _Manager:
+    """Stands for Hermes' plugin manager, which a plugin reload rebuilds."""
+
+
+def test_a_rebuilt_plugin_manager_gets_the_hooks_even_at_the_old_ones_address(tmp_path, monkeypatch):
+    """Hooks are registered once per plugin manager. A manager built after the first one was
+    freed often takes its address; keyed by ``id()``, it got no hooks (nothing archived)."""
+    import gc
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TENCENTDB_OFFLOAD_GATEWAY_URL", "off")
+    monkeypatch.delitem(sys.modules, "_tencentdb_offload_process", raising=False)
+    reused = False
+    for _ in range(50):
+        ctx = FakeContext()
+        ctx._manager = _Manager()
+        plugin.register(ctx)
+        assert sorted(ctx.hooks) == ["post_tool_call", "pre_llm_call"]
+        plugin.register(ctx)                    # the same manager, one more agent: once
+        assert len(ctx.hooks) == 2
+        freed = id(ctx._manager)
+        del ctx._manager
+        gc.collect()
+        manager = _Manager()                    # first, so it can take the freed address
+        reused = id(manager) == freed
+        ctx = FakeContext()
+        ctx._manager, manager = manager, None
+        plugin.register(ctx)
+        assert sorted(ctx.hooks) == ["post_tool_call", "pre_llm_call"], "a rebuilt manager"
+        if reused:
+            break
+    if not reused:
+        pytest.skip("this interpreter never reused a freed manager's address")
+    plugin.shared_runtime().close()
