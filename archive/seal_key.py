@@ -22,21 +22,47 @@ def load_seal(directory: Path) -> Tuple[Seal, str]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():               # write aside, then link: readers never see half a key
-            tmp = path.with_name("%s.%d.tmp" % (KEY_FILE, os.getpid()))
-            fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:                            # a full disk must not leave the half key behind
-                with os.fdopen(fd, "wb") as out:
-                    out.write(os.urandom(32).hex().encode("ascii"))
-                os.link(str(tmp), str(path))   # fails if another process won the race
-            except FileExistsError:
-                pass
-            finally:
-                os.unlink(str(tmp))
+            _write_key(path, replace=False)
         raw = path.read_text(encoding="ascii").strip()
+        if not raw:                         # a crash left the file, not its bytes: make it again
+            raw = _remade(path)
         return Seal(bytes.fromhex(raw)), ""
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ImportError) as exc:     # ImportError: no fcntl (Windows)
         return Seal.ephemeral(), "seal key %s unusable (%s): this process cannot recognise " \
                                  "blocks written by earlier ones" % (KEY_FILE, exc)
+
+
+def _write_key(path: Path, replace: bool) -> None:
+    """A new key at ``path``, on disk before it has its name (a crash right after leaves a
+    whole key or none). ``replace=False``: another process's key, if it won the race, stays."""
+    tmp = path.with_name("%s.%d.tmp" % (KEY_FILE, os.getpid()))
+    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:                                    # a full disk must not leave the half key behind
+        with os.fdopen(fd, "wb") as out:
+            out.write(os.urandom(32).hex().encode("ascii"))
+            out.flush()
+            os.fsync(out.fileno())
+        if replace:
+            os.replace(str(tmp), str(path))
+        else:
+            os.link(str(tmp), str(path))    # fails if another process won the race
+    except FileExistsError:
+        pass
+    finally:
+        if os.path.lexists(str(tmp)):
+            os.unlink(str(tmp))
+
+
+def _remade(path: Path) -> str:
+    """An empty key file replaced, once for every process: under a lock, and only while it is
+    still empty (another process may have remade it meanwhile). Blocks sealed with the lost key
+    are not recognised; every later one is, in every process."""
+    import fcntl
+    with open(str(path.with_name(KEY_FILE + ".lock")), "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if not path.read_text(encoding="ascii").strip():
+            _write_key(path, replace=True)
+        return path.read_text(encoding="ascii").strip()
 
 
 def read_seal(directory: Path) -> Optional[Seal]:

@@ -47,3 +47,17 @@ def test_peer_text_shown_to_a_person_has_no_terminal_controls():
     assert "\x9b" not in shown and "\r" not in shown and "upload" in shown
     assert printable("a\nb", newlines=False) == "a b"
     assert printable("x" * 10, limit=4) == "xxxx…"
+
+
+def test_an_empty_key_file_is_made_again_for_every_process(tmp_path):
+    """A crash right after the key file got its name, before its bytes reached the disk,
+    leaves it empty: every process then sealed with a key of its own, for good, and none
+    recognised another's blocks. It is made again once; every later process shares it."""
+    (tmp_path / KEY_FILE).write_bytes(b"")
+    first, problem = load_seal(tmp_path)
+    assert problem == ""
+    second, problem = load_seal(tmp_path)
+    assert problem == "" and second.is_ours(first.seal_text("digest", "turn 1: read a.py"))
+    assert len((tmp_path / KEY_FILE).read_text()) == 64
+    assert oct(os.stat(tmp_path / KEY_FILE).st_mode & 0o777) == "0o600"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [KEY_FILE, KEY_FILE + ".lock"]
