@@ -161,9 +161,8 @@ class SessionState:
         return True
 
     def inherit(self, calibration: Any, pin: Any, cache_clock: Any = None) -> str:
-        """Start from an earlier process's calibration points, canvas pin and last response
-        time (each checked: the store is a file anyone can edit); what was ignored and why
-        ("" if nothing)."""
+        """Start from an earlier process's calibration points, canvas pin and last response time
+        (each checked: the store is a file anyone can edit); what was ignored and why, or ""."""
         ignored = self.calibrator.seed(calibration)
         self.cache.seed(cache_clock)
         if (isinstance(pin, list) and len(pin) == 2 and all(isinstance(p, str) for p in pin)
@@ -338,7 +337,6 @@ class SessionRegistry:
             try:
                 found = self._alias_lookup(session_id)
             except Exception as exc:    # a rotated 0.17 id would start a new Gateway session
-                found = None
                 self._on_error("session alias for %r unreadable (%s); treated as a new "
                                "conversation" % (session_id[:80], exc))
         key = found or session_id
@@ -370,8 +368,7 @@ class SessionRegistry:
             state = self._sessions.get(key)
             created = state is None
             if created:
-                state = SessionState(key=key, gateway_id=gateway_session_id(key),
-                                     totals=self.totals)
+                state = SessionState(key=key, gateway_id=gateway_session_id(key), totals=self.totals)
                 self._sessions[key] = state
                 while len(self._sessions) > self.max_sessions:
                     self._sessions.popitem(last=False)
