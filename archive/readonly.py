@@ -44,8 +44,24 @@ def connect(path: Path, timeout: float = 5) -> sqlite3.Connection:
             return conn
         except sqlite3.OperationalError:     # an index it cannot use read-only: read the file alone
             conn.close()
+    if rollback_journal(path):      # no -shm to create: locks and a pending rollback honoured
+        return sqlite3.connect(url + "mode=ro", uri=True, timeout=timeout)
     # at rest (or a WAL without its index, which only a writer may rebuild): the main file
     return sqlite3.connect(url + "immutable=1", uri=True, timeout=timeout)
+
+
+def rollback_journal(path: Path) -> bool:
+    """A database in rollback-journal mode (Hermes 0.22 keeps state.db so on a SQLite with the
+    WAL-reset bug), or one a writer left a ``-journal`` beside: ``immutable=1`` would ignore the
+    writer's lock and the journal and read pages of a write that never committed."""
+    if Path(str(path) + "-journal").exists():
+        return True
+    try:
+        with open(str(path), "rb") as db:
+            header = db.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[:16] == b"SQLite format 3\x00" and header[18] == 1
 
 
 # the columns every version wrote (unchanged since the first): a table of one of these names

@@ -114,6 +114,10 @@ def _from_state_db(sid: str) -> Tuple[List[Message], str, Dict[str, Any]]:
         conn = connect(db, timeout=10)
         return _read_session(conn, sid, db)
     except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+            raise CliError("cannot read %s: a write Hermes did not finish waits in %s-journal (a "
+                           "hermes process was stopped mid-write); run `hermes sessions list` "
+                           "once (it rolls that write back), then replay again" % (db, db.name))
         raise CliError("cannot read %s: %s" % (db, exc))
 
 
