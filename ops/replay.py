@@ -57,9 +57,28 @@ def _from_export(items: List[Any], pick: Optional[str], name: str) -> Tuple[List
     if len(sessions) != 1:
         raise CliError("%s holds %d sessions; choose one with --session ID" % (name, len(sessions)))
     sess = sessions[0]
-    msgs = [_clean(m, "%s message %d" % (name, i + 1)) for i, m in enumerate(sess["messages"])]
-    return msgs, str(sess.get("system_prompt") or ""), {
-        "kind": "hermes-export", "path": name, "session_id": sess.get("id") or sess.get("session_id")}
+    rows = sess["messages"]
+    # 0.22 exports every stored row with its flags: rewound rows, the rows a compaction
+    # replaced and the copies it wrote back, as state.db holds them
+    flagged = any(isinstance(m, dict) and "active" in m and "compacted" in m for m in rows)
+    kept = [m for m in rows if not flagged or not isinstance(m, dict)
+            or m.get("active") or m.get("compacted")]
+    msgs = [_clean(m, "%s message %d" % (name, i + 1)) for i, m in enumerate(kept)]
+    desc: Dict[str, Any] = {"kind": "hermes-export", "path": name,
+                            "session_id": sess.get("id") or sess.get("session_id")}
+    if flagged:
+        msgs, rebuilt = _as_happened(msgs, [_stamp(m.get("timestamp")) for m in kept],
+                                     sess.get("parent_session_id"))
+        desc.update(rebuilt, inactive_rows_skipped=len(rows) - len(kept),
+                    compacted_rows=sum(1 for m in kept if m.get("compacted")))
+    return msgs, str(sess.get("system_prompt") or ""), desc
+
+
+def _stamp(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 # what ``archive export`` writes per line (``archive.browse.export``)
@@ -173,10 +192,21 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
     finally:
         conn.close()
     msgs = [_clean(dict(zip(want, r[:-2])), "message %d" % (i + 1)) for i, r in enumerate(rows)]
-    compacted = sum(1 for r in rows if r[-1])
+    original, rebuilt = _as_happened(msgs, [float(r[-2] or 0) for r in rows], parent)
+    if "compacted" not in cols:
+        rebuilt["live_compactions"] = None
+    return original, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
+                              "inactive_rows_skipped": skipped,
+                              "compacted_rows": sum(1 for r in rows if r[-1]), **rebuilt, **usage}
+
+
+def _as_happened(msgs: List[Message], stamps: List[float], parent: Any
+                 ) -> Tuple[List[Message], Dict[str, Any]]:
+    """The stream as it happened from stored rows (``original_stream``) and what the report
+    says it could not reconstruct."""
     env, _config, settings, _warnings = resolve_settings()
     original, copies, summaries, runs = original_stream(
-        msgs, [float(r[-2] or 0) for r in rows], read_seal(settings.resolved_store_dir(env)))
+        msgs, stamps, read_seal(settings.resolved_store_dir(env)))
     gaps = []
     if copies:
         gaps.append("%s that compactions wrote back (kept or shortened messages) skipped; the "
@@ -187,10 +217,7 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
     if parent:
         gaps.append("this session continues %s (Hermes 0.17 starts a new session at each "
                     "compaction): the turns before it are in that session" % parent)
-    return original, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
-                              "inactive_rows_skipped": skipped, "compacted_rows": compacted,
-                              "rows_read": len(msgs), "not_reconstructed": gaps,
-                              "live_compactions": runs if "compacted" in cols else None, **usage}
+    return original, {"rows_read": len(msgs), "not_reconstructed": gaps, "live_compactions": runs}
 
 
 # Hermes' own compaction summaries (the host's text: its marks are all there is); ours are
