@@ -97,7 +97,9 @@ def _is_archive_item(value: Any) -> bool:
 
 def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        # a byte-order mark (Windows editors, PowerShell) says the encoding; json refuses it
+        text = raw.decode("utf-16" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError("cannot read %s: %s" % (path, exc))
     try:
