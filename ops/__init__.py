@@ -126,12 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "messages) through the same driver as demo and print the same report. "
                          "SOURCE is a Hermes session id (read-only from $HERMES_HOME/state.db), "
                          "a JSON or JSONL file of OpenAI-format messages, or a Hermes session "
-                         "export (an object with a 'messages' list, or JSONL of them). The window and "
+                         "export (an object with a 'messages' list, or JSONL of them), or a state.db "
+                         "file (with --session ID). The window and "
                          "thresholds are the ones the session ran with (config.yaml, .env), unless "
                          "given as flags; rows Hermes marked as compacted are replayed too. Runs "
                          "local-only unless --gateway URL is given.")
     rep.add_argument("source", metavar="SOURCE", help="session id, or path to a .json/.jsonl file")
-    rep.add_argument("--session", metavar="ID", help="which session of a multi-session export")
+    rep.add_argument("--session", metavar="ID", help="which session of a multi-session export or "
+                     "of a state.db file")
     _tuning(rep)
     doc = sub.add_parser("doctor", help="check the installation, settings and Gateway",
                          description="One line per check (pass / warn / fail) with the fix: "

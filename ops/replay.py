@@ -127,8 +127,8 @@ def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dic
     return msgs, "", {"kind": kind, "path": str(path)}
 
 
-def _from_state_db(sid: str) -> Tuple[List[Message], str, Dict[str, Any]]:
-    db = hermes_home(effective_env()) / "state.db"
+def _from_state_db(sid: str, db: Optional[Path] = None) -> Tuple[List[Message], str, Dict[str, Any]]:
+    db = db or hermes_home(effective_env()) / "state.db"
     if not db.exists():
         raise CliError("%r is not a file, and there is no Hermes session database at %s" % (sid, db))
     try:
@@ -297,6 +297,11 @@ def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Sea
 def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
     """(messages, system prompt, description) of a replay SOURCE."""
     path = Path(src).expanduser()
+    if path.is_file() and _is_sqlite(path):     # a state.db (copied from another machine)
+        if not pick:
+            raise CliError("%s is a SQLite database (a Hermes state.db?): name the session to "
+                           "replay with --session ID (`hermes sessions list`)" % src)
+        return _from_state_db(pick, path)
     if path.is_file():
         return _from_file(path, pick)
     if path.exists():
@@ -305,3 +310,10 @@ def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict
         raise CliError("no such file: %s" % src)
     return _from_state_db(src)
 
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(str(path), "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
