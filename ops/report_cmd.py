@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..common.humanize import printable
+from ..common.humanize import plural, printable
 from .env import resolve_settings
 from .out_file import write_out
 from .report_data import NothingYet, figures
@@ -57,8 +57,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                          ensure_ascii=False, indent=2, default=str))
     else:
         s = fig["summary"]
-        print("wrote %s: conversation %s, %d requests, %d compactions (open it in a browser)"
+        print("wrote %s: conversation %s, %s, %s (open it in a browser)"
               % (Path(args.out).expanduser().resolve(), printable(fig["conversation"], 200, False),
-                 s["requests"],
-                 s["compactions"]))
+                 plural(s["requests"], "request"), plural(s["compactions"], "compaction")))
     return 0
