@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..context import blocks as B
 
 HOST_0_19 = "0.19"
 HOST_0_22 = "0.22"
@@ -27,9 +29,32 @@ def detected_host() -> str:
     return HOST_0_22 if engine.HOST_SELECTS_CONTEXT else HOST_0_19
 
 
+# what 0.17-0.22 charge per image in their rough estimates (``_IMAGE_TOKEN_COST``; 0.22 before it
+# learns a price from usage): never the base64 length, which would compact every turn
+HOST_IMAGE_TOKENS = 1500
+
+
+def _without_images(message: Any) -> Tuple[Any, int]:
+    """``message`` with each image part's data stripped, as the hosts estimate it; its image count."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return message, 0
+    parts = [{"image": "[stripped]"} if B.read_block(part).is_image else part for part in content]
+    images = sum(1 for part in content if B.read_block(part).is_image)
+    return (dict(message, content=parts) if images else message), images
+
+
 def rough_request_0_19(request: Dict[str, Any]) -> int:
-    """0.19's rough pre-request estimate: characters / 4 of the whole request."""
-    return len(json.dumps(request, ensure_ascii=False, default=str)) // 4
+    """0.19's rough pre-request estimate: characters / 4 of the whole request, images flat."""
+    stripped = [_without_images(m) for m in request.get("messages") or ()]
+    body = dict(request, messages=[m for m, _n in stripped])
+    return (len(json.dumps(body, ensure_ascii=False, default=str)) // 4
+            + HOST_IMAGE_TOKENS * sum(n for _m, n in stripped))
+
+
+def rough_message_0_22(message: Any) -> int:
+    stripped, images = _without_images(message)
+    return rough_text_0_22(str(stripped)) + HOST_IMAGE_TOKENS * images
 
 
 def rough_text_0_22(text: str) -> int:
@@ -42,7 +67,7 @@ def rough_text_0_22(text: str) -> int:
 
 def rough_request_0_22(request: Dict[str, Any]) -> int:
     tools = json.dumps(request.get("tools") or [], ensure_ascii=False)
-    return rough_text_0_22(tools) + sum(rough_text_0_22(str(m)) for m in request.get("messages") or ())
+    return rough_text_0_22(tools) + sum(rough_message_0_22(m) for m in request.get("messages") or ())
 
 
 class Pressure:
@@ -70,7 +95,7 @@ class Pressure:
         if delta and delta[0].get("role") == "assistant":   # the reply is in completion_tokens
             delta = delta[1:]
         return (self._anchor["prompt"] + self._anchor["completion"]
-                + sum(rough_text_0_22(str(m)) for m in delta))
+                + sum(rough_message_0_22(m) for m in delta))
 
     def rough(self, request: Dict[str, Any]) -> int:
         return rough_request_0_22(request) if self.host == HOST_0_22 else rough_request_0_19(request)
