@@ -296,6 +296,38 @@ def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Sea
 
 def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
     """(messages, system prompt, description) of a replay SOURCE."""
+    msgs, system, desc = _load(src, pick)
+    msgs, stubbed = answer_unanswered(msgs)
+    if stubbed:
+        desc["stub_results"] = stubbed
+        desc.setdefault("not_reconstructed", []).append(
+            "%s the session never answered (a turn interrupted during a tool run?) answered "
+            "with Hermes' own stub, %r, as Hermes does before every request"
+            % (plural(stubbed, "tool call"), UNAVAILABLE))
+    return msgs, system, desc
+
+
+# what Hermes' pre-request sanitizer answers a call without a result with (0.17-0.22)
+UNAVAILABLE = "[Result unavailable — see context summary above]"
+
+
+def answer_unanswered(msgs: List[Message]) -> Tuple[List[Message], int]:
+    """``msgs`` with a stub result after each call no message answers; how many."""
+    answered = {i for m in msgs for i in B.result_ids(m)}
+    out: List[Message] = []
+    waiting: List[str] = []
+    stubbed = 0
+    for m in msgs:
+        if waiting and not B.result_ids(m):     # the call's own results are over
+            out += [{"role": "tool", "tool_call_id": i, "content": UNAVAILABLE} for i in waiting]
+            stubbed, waiting = stubbed + len(waiting), []
+        out.append(m)
+        waiting += [i for i in B.use_ids(m) if i not in answered]
+    out += [{"role": "tool", "tool_call_id": i, "content": UNAVAILABLE} for i in waiting]
+    return out, stubbed + len(waiting)
+
+
+def _load(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
     path = Path(src).expanduser()
     if path.is_file() and _is_sqlite(path):     # a state.db (copied from another machine)
         if not pick:
