@@ -385,5 +385,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     turns, inline_system = split_turns(messages)
     if not turns:
         raise CliError("%s holds no conversation to replay" % args.source)
-    source["messages"] = len(messages) - source.get("stub_results", 0)     # as the source holds
+    source["messages"] = (len(messages) - source.get("stub_results", 0)    # as the source holds
+                          + source.get("orphan_results", 0))
     return run(args, turns, system or inline_system or SYSTEM_PROMPT, "replay", source)

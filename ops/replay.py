@@ -297,6 +297,12 @@ def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Sea
 def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict[str, Any]]:
     """(messages, system prompt, description) of a replay SOURCE."""
     msgs, system, desc = _load(src, pick)
+    msgs, orphans = drop_orphan_results(msgs)
+    if orphans:
+        desc["orphan_results"] = orphans
+        desc.setdefault("not_reconstructed", []).append(
+            "%s answering no call in the session (its start cut off?) left out, as Hermes "
+            "leaves them out of every request" % plural(orphans, "tool result"))
     msgs, stubbed = answer_unanswered(msgs)
     if stubbed:
         desc["stub_results"] = stubbed
@@ -309,6 +315,13 @@ def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict
 
 # what Hermes' pre-request sanitizer answers a call without a result with (0.17-0.22)
 UNAVAILABLE = "[Result unavailable — see context summary above]"
+
+
+def drop_orphan_results(msgs: List[Message]) -> Tuple[List[Message], int]:
+    """``msgs`` without the messages that only hold results of calls no message made."""
+    called = {i for m in msgs for i in B.use_ids(m)}
+    kept = [m for m in msgs if not (B.only_results(m) and not set(B.result_ids(m)) & called)]
+    return kept, len(msgs) - len(kept)
 
 
 def answer_unanswered(msgs: List[Message]) -> Tuple[List[Message], int]:

@@ -49,3 +49,18 @@ def test_replay_of_an_interrupted_tool_run_is_valid(home, tmp_path):
     assert rep["summary"]["invalid_requests"] == 0, rep["summary"]["invalid_examples"]
     assert rep["summary"]["messages_read"] == len(session())
     assert any("never answered" in line for line in rep["source"]["not_reconstructed"])
+
+
+def test_replay_of_a_session_whose_start_was_cut_off(home, tmp_path):
+    """A file that starts inside a tool step (``tail -n`` of a JSONL, a cut export): the results
+    before the first call answer nothing; Hermes leaves such results out of every request, and
+    replay judged every request invalid."""
+    msgs = session()[2:]
+    assert msgs[0]["role"] == "tool"
+    path = tmp_path / "cut.jsonl"
+    path.write_text("\n".join(json.dumps(m) for m in msgs), encoding="utf-8")
+    rep = report_of(run_cli("replay", str(path), "--context-length", "64000", "--json",
+                            home=home, env=LOCAL))
+    assert rep["summary"]["invalid_requests"] == 0, rep["summary"]["invalid_examples"]
+    assert rep["summary"]["messages_read"] == len(msgs)
+    assert any("answering no call" in line for line in rep["source"]["not_reconstructed"])
