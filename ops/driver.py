@@ -217,7 +217,9 @@ class Driver:
             return {"ok": False, "reason": "no tool result in this session"}
         name, original, _args = self.originals[pick]
         got, offset, pages = [], 0, 0
-        while offset is not None and pages < 200:
+        # every page of the result, however long (a cap of 200 pages called a 41 MB read
+        # "differs"); a reply that does not move on ends it
+        while isinstance(offset, int) and pages <= len(original) // 100_000 + 1:
             reply = json.loads(self.engine.handle_tool_call(
                 READ, {"tool_call_id": pick, "offset": offset, "limit": 100_000}, messages=[]))
             if not reply.get("ok"):
