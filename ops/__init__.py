@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from ..common.peer_text import OutputError, printable_output
 from ..settings.config import PREFIX, Settings, load_settings
-from .env import MIN_WINDOW, PROG, CliError
+from .env import MIN_WINDOW, PROG, CliError, int_at_least as _int_at_least
 from .status import cmd_status
 from . import archive_cmd, outbox_cmd, report_cmd
 
@@ -56,22 +56,6 @@ def _setting_flag(suffix: str):
                     if w.startswith(PREFIX + suffix + "=") and " must be below " not in w]
         if problems:        # "VAR=VALUE is invalid (why); using ..." without the VAR= and after
             raise argparse.ArgumentTypeError(problems[0].partition("=")[2].partition("; ")[0])
-        return value
-    return parse
-
-
-def _int_at_least(lowest: int, why: str, highest: Optional[int] = None):
-    """An argparse type: an integer of at least ``lowest`` (``why`` says what else) and at
-    most ``highest``: out of range is exit 2 naming the option, as documented."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError("%r is not an integer" % text)
-        if value < lowest:
-            raise argparse.ArgumentTypeError("%d is below %d%s" % (value, lowest, why))
-        if highest is not None and value > highest:
-            raise argparse.ArgumentTypeError("%d is too many (at most %d)" % (value, highest))
         return value
     return parse
 

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 from ..archive import browse, readonly
 from ..common.humanize import count, plural, printable
 from . import archive_lcm
-from .env import CliError, resolve_settings, shared_options
+from .env import CliError, int_at_least, resolve_settings, shared_options
 from .out_file import write_out
 
 PAGE = 4_000                # chars ``show`` prints by default
@@ -35,13 +35,15 @@ def add_parser(sub: Any) -> None:
     show = cmds.add_parser("show", help="one item, paged")
     show.add_argument("ident", metavar="ID", help="row number (#12), msg-... key or tool_call_id")
     show.add_argument("--session", metavar="ID", help="the conversation (keys repeat across them)")
-    show.add_argument("--offset", type=int, default=0, metavar="N", help="first character (default 0)")
-    show.add_argument("--limit", type=int, default=PAGE, metavar="N",
+    show.add_argument("--offset", type=int_at_least(0, ""), default=0, metavar="N",
+                      help="first character (default 0)")
+    show.add_argument("--limit", type=int_at_least(1, ""), default=PAGE, metavar="N",
                       help="characters to print (default %d)" % PAGE)
     find = cmds.add_parser("search", help="items containing every word")
     find.add_argument("query", nargs="+", metavar="WORD")
     find.add_argument("--session", metavar="ID", help="search one conversation only")
-    find.add_argument("--limit", type=int, default=20, metavar="N", help="results (default 20)")
+    find.add_argument("--limit", type=int_at_least(1, "", 200), default=20, metavar="N",
+                      help="results (default 20, at most 200)")
     exp = cmds.add_parser("export", help="one conversation as JSON Lines, every item in order")
     exp.add_argument("session", metavar="SESSION")
     exp.add_argument("--out", metavar="FILE", help="write to FILE (default: standard output)")

@@ -165,3 +165,19 @@ def shared_options(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument("--store", metavar="DIR", default=default,
                         help="store directory (default: the configured one)")
     parser.add_argument("--json", action="store_true", default=default, help="print as JSON")
+
+
+def int_at_least(lowest: int, why: str, highest: Optional[int] = None):
+    """An argparse type: an integer of at least ``lowest`` (``why`` says what else) and at
+    most ``highest``: out of range is exit 2 naming the option, as documented."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not an integer" % text)
+        if value < lowest:
+            raise argparse.ArgumentTypeError("%d is below %d%s" % (value, lowest, why))
+        if highest is not None and value > highest:
+            raise argparse.ArgumentTypeError("%d is too many (at most %d)" % (value, highest))
+        return value
+    return parse
