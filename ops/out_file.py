@@ -1,7 +1,8 @@
 """``--out FILE`` of ``report`` and ``archive export``: a regular file (or a new name) is
 written beside it and moved into place only when whole, so an interrupt or a full disk leaves
 the user's file as it was; a device, a FIFO or a link to one is written through, never
-replaced by a regular file (``--out /dev/null`` keeps /dev/null a device)."""
+replaced by a regular file (``--out /dev/null`` keeps /dev/null a device); a link to a file keeps
+its link: the file it points to is the one replaced."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def write_out(path: Path, fill: Callable[[IO[str]], T], example: str = "") -> T:
     gets 0666 less the umask, as any file the user's shell creates. Errors are CliError that
     name ``path``, never the file beside it."""
     target = path.expanduser()
+    if target.is_symlink():     # replace the file it points to, never the link (as `>` does)
+        target = Path(os.path.realpath(str(target)))
     if target.is_dir():
         raise CliError("--out %s is a directory; give a file name%s"
                        % (path, " such as %s" % (target / example) if example else ""))
