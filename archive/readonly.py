@@ -107,6 +107,8 @@ def problem(db: Path) -> str:
         finally:
             conn.close()
     except sqlite3.Error as exc:
+        if "locked" in str(exc):    # a rollback-journal store a writer holds: busy, not corrupt
+            return "cannot read %s: %s (another process is writing it; try again)" % (db, exc)
         return "cannot read %s: %s (the plugin moves a corrupt store aside and starts a new one)" % (db, exc)
     if not names & STORE_TABLES:
         return "%s is not a tencentdb-offload store (no %s table)" % (db, ", ".join(sorted(STORE_TABLES)))
