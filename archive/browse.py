@@ -56,6 +56,17 @@ def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connectio
     return conn
 
 
+def conversation_of(conn: sqlite3.Connection, session: str) -> str:
+    """The conversation ``session`` names: itself, or the one a session id Hermes 0.17 rotated
+    at a compaction belongs to (the id Hermes printed last is such an alias)."""
+    try:
+        row = conn.execute("SELECT conversation FROM aliases WHERE session_id=? LIMIT 1",
+                           (session,)).fetchone()
+    except sqlite3.OperationalError:        # a store from before aliases
+        return session
+    return row[0] if row and isinstance(row[0], str) else session
+
+
 def conversations(conn: sqlite3.Connection) -> List[Dict[str, Any]]:
     """Every conversation in the archive, newest activity first, with counts and sizes."""
     rows = conn.execute(

@@ -94,6 +94,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
             return _search(args, None, exc)
         raise CliError(str(exc))
     try:
+        if getattr(args, "session", None):      # a 0.17 rotated id reads its whole conversation
+            args.session = browse.conversation_of(conn, args.session)
         if action == "export":
             return _export(args, conn, directory)
         return {"list": _list, "show": _show, "search": _search}[action](args, conn)
