@@ -186,6 +186,9 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     tmp = None
     if args.store:
         store_dir = str(Path(args.store).expanduser().resolve())
+        if Path(store_dir).exists() and not Path(store_dir).is_dir():
+            raise CliError("--store %s is not a directory: name a directory for the archive "
+                           "(created if missing)" % args.store)
     else:
         try:
             tmp = tempfile.TemporaryDirectory(prefix="tdo-demo-")
