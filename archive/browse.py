@@ -41,6 +41,8 @@ class BrowseError(Exception):
 def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connection:
     """A read-only connection to ``directory/store.db``; BrowseError when there is none."""
     db = Path(directory) / "store.db"
+    if Path(directory).exists() and not Path(directory).is_dir():    # as status says it
+        raise BrowseError("the store directory %s is not a directory" % directory)
     if readonly.unwritten(db):
         raise BrowseError("no archive at %s" % db)
     if not db.is_file():
