@@ -204,15 +204,19 @@ class Driver:
     # -- the end: recall one archived item ---------------------------------------------
     def recall(self) -> Dict[str, Any]:
         context = "\n".join(M.text_of(m) for m in self.messages)
+        # the recall tools' own results are never archived (a digest a session file carries
+        # travels as one): there is nothing to read back
+        own = {s.get("name") for s in self.engine.get_tool_schemas()}
+        candidates = {tid: o for tid, o in self.originals.items() if o[0] not in own}
         pick = None
-        for tid, (name, text, args) in self.originals.items():
+        for tid, (name, text, args) in candidates.items():
             if is_heartbeat_call(name, args):
                 continue
             if text and text not in context:
                 pick = tid
                 break
-        if pick is None and self.originals:
-            pick = next(iter(self.originals))
+        if pick is None and candidates:
+            pick = next(iter(candidates))
         if pick is None:
             return {"ok": False, "reason": "no tool result in this session"}
         name, original, _args = self.originals[pick]
