@@ -175,6 +175,10 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                                 ).fetchall()
             if len(rows) == 1:
                 sid = rows[0][0]
+            elif rows:      # a prefix of several: say which, not "no session"
+                raise CliError("%r is the start of %s in %s (%s): give more of the id" % (
+                    sid, "3 or more session ids" if len(rows) > 2 else "2 session ids", db,
+                    ", ".join(r[0] for r in rows[:2]) + (", …" if len(rows) > 2 else "")))
         want = [c for c in ("role", "content", "tool_call_id", "tool_calls", "tool_name") if c in cols]
         # compacted=1 (0.19+): rows a compaction replaced, still on disk; active=0 alone: rewound
         keep = ("active=1 OR compacted=1" if "compacted" in cols else "active=1") \
