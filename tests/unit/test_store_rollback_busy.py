@@ -6,6 +6,8 @@ corrupt store aside")."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
 from tencentdb_offload.archive import readonly
 from tencentdb_offload.archive.store import Store
@@ -22,3 +24,25 @@ def test_the_reason_names_a_busy_store(tmp_path):
         writer.execute("ROLLBACK")
         writer.close()
     assert "another process is writing it" in why and "corrupt" not in why, why
+
+
+_KILLED = """
+import os, sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode=DELETE")
+conn.execute("PRAGMA cache_size=2")
+conn.execute("BEGIN IMMEDIATE")
+for _ in range(300):
+    conn.execute("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
+                 (time.time(), "s", "x", "y" * 3000))
+os._exit(0)                 # stopped mid-write: its journal stays
+"""
+
+
+def test_a_write_left_unfinished_is_named(tmp_path):
+    Store(tmp_path).close()
+    subprocess.run([sys.executable, "-c", _KILLED, str(tmp_path / "store.db")], check=True,
+                   timeout=60)
+    assert (tmp_path / "store.db-journal").exists()
+    why = readonly.problem(tmp_path / "store.db")
+    assert "store.db-journal" in why and "corrupt" not in why and "readonly" not in why, why
