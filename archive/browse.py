@@ -51,7 +51,7 @@ def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connectio
         conn = readonly.connect(db.resolve(), timeout)
         names, why = readonly.tables(conn), readonly.foreign(conn, db)
     except sqlite3.Error as exc:
-        raise BrowseError("cannot read %s: %s" % (db, exc)) from exc
+        raise BrowseError(readonly.unreadable(db, exc)) from exc
     if "archive" not in names or why:
         conn.close()
         raise BrowseError(why or "%s is not a tencentdb-offload store (no archive table)" % db)

@@ -96,6 +96,16 @@ def unwritten(db: Path) -> bool:
         return False
 
 
+def unreadable(db: Path, exc: sqlite3.Error) -> str:
+    """Why opening the store ``db`` read-only failed, in the user's terms."""
+    if "locked" in str(exc):    # a rollback-journal store a writer holds: busy, not corrupt
+        return "cannot read %s: %s (another process is writing it; try again)" % (db, exc)
+    if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+        return ("cannot read %s: a write a stopped process did not finish waits in %s-journal; "
+                "the plugin's next process rolls it back" % (db, db.name))
+    return "cannot read %s: %s (the plugin moves a corrupt store aside and starts a new one)" % (db, exc)
+
+
 def problem(db: Path) -> str:
     """Why ``db`` cannot be read as a store; "" when it can (checked without writing)."""
     if db.is_dir():
@@ -107,12 +117,7 @@ def problem(db: Path) -> str:
         finally:
             conn.close()
     except sqlite3.Error as exc:
-        if "locked" in str(exc):    # a rollback-journal store a writer holds: busy, not corrupt
-            return "cannot read %s: %s (another process is writing it; try again)" % (db, exc)
-        if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
-            return ("cannot read %s: a write a stopped process did not finish waits in %s-journal; "
-                    "the plugin's next process rolls it back" % (db, db.name))
-        return "cannot read %s: %s (the plugin moves a corrupt store aside and starts a new one)" % (db, exc)
+        return unreadable(db, exc)
     if not names & STORE_TABLES:
         return "%s is not a tencentdb-offload store (no %s table)" % (db, ", ".join(sorted(STORE_TABLES)))
     return why

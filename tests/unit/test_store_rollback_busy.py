@@ -9,7 +9,9 @@ import sqlite3
 import subprocess
 import sys
 
-from tencentdb_offload.archive import readonly
+import pytest
+
+from tencentdb_offload.archive import browse, readonly
 from tencentdb_offload.archive.store import Store
 
 
@@ -46,3 +48,12 @@ def test_a_write_left_unfinished_is_named(tmp_path):
     assert (tmp_path / "store.db-journal").exists()
     why = readonly.problem(tmp_path / "store.db")
     assert "store.db-journal" in why and "corrupt" not in why and "readonly" not in why, why
+
+
+def test_archive_commands_name_it_too(tmp_path):
+    Store(tmp_path).close()
+    subprocess.run([sys.executable, "-c", _KILLED, str(tmp_path / "store.db")], check=True,
+                   timeout=60)
+    with pytest.raises(browse.BrowseError) as caught:
+        browse.open_readonly(tmp_path)
+    assert "store.db-journal" in str(caught.value) and "readonly" not in str(caught.value)
