@@ -85,6 +85,13 @@ def replay_verdict(messages, tmp_path) -> bool:
     return not driver.M.validation_errors(msgs)
 
 
+# what Hermes' pre-request sanitizer repairs in a stored history (a call without a result gets
+# a stub, a result that answers no call is left out): replay reads a session file so too, and
+# the requests it then builds are judged by the one validator
+REPAIRED_ON_LOAD = {"orphan tool", "unanswered call", "wrong id", "anthropic unanswered",
+                    "anthropic stray result", "tool message without its id"}
+
+
 @pytest.mark.parametrize("name", sorted(VALID) + sorted(INVALID))
 def test_product_replay_and_harness_agree(name, tmp_path):
     messages = VALID.get(name, INVALID.get(name))
@@ -92,7 +99,7 @@ def test_product_replay_and_harness_agree(name, tmp_path):
     assert (not V.validation_errors(messages)) is expected, V.validation_errors(messages)
     assert (not M.validation_errors(messages)) is expected
     assert (not harness.sequence_problems(messages)) is expected
-    assert replay_verdict(messages, tmp_path) is expected
+    assert replay_verdict(messages, tmp_path) is (expected or name in REPAIRED_ON_LOAD)
 
 
 def test_they_are_one_function():
