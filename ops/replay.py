@@ -324,7 +324,9 @@ UNAVAILABLE = "[Result unavailable — see context summary above]"
 def drop_orphan_results(msgs: List[Message]) -> Tuple[List[Message], int]:
     """``msgs`` without the messages that only hold results of calls no message made."""
     called = {i for m in msgs for i in B.use_ids(m)}
-    kept = [m for m in msgs if not (B.only_results(m) and not set(B.result_ids(m)) & called)]
+    # a result without an id is no orphan to Hermes either: it goes out, and is judged
+    kept = [m for m in msgs if not (B.only_results(m) and all(B.result_ids(m))
+                                    and not set(B.result_ids(m)) & called)]
     return kept, len(msgs) - len(kept)
 
 

@@ -89,7 +89,7 @@ def replay_verdict(messages, tmp_path) -> bool:
 # a stub, a result that answers no call is left out): replay reads a session file so too, and
 # the requests it then builds are judged by the one validator
 REPAIRED_ON_LOAD = {"orphan tool", "unanswered call", "wrong id", "anthropic unanswered",
-                    "anthropic stray result", "tool message without its id"}
+                    "anthropic stray result"}
 
 
 @pytest.mark.parametrize("name", sorted(VALID) + sorted(INVALID))
