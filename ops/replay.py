@@ -105,15 +105,15 @@ def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dic
     try:
         data: Any = json.loads(text)
         kind = "json"
-    except ValueError:
+    except ValueError as whole:
         data, kind = [], "jsonl"
-        for n, line in enumerate(text.splitlines(), 1):
+        lines = text.splitlines()
+        for n, line in enumerate(lines, 1):
             if line.strip():
                 try:
                     data.append(json.loads(line))
-                except ValueError:
-                    raise CliError("cannot parse %s: not JSON, and line %d is not a JSON value "
-                                   "(expected messages as JSON or JSONL)" % (path, n))
+                except ValueError as part:
+                    raise CliError(_unparsable(path, text, whole, line, part, n, len(lines)))
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
@@ -125,6 +125,25 @@ def _from_file(path: Path, pick: Optional[str]) -> Tuple[List[Message], str, Dic
         raise CliError(_ARCHIVE_EXPORT % (path, len(data), data[0].get("session")))
     msgs = [_clean(m, "%s item %d" % (path, i + 1)) for i, m in enumerate(data)]
     return msgs, "", {"kind": kind, "path": str(path)}
+
+
+def _ends_inside(text: str, exc: ValueError) -> bool:
+    """``text`` is JSON that stops early (the error is at its very end)."""
+    return text.lstrip()[:1] in "[{" and (getattr(exc, "pos", -1) >= len(text.rstrip()) - 1
+                                          or "Unterminated string" in str(exc))
+
+
+def _unparsable(path: Path, text: str, whole: ValueError, line: str, part: ValueError,
+                n: int, last: int) -> str:
+    """Why a file is neither JSON nor JSONL; one that ends inside its JSON is said to be cut."""
+    if n == 1 and _ends_inside(text, whole):
+        return ("cannot parse %s: it ends inside its JSON, at character %s (cut off: a full disk, "
+                "an interrupted copy?): %s" % (path, format(len(text.rstrip()), ","), whole))
+    if n == last and n > 1 and _ends_inside(line, part):
+        return ("cannot parse %s: its last line (%d) ends inside its JSON (cut off: a full disk, "
+                "an interrupted copy?); the lines before it are whole" % (path, n))
+    return ("cannot parse %s: not JSON, and line %d is not a JSON value (expected messages as "
+            "JSON or JSONL)" % (path, n))
 
 
 def _from_state_db(sid: str, db: Optional[Path] = None) -> Tuple[List[Message], str, Dict[str, Any]]:
