@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 from ..archive import browse, readonly
 from ..common.humanize import count, plural, printable
 from . import archive_lcm
-from .env import CliError, int_at_least, resolve_settings, shared_options
+from .env import PROG, CliError, int_at_least, resolve_settings, shared_options
 from .out_file import write_out
 
 PAGE = 4_000                # chars ``show`` prints by default
@@ -74,7 +74,9 @@ def _label(item: Dict[str, Any]) -> str:
 def cmd_archive(args: argparse.Namespace) -> int:
     action = getattr(args, "archive_command", None)
     if not action:
-        raise CliError("say what to do: list, show ID, search WORDS, export SESSION, forget SESSION")
+        # a missing action is a usage error, exit 2 as for any missing argument
+        sys.stderr.write("%s archive: say what to do: list, show ID, search WORDS, export SESSION, forget SESSION (see --help)\n" % PROG)
+        return 2
     args.store, args.json = getattr(args, "store", None), getattr(args, "json", False)
     if action == "show" and archive_lcm.is_history_key(args.ident):
         return archive_lcm.show(args)

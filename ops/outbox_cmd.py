@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ..archive import browse, readonly, refused
 from ..common.humanize import plural, printable
-from .env import CliError, resolve_settings, shared_options
+from .env import PROG, CliError, resolve_settings, shared_options
 
 
 def add_parser(sub: Any) -> None:
@@ -32,7 +33,9 @@ def add_parser(sub: Any) -> None:
 def cmd_outbox(args: argparse.Namespace) -> int:
     action = getattr(args, "outbox_command", None)
     if not action:
-        raise CliError("say what to do: refused, or requeue [--session ID]")
+        # a missing action is a usage error, exit 2 as for any missing argument
+        sys.stderr.write("%s outbox: say what to do: refused, or requeue [--session ID] (see --help)\n" % PROG)
+        return 2
     args.store, args.json = getattr(args, "store", None), getattr(args, "json", False)
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, _config, settings, _warnings = resolve_settings(overrides)
