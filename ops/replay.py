@@ -68,7 +68,8 @@ def _from_export(items: List[Any], pick: Optional[str], name: str) -> Tuple[List
                             "session_id": sess.get("id") or sess.get("session_id")}
     if flagged:
         msgs, rebuilt = _as_happened(msgs, [_stamp(m.get("timestamp")) for m in kept],
-                                     sess.get("parent_session_id"))
+                                     sess.get("parent_session_id"),
+                                     [bool(m.get("compacted")) for m in kept])
         desc.update(rebuilt, inactive_rows_skipped=len(rows) - len(kept),
                     compacted_rows=sum(1 for m in kept if m.get("compacted")))
     return msgs, str(sess.get("system_prompt") or ""), desc
@@ -217,7 +218,8 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
     finally:
         conn.close()
     msgs = [_clean(dict(zip(want, r[:-2])), "message %d" % (i + 1)) for i, r in enumerate(rows)]
-    original, rebuilt = _as_happened(msgs, [float(r[-2] or 0) for r in rows], parent)
+    original, rebuilt = _as_happened(msgs, [float(r[-2] or 0) for r in rows], parent,
+                                     [bool(r[-1]) for r in rows] if "compacted" in cols else None)
     if "compacted" not in cols:
         rebuilt["live_compactions"] = None
     return original, system, {"kind": "hermes-session", "session_id": sid, "database": str(db),
@@ -225,13 +227,16 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                               "compacted_rows": sum(1 for r in rows if r[-1]), **rebuilt, **usage}
 
 
-def _as_happened(msgs: List[Message], stamps: List[float], parent: Any
-                 ) -> Tuple[List[Message], Dict[str, Any]]:
+def _as_happened(msgs: List[Message], stamps: List[float], parent: Any,
+                 compacted: Optional[List[bool]] = None) -> Tuple[List[Message], Dict[str, Any]]:
     """The stream as it happened from stored rows (``original_stream``) and what the report
-    says it could not reconstruct."""
+    says it could not reconstruct. Hermes writes its summary after the rows a compaction
+    replaced (0.19+: flagged compacted) or at the start of the session that continues another
+    (0.17): before either, text with its mark is the user's own."""
     env, _config, settings, _warnings = resolve_settings()
+    first = compacted.index(True) + 1 if compacted and True in compacted else len(msgs)
     original, copies, summaries, runs = original_stream(
-        msgs, stamps, read_seal(settings.resolved_store_dir(env)))
+        msgs, stamps, read_seal(settings.resolved_store_dir(env)), 0 if parent else first)
     gaps = []
     if copies:
         gaps.append("%s that compactions wrote back (kept or shortened messages) skipped; the "
@@ -250,9 +255,10 @@ def _as_happened(msgs: List[Message], stamps: List[float], parent: Any
 HOST_SUMMARY_MARKS = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]")
 
 
-def is_summary(content: Any, seal: Optional[Seal]) -> bool:
-    """A message a compaction wrote (Hermes' summary, or text this plugin sealed)."""
-    return isinstance(content, str) and (content.lstrip().startswith(HOST_SUMMARY_MARKS)
+def is_summary(content: Any, seal: Optional[Seal], host: bool = True) -> bool:
+    """A message a compaction wrote (Hermes' summary where ``host`` says one can be, or text
+    this plugin sealed)."""
+    return isinstance(content, str) and ((host and content.lstrip().startswith(HOST_SUMMARY_MARKS))
                                          or M.is_plugin_text(content, seal))
 
 
@@ -271,8 +277,8 @@ def _key(m: Message) -> Any:
 BATCH_S = 0.01      # rows a compaction writes back are inserted together, microseconds apart
 
 
-def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Seal] = None
-                    ) -> Tuple[List[Message], int, int, int]:
+def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Seal] = None,
+                    host_from: int = 0) -> Tuple[List[Message], int, int, int]:
     """The conversation as it happened, from rows that include what compactions replaced.
 
     A compaction writes back the messages it kept (with their original timestamps, or all
@@ -299,7 +305,7 @@ def original_stream(msgs: List[Message], stamps: List[float], seal: Optional[Sea
     # a summary that travels as a tool pair (our digest): its call goes with its result, or
     # the call would stand unanswered; a call also answered by a plain result (a trimmed copy
     # beside the original) is the conversation's own and stays
-    summary = [is_summary(m.get("content"), seal) for m in msgs]
+    summary = [is_summary(m.get("content"), seal, i >= host_from) for i, m in enumerate(msgs)]
     answered = [(k[1], summary[i]) for i, k in enumerate(keys) if k[0] == "result"]
     summary_ids = {c for c, s in answered if s} - {c for c, s in answered if not s}
     for i, m in enumerate(msgs):
