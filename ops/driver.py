@@ -220,17 +220,19 @@ class Driver:
         if pick is None:
             return {"ok": False, "reason": "no tool result in this session"}
         name, original, _args = self.originals[pick]
-        got, offset, pages = [], 0, 0
+        got, offset = [], 0
         # every page of the result, however long (a cap of 200 pages called a 41 MB read
-        # "differs"); a reply that does not move on ends it
-        while isinstance(offset, int) and pages <= len(original) // 100_000 + 1:
+        # "differs"; the tool sizes a page to what the host shows whole): a reply that does
+        # not move on ends it
+        while isinstance(offset, int):
             reply = json.loads(self.engine.handle_tool_call(
                 READ, {"tool_call_id": pick, "offset": offset, "limit": 100_000}, messages=[]))
             if not reply.get("ok"):
                 return {"ok": False, "tool_call_id": pick, "tool_name": name,
                         "reason": reply.get("error", "?")}
             got.append(reply["content"])
-            offset, pages = reply.get("next_offset"), pages + 1
+            nxt = reply.get("next_offset")
+            offset = nxt if isinstance(nxt, int) and nxt > offset else None
         text = "".join(got)
         return {"ok": text == original, "tool_call_id": pick, "tool_name": name,
                 "chars": len(text), "original_chars": len(original),
