@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..context import canvas
 from ..context import messages as M
 from .client import RESET_MEANS_TOO_LARGE, GatewayClient, encode_compact
+from .lone_surrogates import mend_results
 from .errors import GatewayProtocolError, GatewayUnavailable, ReplyRefused
 from .reply_origin import canvas_only, unfaithful
 from .reply_shape import shape_problems
@@ -136,12 +137,14 @@ def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, A
     * it inserts its active canvas as a user message (and may leave an older one): every
       canvas block is removed, the newest active one returned so the engine places it once;
     * history canvases are re-inserted on each aggressive pass: duplicates are dropped;
+    * its truncation can cut an emoji in two (UTF-16): the lone half becomes U+FFFD;
     * it marks messages with ``_offloaded``/``_mmd*`` keys a provider would refuse: stripped;
     * its replay removes OpenAI tool results but leaves the ``tool_calls`` that issued them
       (only content-block calls are cleaned): dangling calls and orphan results are removed,
       and consecutive same-role messages merged (``messages.repair``);
     * it never sees the host's ``api_content``: restored on messages that came back unchanged.
     """
+    reply = mend_results(reply) if isinstance(reply, list) else reply
     problems = shape_problems(reply) or unfaithful(reply, sent)
     if problems:
         raise ReplyRefused("compact reply refused: %s" % problems)

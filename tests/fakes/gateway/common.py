@@ -200,3 +200,23 @@ def estimate_message_tokens(msg: dict) -> int:
     """Per-message count the fake uses where the real Gateway runs tiktoken o200k_base:
     ceil(CJK/1.7 + other/4) on ``"<role>\\n<content text>"`` plus 4 framing tokens."""
     return estimate_text_tokens(_visible_text(msg)) + 4
+
+
+def js_slice(text: str, n: int) -> str:
+    """JavaScript's ``text.slice(0, n)``, as the real Gateway truncates: ``n`` UTF-16 code
+    units, so an emoji (two units) cut in two leaves its high surrogate alone."""
+    return text.encode("utf-16-le", "surrogatepass")[:2 * n].decode("utf-16-le", "surrogatepass")
+
+
+def js_length(text: str) -> int:
+    """JavaScript's ``text.length``: UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def js_json(obj: Any) -> bytes:
+    """``JSON.stringify`` as UTF-8: a lone surrogate goes out as its ``\\uXXXX`` escape."""
+    text = json.dumps(obj, ensure_ascii=False)
+    return _LONE.sub(lambda m: "\\u%04x" % ord(m.group()), text).encode("utf-8")

@@ -16,7 +16,8 @@ from .messages import (
 )
 from .common import (
     AGGRESSIVE_RATIO, EMERGENCY_RATIO, MILD_RATIO, MILD_SCAN_RATIO, MILD_SCORE_FLOOR, MIN_KEEP,
-    TRUNCATE_CHARS, TRUNCATE_NOTICE, _iso_now, _js_round, estimate_message_tokens,
+    TRUNCATE_CHARS, TRUNCATE_NOTICE, _iso_now, _js_round, estimate_message_tokens, js_length,
+    js_slice,
 )
 from .validate import validate_compact
 from .stages import _Session
@@ -138,7 +139,7 @@ def _truncate_largest(msgs: list, tokens: list, excess: float, scale: float, ski
     for i, m in enumerate(msgs):
         if (skip_mmd and _is_mmd(m)) or not _is_tool_result(m):
             continue
-        n = len(_text_content(m))
+        n = js_length(_text_content(m))
         if n > TRUNCATE_CHARS:
             heap.append((-n, i))
     heapq.heapify(heap)
@@ -148,13 +149,13 @@ def _truncate_largest(msgs: list, tokens: list, excess: float, scale: float, ski
         _n, best = heapq.heappop(heap)
         m = msgs[best]
         before = _text_content(m)
-        _set_text_content(m, before[:TRUNCATE_CHARS] + TRUNCATE_NOTICE)
+        _set_text_content(m, js_slice(before, TRUNCATE_CHARS) + TRUNCATE_NOTICE)
         new = estimate_message_tokens(m)
         freed += (tokens[best] - new) * scale
         tokens[best] = new
         if _text_content(m) == before:
             break    # already cut and still the largest: the Gateway repeats this no-op
-        n = len(_text_content(m))
+        n = js_length(_text_content(m))
         if n > TRUNCATE_CHARS:
             heapq.heappush(heap, (-n, best))
     return freed

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from .common import (
     COMPACT, FAULT_KINDS, INGEST, QUERY_MMD, REAL_COMPACT_SECONDS_PER_100K, Recorded, _HARD_BODY_CAP,
-    _request_id, _task_goal, sanitise_session_id,
+    _request_id, _task_goal, js_json, sanitise_session_id,
 )
 from .canvas import _CanvasInjection
 from .compaction import _CompactRoute
@@ -256,7 +256,7 @@ class FakeGateway(_IngestRoutes, _CompactRoute, _CanvasInjection, _MemoryRoutes)
             return
         status, obj = outcome
         rec.status = status
-        h.reply(status, json.dumps(obj, ensure_ascii=False).encode("utf-8"))
+        h.reply(status, js_json(obj))
 
     def _body_for_record(self, raw: bytes, headers: dict) -> Any:
         data, err = _decode_body(raw, headers.get("content-encoding", ""), _HARD_BODY_CAP)
