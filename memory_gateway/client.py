@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..common.per_thread import PerThread
 from .breaker import CircuitBreaker
+from .lone_surrogates import utf8
 from .shared_health import HungRoute, SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
                      GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
@@ -392,4 +393,4 @@ def encode_compact(session_id: str, messages: List[Dict[str, Any]], *, ratio: fl
     if message_tokens is not None:
         body["message_tokens"] = [int(t) for t in message_tokens]
     text = json.dumps(body, ensure_ascii=ascii_only, separators=(",", ":"))
-    return text.encode("ascii" if ascii_only else "utf-8", "replace")   # (lone surrogates)
+    return text.encode("ascii") if ascii_only else utf8(text)   # (lone surrogates escaped)

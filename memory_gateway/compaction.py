@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..context import canvas
 from ..context import messages as M
 from .client import RESET_MEANS_TOO_LARGE, GatewayClient, encode_compact
-from .lone_surrogates import mend_results
+from .lone_surrogates import mend_results, utf8
 from .errors import GatewayProtocolError, GatewayUnavailable, ReplyRefused
 from .reply_origin import canvas_only, unfaithful
 from .reply_shape import shape_problems
@@ -85,7 +85,7 @@ def _content_key(m: Message) -> str:
 
 
 def _json_size(messages: List[Message]) -> int:
-    return len(json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    return len(utf8(json.dumps(messages, ensure_ascii=False, separators=(",", ":"))))
 
 
 def shrink_to_body_limit(messages: List[Message], limit: int,
@@ -95,7 +95,7 @@ def shrink_to_body_limit(messages: List[Message], limit: int,
     Sizes are measured once per message, so this is linear, not a re-serialisation per
     step. Returns (messages, originals of the truncated ones)."""
     from ..context.fallback import trim_result
-    sizes = [len(json.dumps(m, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
+    sizes = [len(utf8(json.dumps(m, ensure_ascii=False, separators=(",", ":")))) + 1
              for m in messages]
     total = fixed_bytes + sum(sizes)
     if total <= limit:
@@ -111,7 +111,7 @@ def shrink_to_body_limit(messages: List[Message], limit: int,
             cut = trim_result(out[i], tier)
             if cut is None:
                 continue
-            new_size = len(json.dumps(cut, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) + 1
+            new_size = len(utf8(json.dumps(cut, ensure_ascii=False, separators=(",", ":")))) + 1
             if new_size >= sizes[i]:
                 continue
             if out[i] is messages[i]:

@@ -20,10 +20,13 @@ SPLIT = re.compile("[\ud800-\udbff](?=\n\n\\[\\.\\.\\. content truncated|$)")
 REPLACEMENT = "\ufffd"
 
 
-def escape(json_text: str) -> str:
-    """JSON text (``ensure_ascii=False``) with each lone surrogate as its ``\\uXXXX`` escape;
-    json.dumps leaves them only inside strings, where the escape means the same."""
-    return LONE.sub(lambda m: "\\u%04x" % ord(m.group()), json_text)
+def utf8(json_text: str) -> bytes:
+    """JSON text (``ensure_ascii=False``) as UTF-8, each lone surrogate as its ``\\uXXXX``
+    escape: json.dumps leaves them only inside strings, where the escape means the same."""
+    try:
+        return json_text.encode("utf-8")
+    except UnicodeEncodeError:
+        return LONE.sub(lambda m: "\\u%04x" % ord(m.group()), json_text).encode("utf-8")
 
 
 def mend_results(reply: List[Any]) -> List[Any]:

@@ -53,3 +53,24 @@ def _utf8(text):
     except UnicodeEncodeError:
         return False
     return True
+
+
+def test_a_lone_surrogate_in_a_body_sent_as_utf8_reaches_the_gateway_unchanged(tmp_path):
+    # text a tool decoded with surrogateescape (byte 0x80 as '\udc80'); the CJK results make
+    # the ASCII-escaped body too large, so it goes as UTF-8. Seen with the real Gateway:
+    # 'compact reply refused: 1 current turn not returned unchanged, 12 messages not in the
+    # request' (the surrogate had gone out as '?'); the real Gateway parses the JSON escape
+    # and returns it as it came, as the fake does
+    with FakeGateway(api_key="k", body_limit=120_000) as gw:
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k", instance_id="svc",
+                              body_limit="120000")
+        conv = _conversation(lambda i: "第%d行：函数计算结果正确。\n" % i * 300)
+        for m in conv:
+            if m["role"] == "user":
+                m["content"] += " (bytes \udc80\udcff)"
+        eng.update_from_response({"prompt_tokens": 60_000})
+        out = eng.compress(conv, current_tokens=60_000)
+        st = eng.get_status()["session_stats"]
+        assert st["gateway_compactions"] == 1, st.get("last_error")
+        assert M.validation_errors(out) == []
+        assert any(m.get("content") == conv[-4]["content"] for m in out)    # the current turn
