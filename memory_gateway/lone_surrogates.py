@@ -35,10 +35,10 @@ def mend_results(reply: List[Any]) -> List[Any]:
     (a peer that invents one is refused)."""
     out: List[Any] = []
     for m in reply:
-        if isinstance(m, dict) and m.get("role") == "tool" and _has_lone(m.get("content")):
+        if isinstance(m, dict) and m.get("role") == "tool" and _has_split(m.get("content")):
             m = dict(m, content=_mended(m["content"]))
         elif isinstance(m, dict) and isinstance(m.get("content"), list) and any(
-                B.read_block(b).kind is B.Kind.TOOL_RESULT and _has_lone(b.get("content"))
+                B.read_block(b).kind is B.Kind.TOOL_RESULT and _has_split(b.get("content"))
                 for b in m["content"]):
             m = dict(m, content=[_mended(b) if B.read_block(b).kind is B.Kind.TOOL_RESULT else b
                                  for b in m["content"]])
@@ -46,13 +46,13 @@ def mend_results(reply: List[Any]) -> List[Any]:
     return out
 
 
-def _has_lone(value: Any) -> bool:
+def _has_split(value: Any) -> bool:
     if isinstance(value, str):
         return SPLIT.search(value) is not None
     if isinstance(value, list):
-        return any(_has_lone(v) for v in value)
+        return any(_has_split(v) for v in value)
     if isinstance(value, dict):
-        return any(_has_lone(v) for v in value.values())
+        return any(_has_split(v) for v in value.values())
     return False
 
 
