@@ -158,3 +158,21 @@ def test_store_once_keeps_a_different_text_inline(tmp_path):
                     Store.op_enqueue("s", "pair", {"tool_call_id": "c1", "result": "second"}, now)])
     row = st.load(st.heads("s"))[0]
     assert row.payload["result"] == "second"
+
+
+def test_each_lone_surrogate_is_one_replacement_character(tmp_path, gw):
+    # a file read with surrogateescape: each undecodable byte is one '\udcXX'; it was stored
+    # and sent as three U+FFFD (its CESU-8 bytes replaced one by one), a 100 KB binary-ish
+    # result as up to 300K characters, and the archive's count said so
+    rt = _runtime(tmp_path, gw)
+    text = "head " + "\udc80\udcff" * 50 + " tail"
+    HookHandlers(rt).post_tool_call(tool_name="t", args={}, result=text, session_id="s1",
+                                    tool_call_id="c1")
+    try:
+        assert rt.flush("s1", 10)
+        page = rt.store.read_page("s1", "c1", 0, 10_000)
+        assert page["content"] == "head " + "\ufffd" * 100 + " tail"
+        assert page["total_chars"] == len(text)
+        assert gw.ingested_pairs("hermes-s1")[0]["result"] == page["content"]
+    finally:
+        rt.close()
