@@ -61,3 +61,12 @@ def test_changelog_dates_every_released_version():
     assert headings and headings[0] == "Unreleased", headings[:1]
     undated = [h for h in headings[1:] if not re.fullmatch(r"\d+\.\d+\.\d+ — \d{4}-\d{2}-\d{2}", h)]
     assert not undated, "a released version needs its date (YYYY-MM-DD): %s" % undated
+
+
+def test_commands_doc_has_one_row_per_command():
+    """docs/commands.md's table names each command once: rows added beside an older copy left
+    the reader five different `replay` rows, the first ones missing what the last says."""
+    rows = re.findall(r"^\| `([^`]+)` \|", (ROOT / "docs" / "commands.md").read_text(encoding="utf-8"), re.M)
+    assert rows, "docs/commands.md has no command table"
+    repeated = sorted({r for r in rows if rows.count(r) > 1})
+    assert not repeated, "rows repeated in docs/commands.md: %s" % repeated
