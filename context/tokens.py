@@ -27,6 +27,9 @@ RATIO_MIN, RATIO_MAX = SLOPE_MIN, SLOPE_MAX
 # the window by default) no room for the conversation
 OVERHEAD_MAX_SHARE = 0.25
 OUTLIER_AFTER, OUTLIER_FACTOR = 4, 2.0      # points before a fit is trusted; how far off is off
+# an inherited point over the band only by an overhead that fits the smallest window Hermes
+# runs (64K) is a short session's request with tool schemas we never see (0.22), not damage
+UNVOUCHED_EXCESS = OVERHEAD_MAX_SHARE * 64_000
 
 # Weights per character class, fitted against the o200k tokenizer on English prose, Chinese,
 # code and JSON (bench/tokcheck.py; median error within ±5 % per class): letters ≈ 5.3 per
@@ -148,16 +151,20 @@ def request_tokens(messages: Sequence[Dict[str, Any]], tools: Any = None) -> Tup
                                                 and m.get("role") != "system")
 
 
+def _pairs(points: List[Any]) -> List[Tuple[float, float]]:
+    return [(float(p[0]), float(p[1])) for p in points
+            if isinstance(p, list) and len(p) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e9
+                    for v in p)]
+
+
 def _plausible(points: List[Any]) -> List[Tuple[float, float]]:
     """The pairs a provider could have counted: positive numbers whose ratio is in
     ``RATIO_MIN``–``RATIO_MAX`` (an overhead of ten windows is not a provider's count), and
     above that ratio only by an overhead no larger than a request an in-band pair counted (a
     session's first small request carries the tool schemas, which 0.22's request view does
     not show us: say 2K of ours, 11K counted; every later request counts that overhead too)."""
-    pairs = [(float(p[0]), float(p[1])) for p in points
-             if isinstance(p, list) and len(p) == 2
-             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e9
-                     for v in p)]
+    pairs = _pairs(points)
     in_band = [y for x, y in pairs if RATIO_MIN <= y / x <= RATIO_MAX]
     smallest = min(in_band, default=0.0)
     return [(x, y) for x, y in pairs
@@ -282,6 +289,12 @@ class Calibrator:
                 self._points = good
                 self._fit = self._solve()
         dropped = len(recent) - len(good)
+        pairs = _pairs(recent)
+        if not good and len(pairs) == len(recent) and all(
+                0 < y - RATIO_MAX * x <= UNVOUCHED_EXCESS for x, y in pairs):
+            # a short session: every request small, none in the band to vouch for the tool
+            # schemas' overhead; left out unsaid (each resumed turn logged a false alarm)
+            dropped = 0
         return ("calibration: %d of %d inherited points ignored (not a plausible provider "
                 "count)" % (dropped, len(recent))) if dropped else ""
 
