@@ -86,3 +86,19 @@ def test_uninstall_says_what_hermes_022_prints_and_that_it_is_harmless():
     for said in ("AdmissionRefused", "python-build-standalone", "✗ Plugin tencentdb-offload removed",
                  "exits 0", "harmless"):
         assert said in text, said
+
+
+def test_the_readme_table_shows_each_settings_default():
+    """The default column is what the plugin uses when a setting is left unset."""
+    from dataclasses import fields
+    from tencentdb_offload.settings.config import PREFIX, SPEC, Settings
+    defaults = {f.name: f.default for f in fields(Settings)}
+    defaults["store_dir"] = "$HERMES_HOME/tencentdb-offload"     # "" stands for it
+    shown = dict(re.findall(r"^\| `%s(\w+)` \| `([^`]*)` \|" % PREFIX, section("Settings"), re.M))
+    wrong = {}
+    for suffix, (attr, _parse) in SPEC.items():
+        want = defaults[attr]
+        want = str(want).lower() if isinstance(want, bool) else str(want)
+        if shown.get(suffix) != want:
+            wrong[PREFIX + suffix] = (shown.get(suffix), want)
+    assert not wrong, "README default vs the code's: %s" % wrong
