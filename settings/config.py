@@ -356,8 +356,10 @@ def load_settings(env: Mapping[str, str] = os.environ,
             if suffix in GATEWAY_OFF:
                 values["gateway_url"] = ""
                 instead = "the Gateway is off (local compaction only) until it is fixed"
-            else:
-                instead = "using the default %r" % (getattr(defaults, attr),)
+            else:       # named as one writes it: the store's path, not its "" stand-in
+                value = defaults.resolved_store_dir(env) if attr == "store_dir" else getattr(defaults, attr)
+                instead = "using the default %s" % (str(value).lower() if isinstance(value, bool) else
+                                                    value if isinstance(value, Path) else repr(value))
             warnings.append("%s=%s is invalid (%s); %s" % (source, shown_value(suffix, raw), reason[:200],
                                                          instead))
             continue

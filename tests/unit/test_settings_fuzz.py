@@ -136,6 +136,14 @@ def test_bad_store_dir_warns_and_uses_the_default(value, problem):
     assert settings.resolved_store_dir({"HERMES_HOME": "/h"}).as_posix() == "/h/tencentdb-offload"
 
 
+def test_the_default_a_warning_names_is_the_one_a_user_would_write(tmp_path):
+    _s, warnings = load_settings({PREFIX + "STORE_DIR": "~nouser_tdo/x", "HERMES_HOME": str(tmp_path),
+                                  PREFIX + "ENABLED": "maybe"})
+    said = " ".join(warnings)
+    assert "using the default %s" % (tmp_path / "tencentdb-offload") in said, said
+    assert "default ''" not in said and "using the default true" in said and "True" not in said
+
+
 def test_relative_store_dir_and_zero_token_threshold_warn():
     settings, warnings = load_settings({PREFIX + "STORE_DIR": "data/store"})
     assert settings.store_dir == "data/store" and "relative path" in warnings[0]
