@@ -184,7 +184,7 @@ def _ranged_float(lo: float, hi: float) -> Callable[[str], float]:
     def parse(raw: str) -> float:
         value = float(raw)
         if not (lo < value < hi):
-            raise ValueError("must be between %g and %g" % (lo, hi))
+            raise ValueError("must be above %g and below %g" % (lo, hi))      # both ends excluded
         return value
     return parse
 

@@ -85,7 +85,7 @@ def test_help_for_every_command(home, command):
 
 def test_bad_arguments_give_one_line(home):
     one_line_error(run_cli("demo", "--context-length", "32000", home=home), "64000")
-    one_line_error(run_cli("demo", "--threshold", "1.5", home=home), "between 0 and 1")
+    one_line_error(run_cli("demo", "--threshold", "1.5", home=home), "above 0 and below 1")
     one_line_error(run_cli("demo", "--threshold", "0.5", "--ratio", "0.6", home=home, env=LOCAL),
                    "--ratio")
     one_line_error(run_cli("frobnicate", home=home), "invalid choice")
