@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ..host.thresholds import Trigger
+from .host_emulation import HOST_0_22
 from ..common.humanize import count, kilo, plural
 
 
@@ -48,6 +49,15 @@ def _compactions(report: Dict[str, Any]) -> List[str]:
                for c in report["compactions"]] + [""])
 
 
+def _host(report: Dict[str, Any]) -> str:
+    """Whose checks the run drove the engine with: the Python that runs it decides, and a user
+    whose Hermes 0.22 lives in its own environment would otherwise read 0.19's trigger as his."""
+    if report.get("host") == HOST_0_22:
+        return "host: Hermes 0.22's checks and request figure (Hermes 0.22 imports in this Python)"
+    return ("host: Hermes 0.17/0.19's checks and request figure (this Python imports no Hermes "
+            "0.22; for 0.22's, run this command with the Python of your Hermes)")
+
+
 def _header(report: Dict[str, Any]) -> List[str]:
     src = report["source"]
     what = ("synthetic coding session, %d turns, seed %s" % (src["turns"], src["seed"])
@@ -56,7 +66,7 @@ def _header(report: Dict[str, Any]) -> List[str]:
     out = ["tencentdb-offload %s — %s" % (report["command"], what)]
     # a setting that was ignored or odd changes the figures below: say so before them
     out += ["WARNING: %s" % w for w in (report.get("summary") or {}).get("warnings", ())]
-    out += ["mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]),
+    out += ["mode: %s — %s" % (report["mode"].upper(), report["mode_reason"]), _host(report),
            "window %s tokens%s" % (count(report["context_length"]), _origin(report["window_from"])),
            "compaction at %s%s; down to %.0f%% = %s tokens%s; session %s"
            % (Trigger(report["threshold_tokens"], report["context_length"]).describe(),

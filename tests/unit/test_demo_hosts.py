@@ -28,3 +28,24 @@ def test_the_demo_never_sends_over_a_64k_window(host_selects_context, monkeypatc
     assert summary["largest_request_tokens"] <= report["context_length"], summary
     assert summary["problems"] == [] and code == 0, summary["problems"]
     assert summary["compactions"] >= 1            # the window was under pressure at all
+
+
+@pytest.mark.parametrize("host_selects_context, said", [
+    (False, "host: Hermes 0.17/0.19's checks"), (True, "host: Hermes 0.22's checks")],
+    ids=["0.17-0.19", "0.22"])
+def test_the_report_says_whose_checks_it_drove_the_engine_with(host_selects_context, said,
+                                                              monkeypatch, tmp_path):
+    """`python3 . demo` or `replay` with a Python that imports no Hermes 0.22 emulates 0.19 (a
+    75 % trigger on 64K where the user's 0.22 compacts at 85 %): the header says so, and how
+    to get 0.22's."""
+    for name in list(__import__("os").environ):
+        if name.startswith(("TENCENTDB_OFFLOAD_", "HERMES_")) or name == "_HERMES_GATEWAY":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", host_selects_context)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["demo", "--turns", "1"]) == 0
+    header = out.getvalue().split("\n\n")[0]
+    assert said in header, header
+    assert host_selects_context or "with the Python of your Hermes" in header, header
