@@ -60,7 +60,7 @@ def _host(report: Dict[str, Any]) -> str:
 
 def _header(report: Dict[str, Any]) -> List[str]:
     src = report["source"]
-    what = ("synthetic coding session, %d turns, seed %s" % (src["turns"], src["seed"])
+    what = ("synthetic coding session, %s, seed %s" % (plural(src["turns"], "turn"), src["seed"])
             if src.get("kind") == "synthetic" else
             "%s %s" % (src.get("kind"), src.get("session_id") or src.get("path")))
     out = ["tencentdb-offload %s — %s" % (report["command"], what)]

@@ -49,3 +49,12 @@ def test_the_report_says_whose_checks_it_drove_the_engine_with(host_selects_cont
     header = out.getvalue().split("\n\n")[0]
     assert said in header, header
     assert host_selects_context or "with the Python of your Hermes" in header, header
+
+
+def test_a_one_turn_demo_says_one_turn(monkeypatch, tmp_path):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["demo", "--turns", "1"]) == 0
+    title = out.getvalue().splitlines()[0]
+    assert "session, 1 turn, seed" in title, title
