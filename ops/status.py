@@ -74,8 +74,8 @@ def current_trigger(settings: Settings, recorded: Optional[Trigger],
                        "ran on a %s-token window" % (moved.why + "; " if moved.why else "",
                                                      format(window, ","), format(recorded.window, ",")),
                        moved.model_ratio)
-    if rule is not None:
-        return recorded
+    if rule is not None:        # the same trigger, with the rule that makes it (the record omits it)
+        return now[rule]
     return Trigger(now[0].tokens, recorded.window, now[0].why or "as configured now; the last "
                    "compaction ran at %s tokens" % format(recorded.tokens, ","))
 
