@@ -199,7 +199,9 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
               src.rename_command(var, near) if near else "see README.md, Settings")
     known_keys = sorted(attr for attr, _ in SPEC.values())
     for key in sorted(k for k in block if k not in known_keys):
-        near = suggest(str(key), known_keys)
+        # THRESHOLD or TENCENTDB_OFFLOAD_THRESHOLD (the .env name) is threshold to the eye
+        name = str(key).lower()
+        near = suggest(name[len(PREFIX):] if name.startswith(PREFIX.lower()) else name, known_keys)
         var = next((PREFIX + s for s, (a, _p) in SPEC.items() if a == near), "")
         lost = near and near not in block and var not in env
         c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"

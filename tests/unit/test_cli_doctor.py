@@ -290,6 +290,20 @@ def test_misspelt_names_get_a_suggestion_and_a_fix_that_works(tmp_path, gateway)
     assert "compaction at 60% of the window, down to 45%" in " ".join(c["message"] for c in after)
 
 
+def test_a_block_key_written_as_the_variable_gets_its_block_name(tmp_path, gateway):
+    """`THRESHOLD: 0.65` or `TENCENTDB_OFFLOAD_THRESHOLD: 0.65` in the config.yaml block is not
+    applied (the key is `threshold`): it was a warning "see README.md, Settings", with no name."""
+    config = GOOD_CONFIG + "tencentdb_offload:\n  THRESHOLD: 0.65\n  TENCENTDB_OFFLOAD_CANVAS: false\n"
+    home = setup_home(tmp_path, gateway, {}, config)
+    proc = doctor(home)
+    by_name = {c["message"].split()[0]: c for c in checks(proc) if c["name"] == "settings"}
+    for key, right in (("THRESHOLD", "threshold"), ("TENCENTDB_OFFLOAD_CANVAS", "canvas")):
+        assert by_name[key]["status"] == "fail" and "did you mean %s?" % right in by_name[key]["message"]
+        assert "not applied" in by_name[key]["message"], by_name[key]
+    assert by_name["THRESHOLD"]["fix"].startswith("rename THRESHOLD to threshold in the tencentdb_offload: block")
+    assert proc.returncode == 1
+
+
 def test_the_summary_counts_warnings(tmp_path, gateway):
     home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_XYZZY_QUUX_WIBBLE": "1"})
     proc = subprocess.run([sys.executable, str(ROOT), "doctor", "--timeout", "2"], capture_output=True,
