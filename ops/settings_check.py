@@ -189,9 +189,10 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
                                                          src.label, bad[suffix]),
                   src.set_command(suffix, _good_value(suffix, raw, env)))
     known_vars = sorted(PREFIX + k for k in SPEC)
-    for var in sorted(k for k in env if k.startswith(PREFIX) and k not in known_vars):
+    # (a name in lower case is another variable: the plugin never reads it)
+    for var in sorted(k for k in env if k.upper().startswith(PREFIX) and k not in known_vars):
         src = by_var.get(var, environ)
-        near = suggest(var[len(PREFIX):], sorted(SPEC))     # the shared prefix matches anything
+        near = suggest(var[len(PREFIX):].upper(), sorted(SPEC))     # the shared prefix matches anything
         near = PREFIX + near if near else ""
         lost = near and near not in env and SPEC[near[len(PREFIX):]][0] not in block
         c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"

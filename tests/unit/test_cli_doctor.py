@@ -304,6 +304,17 @@ def test_a_block_key_written_as_the_variable_gets_its_block_name(tmp_path, gatew
     assert proc.returncode == 1
 
 
+def test_a_variable_in_lower_case_is_named_and_fixed(tmp_path, gateway):
+    """`tencentdb_offload_threshold=0.6` in .env is another variable, never read: doctor passed."""
+    home = setup_home(tmp_path, gateway, {"tencentdb_offload_threshold": "0.6"})
+    proc = doctor(home)
+    (bad,) = [c for c in checks(proc) if c["message"].startswith("tencentdb_offload_threshold ")]
+    assert bad["status"] == "fail" and "did you mean TENCENTDB_OFFLOAD_THRESHOLD?" in bad["message"]
+    assert proc.returncode == 1
+    _bash(bad["fix"], home)
+    assert "compaction at 60% of the window" in " ".join(c["message"] for c in checks(doctor(home)))
+
+
 def test_the_summary_counts_warnings(tmp_path, gateway):
     home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_XYZZY_QUUX_WIBBLE": "1"})
     proc = subprocess.run([sys.executable, str(ROOT), "doctor", "--timeout", "2"], capture_output=True,
