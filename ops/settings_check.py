@@ -163,6 +163,31 @@ def check_dotenv(c: Any, path: Path) -> None:
         c.add("settings", "fail", "%s: the settings in it are not applied" % error, fix)
 
 
+def _misnamed(c: Any, env: Mapping[str, str], block: Mapping[str, Any], by_var: Mapping[str, Source],
+              environ: Source, block_src: Source) -> None:
+    """A line for each name that is no setting's, with the one it is close to."""
+    known_vars = sorted(PREFIX + k for k in SPEC)
+    # (a name in lower case is another variable: the plugin never reads it)
+    for var in sorted(k for k in env if k.upper().startswith(PREFIX) and k not in known_vars):
+        src = by_var.get(var, environ)
+        near = suggest(var[len(PREFIX):].upper(), sorted(SPEC))     # the shared prefix matches anything
+        near = PREFIX + near if near else ""
+        lost = near and near not in env and SPEC[near[len(PREFIX):]][0] not in block
+        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
+              % (var, src.label, " — did you mean %s?" % near if near else "", _not_applied(near, lost)),
+              src.rename_command(var, near) if near else "see README.md, Settings")
+    known_keys = sorted(attr for attr, _ in SPEC.values())
+    for key in sorted(k for k in block if k not in known_keys):
+        # THRESHOLD or TENCENTDB_OFFLOAD_THRESHOLD (the .env name) is threshold to the eye
+        name = str(key).lower()
+        near = suggest(name[len(PREFIX):] if name.startswith(PREFIX.lower()) else name, known_keys)
+        var = next((PREFIX + s for s, (a, _p) in SPEC.items() if a == near), "")
+        lost = near and near not in block and var not in env
+        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
+              % (key, block_src.label, " — did you mean %s?" % near if near else "", _not_applied(var, lost)),
+              block_src.rename_command(str(key), near) if near else "see README.md, Settings")
+
+
 def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
                    block: Optional[Mapping[str, Any]],
                    window: Optional[int] = None) -> Tuple[Settings, Dict[str, str]]:
@@ -188,26 +213,7 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
             c.add("settings", "fail", "%s=%s in %s %s" % (var if src.kind != "block" else attr, shown,
                                                          src.label, bad[suffix]),
                   src.set_command(suffix, _good_value(suffix, raw, env)))
-    known_vars = sorted(PREFIX + k for k in SPEC)
-    # (a name in lower case is another variable: the plugin never reads it)
-    for var in sorted(k for k in env if k.upper().startswith(PREFIX) and k not in known_vars):
-        src = by_var.get(var, environ)
-        near = suggest(var[len(PREFIX):].upper(), sorted(SPEC))     # the shared prefix matches anything
-        near = PREFIX + near if near else ""
-        lost = near and near not in env and SPEC[near[len(PREFIX):]][0] not in block
-        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
-              % (var, src.label, " — did you mean %s?" % near if near else "", _not_applied(near, lost)),
-              src.rename_command(var, near) if near else "see README.md, Settings")
-    known_keys = sorted(attr for attr, _ in SPEC.values())
-    for key in sorted(k for k in block if k not in known_keys):
-        # THRESHOLD or TENCENTDB_OFFLOAD_THRESHOLD (the .env name) is threshold to the eye
-        name = str(key).lower()
-        near = suggest(name[len(PREFIX):] if name.startswith(PREFIX.lower()) else name, known_keys)
-        var = next((PREFIX + s for s, (a, _p) in SPEC.items() if a == near), "")
-        lost = near and near not in block and var not in env
-        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
-              % (key, block_src.label, " — did you mean %s?" % near if near else "", _not_applied(var, lost)),
-              block_src.rename_command(str(key), near) if near else "see README.md, Settings")
+    _misnamed(c, env, block, by_var, environ, block_src)
     settings, warnings = load_settings(env, raw_block)
     flagged = [PREFIX + s for s in bad] + [SPEC[s][0] for s in bad]
     for w in warnings:          # what single values cannot show (e.g. ratio above threshold)
