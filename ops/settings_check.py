@@ -145,7 +145,9 @@ def _not_applied(var: str, lost: bool) -> str:
     if not lost:
         return ""
     default = getattr(Settings(), SPEC[var[len(PREFIX):]][0])
-    return "; its value is not applied (%s is the default %s)" % (var, default if default != "" else "''")
+    shown = (str(default).lower() if isinstance(default, bool)      # as one writes it in .env
+             else "$HERMES_HOME/tencentdb-offload" if default == "" else default)
+    return "; its value is not applied (%s is the default %s)" % (var, shown)
 
 
 def check_dotenv(c: Any, path: Path) -> None:

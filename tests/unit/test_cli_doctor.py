@@ -315,6 +315,14 @@ def test_a_variable_in_lower_case_is_named_and_fixed(tmp_path, gateway):
     assert "compaction at 60% of the window" in " ".join(c["message"] for c in checks(doctor(home)))
 
 
+def test_a_misspelt_switch_names_its_default_as_one_writes_it(tmp_path, gateway):
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_CANVS": "false",
+                                          "TENCENTDB_OFFLOAD_STOR_DIR": "/x"})
+    said = " ".join(c["message"] for c in checks(doctor(home)))
+    assert "TENCENTDB_OFFLOAD_CANVAS is the default true)" in said, said
+    assert "TENCENTDB_OFFLOAD_STORE_DIR is the default $HERMES_HOME/tencentdb-offload)" in said, said
+
+
 def test_the_summary_counts_warnings(tmp_path, gateway):
     home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_XYZZY_QUUX_WIBBLE": "1"})
     proc = subprocess.run([sys.executable, str(ROOT), "doctor", "--timeout", "2"], capture_output=True,
