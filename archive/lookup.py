@@ -129,6 +129,7 @@ def described(row: Any) -> Dict[str, Any]:
 def page_of(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit: int) -> str:
     if offset >= chars:
         return ""
+    limit = min(limit, chars - offset)      # more reads nothing more (and 20 digits overflow a C int)
     if hasattr(conn, "blobopen"):
         with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
             if len(blob) == chars:            # one byte per char (ASCII): seek straight there

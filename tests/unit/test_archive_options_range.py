@@ -39,3 +39,16 @@ def test_options_in_range_still_work(home, store):
     proc = run_cli("archive", "search", "retry", "--limit", "200", "--store", str(store),
                    home=home, env=LOCAL)
     assert proc.returncode == 0, proc.stderr
+
+
+
+def test_a_limit_past_any_item_reads_it_whole(tmp_path):
+    """`archive show ID --limit 99999999999999999999` said "internal error: OverflowError" on an
+    ASCII item (read straight from the blob); any limit past the end reads to the end."""
+    import sqlite3
+    from tencentdb_offload.archive.lookup import page_of
+    conn = sqlite3.connect(str(tmp_path / "a.db"))
+    conn.execute("CREATE TABLE archive(content BLOB)")
+    conn.execute("INSERT INTO archive(rowid, content) VALUES (1, ?)", (b"plain ascii text",))
+    assert page_of(conn, 1, 16, 0, 10 ** 20) == "plain ascii text"
+    assert page_of(conn, 1, 16, 6, 10 ** 20) == "ascii text"
