@@ -20,7 +20,7 @@ from ..session import SessionState
 from ..host.compat import HOST_SELECTS_CONTEXT, in_fleet
 from ..host.thresholds import fleet_landing
 from ..context import canvas, departures, durable_pointers, focus, read_backs, recall_blocks
-from ..context import result_keys
+from ..context import gateway_cuts, result_keys
 from ..context import digest as D
 from ..context import messages as M
 from ..context.fallback import local_compact, trim_result
@@ -248,8 +248,8 @@ class CompactionRun:
         common.update((key, max(0, value - note_cost)) for key, value in
                       (("ceiling", ceiling), ("unread_room", unread_room), ("trigger", trigger)))
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
-        replied = None if attempt.messages is None else read_backs.restore(
-            clean, attempt.messages, rt.seal)
+        replied = None if attempt.messages is None else gateway_cuts.keyed(
+            clean, read_backs.restore(clean, attempt.messages, rt.seal), common["reused"])
         if replied is not None and sum(map(self.count, replied)) + note_cost <= room:
             return replied, Route.GATEWAY, False
         # the note pair may follow the result (``with_notes``): its room is kept free

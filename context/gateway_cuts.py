@@ -1,0 +1,71 @@
+"""A reused call id's result that the Gateway cut keeps a pointer to the text it was cut from.
+
+The Gateway truncates large tool results (their first 2,000 characters and a notice). Under a
+call id the provider reused, each text is read back by ``<id>~<hash of the text>``
+(``result_keys``); a later local trim or departure of the Gateway's cut would take its key
+from the cut text, which the archive never held: the pointer named nothing, and each
+compaction put the result back whole ("the archive does not hold them"). The cut text gets
+the key of the text it came from, so every later key is that one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
+
+from . import blocks as B
+from . import messages as M
+from . import result_keys
+
+Message = Dict[str, Any]
+HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"     # as the plugin's own trims say it
+
+
+def source_of(cut: str, versions: Sequence[str]) -> Optional[str]:
+    """The one text of ``versions`` that ``cut`` shares the longest beginning with (None when
+    two share it, or the cut is not shorter): the text the Gateway cut."""
+    if cut in versions:
+        return None
+    scored = sorted(((len(os.path.commonprefix([cut, v])), v) for v in set(versions)),
+                    reverse=True)
+    if not scored or scored[0][0] < min(200, len(cut) // 2) or len(scored[0][1]) <= scored[0][0]:
+        return None                     # not a beginning of it, or nothing was cut
+    if len(scored) > 1 and scored[1][0] == scored[0][0]:
+        return None
+    return scored[0][1]
+
+
+def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str]) -> List[Message]:
+    """``reply`` with each result of a ``reused`` id that is none of the texts ``sent`` held
+    under it followed by the pointer to the one it was cut from."""
+    if not reused:
+        return reply
+    versions: Dict[str, List[str]] = {}
+    for m in sent:
+        if isinstance(m, dict):
+            for tid, text in M.tool_results(m):
+                if tid in reused:
+                    versions.setdefault(tid, []).append(text)
+    out = []
+    for m in reply:
+        new: Dict[Tuple[str, str], str] = {}
+        for tid, text in (M.tool_results(m) if isinstance(m, dict) else ()):
+            if tid in versions and not result_keys.pointer_in(tid, text):
+                origin = source_of(text, versions[tid])
+                if origin is not None:
+                    new[(tid, text)] = text + "\n" + HINT % result_keys.suffixed(tid, origin)
+        out.append(_with_texts(m, new) if new else m)
+    return out
+
+
+def _with_texts(m: Message, new: Dict[Tuple[str, str], str]) -> Message:
+    content = m.get("content")
+    if M.role(m) == "tool" or not isinstance(content, list):     # one result
+        (text,) = new.values()
+        return M.with_content(m, text)
+    blocks = []
+    for b in B.content_blocks(content):
+        key = (b.id, b.text)
+        blocks.append(dict(b.raw, content=new[key]) if b.kind is B.Kind.TOOL_RESULT
+                      and key in new else b.raw)
+    return M.with_content(m, blocks)

@@ -1,0 +1,89 @@
+"""A result under a reused call id that the Gateway truncated points at the text it was cut
+from: trimmed further or gone from the context, its key reads that text back."""
+
+import json
+import re
+
+from fakes.gateway import FakeGateway
+from tencentdb_offload.archive.recall import READ
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.hooks import HookHandlers
+
+from helpers import make_engine
+
+POINTER = re.compile(r'tdai_read_cos\((?:tool_call_id|key)="(c0[^"]*)"')
+
+
+def step(cid, text):
+    return [{"role": "assistant", "content": None, "tool_calls": [{
+                "id": cid, "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": "/" + cid})}}]},
+            {"role": "tool", "tool_call_id": cid, "content": text}]
+
+
+def transcript(first, second):
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "look"}]
+    msgs += step("c0", first) + [{"role": "assistant", "content": "ok"},
+                                 {"role": "user", "content": "again"}]
+    msgs += step("c0", second) + [{"role": "assistant", "content": "done"}]
+    for i in range(14):
+        msgs += [{"role": "user", "content": "turn %d" % i}]
+        msgs += step("k%d" % i, ("line %d of k%d\n" % (i, i)) * 2000)
+        msgs += [{"role": "assistant", "content": "read %d" % i}]
+    return msgs + [{"role": "user", "content": "now sum it up"}]
+
+
+def read_back(eng, key):
+    """The whole text a key reads back, page after page (None when it names nothing)."""
+    got, offset = [], 0
+    while offset is not None:
+        reply = json.loads(eng.handle_tool_call(
+            READ, {"tool_call_id": key, "offset": offset, "limit": 100_000}, messages=[]))
+        if not reply.get("ok"):
+            return None
+        got.append(reply["content"])
+        nxt = reply.get("next_offset")
+        offset = nxt if isinstance(nxt, int) and nxt > offset else None
+    return "".join(got)
+
+
+def keys_shown(messages):
+    return {k for m in messages for k in POINTER.findall(M.text_of(m))}
+
+
+def test_a_gateway_cut_of_a_reused_id_points_at_its_source(tmp_path):
+    first, second = "short first text", "".join("second %05d\n" % i for i in range(12000))
+    msgs = transcript(first, second)
+    with FakeGateway(api_key="k1") as gw:
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k1", instance_id="svc")
+        hooks = HookHandlers(rt)
+        for m in msgs:
+            for tid, text in M.tool_results(m):
+                hooks.post_tool_call(tool_name="read_file", args={}, result=text,
+                                     session_id="s1", tool_call_id=tid)
+        rt.flush_writes()
+        out = eng.compress(msgs, current_tokens=eng.threshold_tokens + 1000)
+        assert gw.compact_calls(), "the Gateway compacted"
+        cut = [t for m in out for tid, t in M.tool_results(m) if tid == "c0" and len(t) > 1000]
+        assert cut and second not in cut, "the Gateway truncated the reused id's long text"
+        # later, without the Gateway: the cut is trimmed further, or leaves the context
+        gw.set_fault("refuse")
+        more = list(out[:-1]) + [{"role": "assistant", "content": "ok"}]
+        for i in range(14, 20):
+            more += [{"role": "user", "content": "turn %d" % i}]
+            more += step("k%d" % i, ("line %d of k%d\n" % (i, i)) * 2000)
+            more += [{"role": "assistant", "content": "read %d" % i}]
+        more.append({"role": "user", "content": "and now?"})
+        for m in more[len(out):]:
+            for tid, text in M.tool_results(m):
+                hooks.post_tool_call(tool_name="read_file", args={}, result=text,
+                                     session_id="s1", tool_call_id=tid)
+        rt.flush_writes()
+        errors = len(list(rt.errors))
+        again = eng.compress(more, current_tokens=eng.threshold_tokens + 1000)
+        assert not [e for e in list(rt.errors)[errors:] if "does not hold" in e]
+        for shown in (out, again):
+            keys = keys_shown(shown)
+            assert keys and all(read_back(eng, k) in (first, second) for k in keys), keys
+        assert second in {read_back(eng, k) for k in keys_shown(again)}
+        rt.close()
