@@ -1,11 +1,13 @@
-"""A reused call id's result that the Gateway cut keeps a pointer to the text it was cut from.
+"""A tool result the Gateway cut or replaced keeps a pointer to the text it came from.
 
 The Gateway truncates large tool results (their first 2,000 characters and a notice). Under a
 call id the provider reused, each text is read back by ``<id>~<hash of the text>``
 (``result_keys``); a later local trim or departure of the Gateway's cut would take its key
 from the cut text, which the archive never held: the pointer named nothing, and each
-compaction put the result back whole ("the archive does not hold them"). The cut text gets
-the key of the text it came from, so every later key is that one.
+compaction put the result back whole ("the archive does not hold them"). The same when the
+provider reuses the id only after the Gateway replaced its result by a reference: the digest
+named a key of the reference's text, which nothing holds. The changed text gets the key of
+the text it came from, so every later key is that one.
 """
 
 from __future__ import annotations
@@ -36,24 +38,27 @@ def source_of(cut: str, versions: Sequence[str]) -> Optional[str]:
 
 
 def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str]) -> List[Message]:
-    """``reply`` with each result of a ``reused`` id that is none of the texts ``sent`` held
-    under it followed by the pointer to the one it was cut from."""
-    if not reused:
-        return reply
+    """``reply`` with each result the Gateway changed (none of the texts ``sent`` held under
+    its id) followed by the pointer to the text it came from: the bare id, or under a
+    ``reused`` id that text's own key. An id the provider reuses only later keeps reading the
+    text the Gateway saw, not the hash of the Gateway's stand-in."""
     versions: Dict[str, List[str]] = {}
     for m in sent:
         if isinstance(m, dict):
             for tid, text in M.tool_results(m):
-                if tid in reused:
-                    versions.setdefault(tid, []).append(text)
+                versions.setdefault(tid, []).append(text)
     out = []
     for m in reply:
         new: Dict[Tuple[str, str], str] = {}
         for tid, text in (M.tool_results(m) if isinstance(m, dict) else ()):
-            if tid in versions and not result_keys.pointer_in(tid, text):
-                origin = source_of(text, versions[tid])
-                if origin is not None:
-                    new[(tid, text)] = text + "\n" + HINT % result_keys.suffixed(tid, origin)
+            if tid not in versions or text in versions[tid] or result_keys.pointer_in(tid, text):
+                continue
+            if tid not in reused and len(set(versions[tid])) == 1:
+                new[(tid, text)] = text + "\n" + HINT % tid
+                continue
+            origin = source_of(text, versions[tid])
+            if origin is not None:
+                new[(tid, text)] = text + "\n" + HINT % result_keys.suffixed(tid, origin)
         out.append(_with_texts(m, new) if new else m)
     return out
 

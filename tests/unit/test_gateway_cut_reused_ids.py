@@ -1,5 +1,6 @@
-"""A result under a reused call id that the Gateway truncated points at the text it was cut
-from: trimmed further or gone from the context, its key reads that text back."""
+"""A result the Gateway truncated or replaced points at the text it came from: trimmed further
+or gone from the context, under a call id the provider reused (then or later), its key reads
+that text back."""
 
 import json
 import re
@@ -11,7 +12,7 @@ from tencentdb_offload.hooks import HookHandlers
 
 from helpers import make_engine
 
-POINTER = re.compile(r'tdai_read_cos\((?:tool_call_id|key)="(c0[^"]*)"')
+POINTER = re.compile(r'tdai_read_cos\((?:tool_call_id|key)="(c0[^"]*)"|\[(c0(?:~[0-9a-f]{8})?)\]')
 
 
 def step(cid, text):
@@ -48,7 +49,8 @@ def read_back(eng, key):
 
 
 def keys_shown(messages):
-    return {k for m in messages for k in POINTER.findall(M.text_of(m))}
+    """Every key of c0 the context names: pointers, and the digest's ``[id]``."""
+    return {a or b for m in messages for a, b in POINTER.findall(M.text_of(m))}
 
 
 def test_a_gateway_cut_of_a_reused_id_points_at_its_source(tmp_path):
@@ -86,4 +88,40 @@ def test_a_gateway_cut_of_a_reused_id_points_at_its_source(tmp_path):
             keys = keys_shown(shown)
             assert keys and all(read_back(eng, k) in (first, second) for k in keys), keys
         assert second in {read_back(eng, k) for k in keys_shown(again)}
+        rt.close()
+
+
+def test_an_id_reused_after_the_gateway_replaced_its_result_reads_that_result(tmp_path):
+    first = "".join("first %05d\n" % i for i in range(3000))
+    msgs = transcript(first, "")[:2] + [{"role": "assistant", "content": "hello"},
+                                         {"role": "user", "content": "read c0"}]
+    msgs += step("c0", first) + transcript("", "")[9:]      # c0 once, then the k reads
+    with FakeGateway(api_key="k1") as gw:
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k1", instance_id="svc")
+        hooks = HookHandlers(rt)
+
+        def record(messages):
+            for m in messages:
+                for tid, text in M.tool_results(m):
+                    hooks.post_tool_call(tool_name="read_file", args={}, result=text,
+                                         session_id="s1", tool_call_id=tid)
+            rt.flush_writes()
+        record(msgs)
+        assert rt.flush("s1", 5)                    # the Gateway holds them: it may replace them
+        out = eng.compress(msgs, current_tokens=eng.threshold_tokens + 1000)
+        assert first not in [t for m in out for tid, t in M.tool_results(m) if tid == "c0"]
+        gw.set_fault("refuse")                      # later: the provider reuses c0, no Gateway
+        more = list(out[:-1]) + [{"role": "assistant", "content": "ok"},
+                                 {"role": "user", "content": "read it again"}]
+        more += step("c0", "c0 now says something else") + [{"role": "assistant", "content": "ok"}]
+        for i in range(14, 114):     # many short reads: only whole turns leaving make room
+            more += [{"role": "user", "content": "turn %d" % i}]
+            more += step("k%d" % i, ("line %d of k%d\n" % (i, i)) * 120)
+            more += [{"role": "assistant", "content": "read %d" % i}]
+        more.append({"role": "user", "content": "and now?"})
+        record(more[len(out):])
+        again = eng.compress(more, current_tokens=eng.threshold_tokens + 1000)
+        keys = keys_shown(again)
+        assert keys, "c0's first result left the context, named in the digest"
+        assert all(read_back(eng, k) in (first, "c0 now says something else") for k in keys), keys
         rt.close()
