@@ -12,7 +12,6 @@ the text it came from, so every later key is that one.
 
 from __future__ import annotations
 
-import os
 from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
 
 from . import blocks as B
@@ -21,20 +20,33 @@ from . import result_keys
 
 Message = Dict[str, Any]
 HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"     # as the plugin's own trims say it
+HEAD, MIN_HEAD = 200, 20        # of a text's beginning: what is compared, what must be found
 
 
 def source_of(cut: str, versions: Sequence[str]) -> Optional[str]:
-    """The one text of ``versions`` that ``cut`` shares the longest beginning with (None when
-    two share it, or the cut is not shorter): the text the Gateway cut."""
+    """The one text of ``versions`` whose beginning ``cut`` holds the most of (its cut keeps
+    the head, its reference quotes it), the text the Gateway changed; None when two tie, too
+    little is held to tell, or a version is held whole (nothing of it was cut)."""
     if cut in versions:
         return None
-    scored = sorted(((len(os.path.commonprefix([cut, v])), v) for v in set(versions)),
-                    reverse=True)
-    if not scored or scored[0][0] < min(200, len(cut) // 2) or len(scored[0][1]) <= scored[0][0]:
-        return None                     # not a beginning of it, or nothing was cut
+    scored = sorted(((_head_held(v, cut), v) for v in set(versions)), reverse=True)
+    if not scored or scored[0][0] < MIN_HEAD or len(scored[0][1]) <= scored[0][0]:
+        return None
     if len(scored) > 1 and scored[1][0] == scored[0][0]:
         return None
     return scored[0][1]
+
+
+def _head_held(text: str, cut: str) -> int:
+    """How many of ``text``'s first ``HEAD`` characters ``cut`` holds as one piece."""
+    low, high = 0, min(HEAD, len(text))
+    while low < high:                       # the held length is monotone: bisect it
+        mid = (low + high + 1) // 2
+        if text[:mid] in cut:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str]) -> List[Message]:
@@ -54,11 +66,11 @@ def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str
             if tid not in versions or text in versions[tid] or result_keys.pointer_in(tid, text):
                 continue
             if tid not in reused and len(set(versions[tid])) == 1:
-                new[(tid, text)] = text + "\n" + HINT % tid
-                continue
-            origin = source_of(text, versions[tid])
-            if origin is not None:
-                new[(tid, text)] = text + "\n" + HINT % result_keys.suffixed(tid, origin)
+                origin: Optional[str] = versions[tid][0]
+            else:
+                origin = source_of(text, versions[tid])
+            if origin is not None:      # (a trim of ours it came from names the key already)
+                new[(tid, text)] = text + "\n" + HINT % result_keys.key_of(tid, origin, reused)
         out.append(_with_texts(m, new) if new else m)
     return out
 

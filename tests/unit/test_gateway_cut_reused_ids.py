@@ -125,3 +125,21 @@ def test_an_id_reused_after_the_gateway_replaced_its_result_reads_that_result(tm
         assert keys, "c0's first result left the context, named in the digest"
         assert all(read_back(eng, k) in (first, "c0 now says something else") for k in keys), keys
         rt.close()
+
+
+def test_a_reference_quoting_one_text_of_a_reused_id_names_that_text(tmp_path):
+    """The Gateway's mild level replaces a result by a reference that quotes its head; the
+    request held both texts of the reused id, the older one already as our trim."""
+    from tencentdb_offload.context import gateway_cuts, result_keys
+    from tencentdb_offload.context.fallback import trim_result
+    rt, _eng = make_engine(tmp_path)
+    older, newer = "older text " * 2000, "newer text " * 3000
+    trimmed = trim_result(step("c0", older)[1], 2000, seal=rt.seal, reused={"c0"})
+    sent = [trimmed] + [step("c0", newer)[1]]
+    ref = ("[Offloaded Tool Result | node: 001-N3]\nSummary: read_file result: %s\n"
+           'see tdai_read_cos(path="offload/refs/c0.md")')
+    reply = [dict(sent[0], content=ref % older[:150]), dict(sent[1], content=ref % newer[:150])]
+    out = gateway_cuts.keyed(sent, reply, {"c0"})
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    assert keys == [result_keys.suffixed("c0", older), result_keys.suffixed("c0", newer)]
+    rt.close()
