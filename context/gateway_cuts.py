@@ -65,8 +65,8 @@ def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str
         for tid, text in (M.tool_results(m) if isinstance(m, dict) else ()):
             if tid not in versions or text in versions[tid] or result_keys.pointer_in(tid, text):
                 continue
-            if tid not in reused and len(set(versions[tid])) == 1:
-                origin: Optional[str] = versions[tid][0]
+            if len(set(versions[tid])) == 1:     # (its reference may quote another text
+                origin: Optional[str] = versions[tid][0]    # of the id: it keys by the id)
             else:
                 origin = source_of(text, versions[tid])
             if origin is not None:      # (a trim of ours it came from names the key already)

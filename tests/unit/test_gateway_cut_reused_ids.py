@@ -143,3 +143,16 @@ def test_a_reference_quoting_one_text_of_a_reused_id_names_that_text(tmp_path):
     keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
     assert keys == [result_keys.suffixed("c0", older), result_keys.suffixed("c0", newer)]
     rt.close()
+
+
+def test_a_reference_quoting_an_older_text_of_the_id_names_the_text_it_replaced():
+    """The Gateway keys its references by call id: under a reused id it replaces the newer
+    result by the reference of the older text, which the request no longer holds."""
+    from tencentdb_offload.context import gateway_cuts, result_keys
+    older, newer = "older text " * 2000, "newer text " * 3000
+    sent = [step("c0", newer)[1]]
+    reply = [dict(sent[0], content="[Offloaded Tool Result | node: 001-N8]\nSummary: read_file "
+                                   "result: %s" % older[:150])]
+    out = gateway_cuts.keyed(sent, reply, {"c0"})
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    assert keys == [result_keys.suffixed("c0", newer)]
