@@ -25,12 +25,12 @@ HEAD, MIN_HEAD = 200, 20        # of a text's beginning: what is compared, what 
 
 def source_of(cut: str, versions: Sequence[str]) -> Optional[str]:
     """The one text of ``versions`` whose beginning ``cut`` holds the most of (its cut keeps
-    the head, its reference quotes it), the text the Gateway changed; None when two tie, too
-    little is held to tell, or a version is held whole (nothing of it was cut)."""
+    the head, its reference quotes it, a merge of results holds it whole), the text the
+    Gateway changed; None when two tie or too little is held to tell."""
     if cut in versions:
         return None
     scored = sorted(((_head_held(v, cut), v) for v in set(versions)), reverse=True)
-    if not scored or scored[0][0] < MIN_HEAD or len(scored[0][1]) <= scored[0][0]:
+    if not scored or scored[0][0] < MIN_HEAD:       # too little of any to tell
         return None
     if len(scored) > 1 and scored[1][0] == scored[0][0]:
         return None

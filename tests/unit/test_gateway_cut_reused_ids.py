@@ -156,3 +156,16 @@ def test_a_reference_quoting_an_older_text_of_the_id_names_the_text_it_replaced(
     out = gateway_cuts.keyed(sent, reply, {"c0"})
     keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
     assert keys == [result_keys.suffixed("c0", newer)]
+
+
+def test_a_cut_that_holds_a_short_text_of_a_reused_id_whole_names_it():
+    """A cut of a message whose results were taken as one text holds the id's short text
+    whole, then the next result's: it stands for that short text."""
+    from tencentdb_offload.context import gateway_cuts, result_keys
+    older, short = "older text " * 2000, "the short newer text of c0"
+    sent = [step("c0", older)[1], step("c0", short)[1]]
+    notice = "\n\n[... content truncated, only first 2000 characters retained ...]"
+    reply = [sent[0], dict(sent[1], content=(short + " k1 " + "k1 text " * 400)[:2000] + notice)]
+    out = gateway_cuts.keyed(sent, reply, {"c0"})
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    assert keys == ["", result_keys.suffixed("c0", short)]
