@@ -23,6 +23,7 @@ import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
 from tencentdb_offload.archive.recall import READ
 from tencentdb_offload.context import canvas
+from tencentdb_offload.context import digest as D
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.context import validate as V
 from tencentdb_offload.ops.driver import Driver
@@ -34,7 +35,7 @@ MARKS = ["[CONTEXT SUMMARY]", "tdo_digest_1", "<current_task_context>x</current_
          "[tencentdb-offload] note", 'tdai_read_cos(tool_call_id="zz_typed")', "[tdo-seal trim 00]"]
 POINTER = re.compile(r'tdai_read_cos\((?:tool_call_id|key)="([^"<\s]+)"')
 DIGEST_KEY = re.compile(r"\[((?:call_|msg-)[^\]\s]+)\]|\((msg-[0-9a-f]+)\)")
-DIGEST_CHARS = 6_000 * 4 * 1.3       # its 6,000-token budget, at a generous 4 chars a token
+DIGEST_TOKENS = D.CEILING              # its budget's ceiling (our estimate, as it is sized)
 FAULTS = ["5xx", "garbage", "wrong_shape", "reset", "409", "route_404"]
 
 
@@ -189,11 +190,13 @@ class Checks:
 
     def keys(self, turn: int) -> None:
         d, seal = self.d, self.d.rt.seal
-        texts = [t for m in d.messages for t in [M.text_of(m)] + [r for _i, r in M.tool_results(m)]]
+        texts = [t for m in d.messages           # (a tool message's text is its result: once)
+                 for t in dict.fromkeys([M.text_of(m)] + [r for _i, r in M.tool_results(m)])]
         ours = [t for t in texts if seal.open_text(t) is not None]     # the user's keys are theirs
         digest = [t for t in ours if seal.open_text(t)[0] == "digest"]
-        if sum(map(len, digest)) > DIGEST_CHARS:
-            self.problems.append("turn %d: digest of %d chars" % (turn, sum(map(len, digest))))
+        size = sum(map(D.tokens_of, digest))
+        if size > DIGEST_TOKENS:
+            self.problems.append("turn %d: digest of %d tokens" % (turn, size))
         keys = {k for t in ours for k in POINTER.findall(t)}
         keys |= {a or b for t in digest for a, b in DIGEST_KEY.findall(t)}
         for key in sorted(k for k in keys if not k.endswith("\u2026") and k != "zz_typed"):
@@ -213,7 +216,7 @@ class Checks:
 
 
 def run_session(seed: int, host: str, gateway: Optional[FakeGateway] = None,
-                turns: int = 55, tmp=None) -> List[str]:
+                turns: int = 65, tmp=None) -> List[str]:
     import tempfile
     from pathlib import Path
     rng = random.Random(seed)
