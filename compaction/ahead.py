@@ -158,7 +158,7 @@ class AheadOfNeed:
         with self._lock:
             if self._jobs.get(state.key) is job:
                 del self._jobs[state.key]   # a result is applied once
-            self.used += 1
+                self.used += 1              # counted once: a re-entrant call may wait on it too
         return GatewayAttempt(list(got.messages) + list(clean[len(job.keys):]), got.level,
                               got.report, got.cut, got.error)
 

@@ -84,3 +84,31 @@ def test_a_conversation_that_ended_before_its_turn_sends_no_compact(tmp_path):
             assert not any(s.endswith("conv-%d" % (len(engines) - 1)) for s in sent), sent
         finally:
             rt.close()
+
+
+def test_a_prepared_compaction_two_callers_waited_for_is_counted_used_once(tmp_path):
+    # 0.22 calls compress() again while a stalled call waits for the same prepared job: both
+    # get its result (the stalled one is cancelled), but one compaction was prepared and used
+    with FakeGateway(api_key="k1") as gw:
+        gate = gw.hold_compacts()
+        rt = plugin.build_runtime(env=env_for(tmp_path, gateway_url=gw.url, api_key="k1"))
+        try:
+            conv = [{"role": "system", "content": "sys"}] + conversation(12, 6000)
+            eng = plugin.open_session(rt, "conv", 64_000, model="m")
+            eng.prune_tool_results_only(list(conv), current_tokens=int(eng.threshold_tokens * 0.9))
+            state = eng.current_state()
+            job = rt.ahead._jobs[state.key]
+            got = []
+            takers = [threading.Thread(target=lambda: got.append(rt.ahead.take(state, list(conv), 60)))
+                      for _ in range(2)]
+            for t in takers:
+                t.start()
+            assert wait_for(lambda: len(job.done._cond._waiters) == 2, 10)   # both wait on it
+            gate.set()
+            for t in takers:
+                t.join(60)
+            assert len(got) == 2 and all(g is not None and g.messages for g in got)
+            assert rt.ahead.status()["prepared_used"] == 1
+        finally:
+            gate.set()
+            rt.close()
