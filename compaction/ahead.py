@@ -58,6 +58,7 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     attempt: Optional[GatewayAttempt] = None
     started: float = field(default_factory=time.monotonic)
+    sent: bool = False              # taken off the queue by a pool thread
 
 
 class AheadOfNeed:
@@ -124,6 +125,7 @@ class AheadOfNeed:
             while self._queue and not self.closed:
                 key, job, args = self._queue.popleft()
                 if self._jobs.get(key) is job:
+                    job.sent = True
                     return job, args
                 self.skipped += 1           # dropped or replaced while it waited: not sent
             self._threads = [t for t in self._threads if t is not threading.current_thread()]
@@ -142,15 +144,22 @@ class AheadOfNeed:
             finally:
                 job.done.set()
 
-    def take(self, state: SessionState, clean: List[Message], wait_s: float) -> Optional[GatewayAttempt]:
+    def take(self, state: SessionState, clean: List[Message], wait_s: float,
+             forget: bool = False) -> Optional[GatewayAttempt]:
         """The prepared result applied to ``clean`` (its messages, then what came since), or
-        None when there is none for this list within ``wait_s``."""
+        None when there is none for this list within ``wait_s``; with ``forget`` (the caller
+        compacts without it now) a job still queued then is dropped, never sent."""
         with self._lock:
             job = self._jobs.get(state.key)
         keys = [content_key(m) for m in clean]
         if job is None or keys[:len(job.keys)] != job.keys:
             return None
         if not job.done.wait(max(0.0, wait_s)):
+            if forget:      # its snapshot predates the compaction about to land: nobody's use
+                with self._lock:
+                    if self._jobs.get(state.key) is job and not job.sent:
+                        del self._jobs[state.key]
+                        job.done.set()
             return None
         got = job.attempt
         if got is None or got.messages is None:

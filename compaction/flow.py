@@ -194,7 +194,7 @@ class CompactionRun:
         if not HOST_SELECTS_CONTEXT:        # 0.17/0.19: no pool to starve, ask and wait
             return rt.gateway_attempt(self.state, clean, self.engine, budget.overhead, self.count)
         rt.ahead.start(self.state, clean, self.engine, budget.overhead, self.count)
-        return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S) or GatewayAttempt.failed(
+        return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
 

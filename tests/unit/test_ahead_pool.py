@@ -112,3 +112,32 @@ def test_a_prepared_compaction_two_callers_waited_for_is_counted_used_once(tmp_p
         finally:
             gate.set()
             rt.close()
+
+
+def test_a_snapshot_still_queued_when_compress_compacts_locally_is_never_sent(tmp_path, monkeypatch):
+    # 0.22: the pool is busy, compress() waits its 0.5 s and compacts locally; the queued
+    # snapshot predates that compaction, so a /compact of it later is nobody's use
+    import tencentdb_offload.compaction.flow as flow
+    monkeypatch.setattr(flow, "HOST_SELECTS_CONTEXT", True)
+    with FakeGateway(api_key="k1") as gw:
+        gate = gw.hold_compacts()
+        rt = plugin.build_runtime(env=env_for(tmp_path, gateway_url=gw.url, api_key="k1"))
+        try:
+            conv = [{"role": "system", "content": "sys"}] + conversation(12, 6000)
+            for i in range(MAX_RUNNING):                    # every pool thread held at the gate
+                eng = plugin.open_session(rt, "busy-%d" % i, 64_000, model="m")
+                eng.prune_tool_results_only(list(conv), current_tokens=int(eng.threshold_tokens * 0.9))
+            assert wait_for(lambda: len([r for r in gw.requests if r.path.endswith("/compact")])
+                            == MAX_RUNNING, 10)
+            x = plugin.open_session(rt, "x", 64_000, model="m")
+            x.prune_tool_results_only(list(conv), current_tokens=int(x.threshold_tokens * 0.9))
+            x.compress(list(conv), current_tokens=int(x.threshold_tokens * 1.05))
+            assert x.compression_count == 1 and rt.status()["totals"]["local_compactions"] == 1
+            gate.set()
+            assert wait_for(lambda: rt.ahead.status()["threads"] == 0, 30)
+            sent = [c[0].get("session_id") for c in gw.compact_calls()]
+            assert not any(s.endswith("x") for s in sent), sent
+            assert rt.ahead.status()["prepared_skipped"] == 1
+        finally:
+            gate.set()
+            rt.close()
