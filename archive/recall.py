@@ -226,7 +226,8 @@ class RecallTools:
     def _search(self, args: Dict[str, Any], keys: Sequence[str]) -> str:
         query = _text(args.get("query"))
         if not query:
-            return _error("query must not be empty")
+            # a list of words or phrases is not an empty query: say what to pass instead
+            return _error(_not_a_query(args.get("query")) or "query must not be empty")
         if len(query) > MAX_QUERY:
             return _error("query is %d chars; use at most %d (a few words)"
                           % (len(query), MAX_QUERY))
@@ -304,6 +305,15 @@ def _not_a_key(args: Dict[str, Any]) -> str:
         if isinstance(args.get(name), (list, dict)):
             return "%s must be one string, not %s: call %s once per item" % (
                 name, "a list" if isinstance(args[name], list) else "an object", READ)
+    return ""
+
+
+def _not_a_query(value: Any) -> str:
+    """Why a query the model did pass is not one (a list, an object), else ''."""
+    if isinstance(value, (list, dict)):
+        return ("query must be one string of words (an item holding every word is found), not "
+                "%s: call %s once per search" % ("a list" if isinstance(value, list)
+                                                  else "an object", SEARCH))
     return ""
 
 

@@ -249,6 +249,17 @@ def test_a_list_of_keys_is_told_to_be_one_key_per_call(tmp_path):
     rt.close()
 
 
+def test_a_list_query_is_told_to_be_one_string(tmp_path):
+    # a model passing ["connection refused", "timeout"] was told "query must not be empty"
+    rt = plugin.build_runtime(env=env_for(tmp_path))
+    eng = engine_for(rt, "s1")
+    for query, word in ((["connection refused", "timeout"], "a list"), ({"q": "x"}, "an object")):
+        error = call(eng, SEARCH, query=query)["error"]
+        assert "query must be one string" in error and "not %s" % word in error, error
+    assert call(eng, SEARCH, query="  ")["error"] == "query must not be empty"
+    rt.close()
+
+
 @pytest.mark.parametrize("window, shown_whole", [(64_000, 38_400), (128_000, 76_800),
                                                  (1_000_000, 100_000)])
 def test_every_page_fits_what_the_host_shows_whole(tmp_path, window, shown_whole):
