@@ -77,6 +77,7 @@ def archived(before: Sequence[Message], after: Sequence[Message], words: Sequenc
             lines.append("(%s) %s: %s" % (message_key(d.role, d.content), d.role,
                                           one_line(d.content, 100)))
     if len(found) > MAX_LINES:
-        lines.append("+%d more: tdai_offload_search(query=\"%s\")" % (len(found) - MAX_LINES,
-                                                                      " ".join(words)))
+        # an item matches any one word, a search needs all of its words: one search a word
+        lines.append("+%d more: %s" % (len(found) - MAX_LINES, ", ".join(
+            "tdai_offload_search(query=\"%s\")" % w for w in words)))
     return tuple(lines)

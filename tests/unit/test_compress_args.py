@@ -7,10 +7,12 @@ the one message the compaction rewrites. ``/compress <focus>`` keeps what matche
 """
 
 import json
+import re
 
 import pytest
 
 from fakes.gateway import FakeGateway
+from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.compaction.record import Route
 from tencentdb_offload.context import digest as D
 from tencentdb_offload.context import focus as F
@@ -19,7 +21,7 @@ from tencentdb_offload.context.notes import MEMORY_CHARS, clean_peer
 from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import conversation, make_engine
+from helpers import conversation, make_engine, tool_turn
 
 MEMORY = "PRECOMPRESS-9Z: Mira asked to keep the read order of the runbook files.\nSecond line."
 TARGET = 32_000                         # 64K window, compact ratio 0.5
@@ -200,6 +202,26 @@ def test_focus_terms():
     assert not F.matches([{"role": "user", "content": "planning"}], pat)
     assert F.matches([{"role": "user", "content": "读取数据库"}], pat)
     assert F.pattern(()) is None and not F.matches([{"role": "user", "content": "x"}], None)
+
+
+def test_the_more_line_names_searches_that_find_the_unlisted_matches(tmp_path):
+    # a focus matches an item holding any one of its words, a search needs every word: the
+    # line once named tdai_offload_search(query="auth database"), which found none of them
+    before = []
+    for i in range(20):
+        turn = tool_turn(i, 50)
+        turn[2]["content"] = ("auth token expired, step %d" if i % 2 else "database locked, step %d") % i
+        before += turn
+    lines = F.archived(before, [], F.terms("auth database"))
+    assert len(lines) == F.MAX_LINES + 1 and lines[-1].startswith("+8 more: ")
+    store = Store(tmp_path)
+    store.archive("c", [ArchiveItem("tool_result", m["content"], m["tool_call_id"], "read_file")
+                        for m in before if m["role"] == "tool"])
+    found = {h["tool_call_id"] for q in re.findall(r'query="([^"]*)"', lines[-1])
+             for h in store.search("c", q, 20)}
+    listed = {line[1:].split("]")[0] for line in lines[:-1]}
+    assert {"call_%d_0" % i for i in range(20)} - listed <= found
+    store.close()
 
 
 def test_gateway_route_names_the_focus_matches_it_archived(tmp_path, gw):
