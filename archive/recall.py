@@ -95,6 +95,9 @@ ECHO = 120                 # chars of a model-supplied value repeated in an answ
 _REF = re.compile(r"offload/([^/]+)/refs/([^/\\\x00-\x1f]{1,%d})\.md" % MAX_ID)
 
 
+_MARKS = "[](){}<>\"'`\u201c\u201d\u2018\u2019"     # around a key a model copied or quoted
+
+
 def _echo(value: Any) -> str:
     """A model-supplied value, capped: a 10 MB id must not come back as a 10 MB error."""
     text = value if isinstance(value, str) else repr(value)
@@ -193,8 +196,10 @@ class RecallTools:
         # any length: the archive keeps ids as the provider made them (some carry KBs of state)
         if item is None and wanted and self.store is not None:
             flushed = self.flush(FLUSH_WAIT_S)
-            for key in keys[1:] if parent_ref else keys:
-                item = item or self.store.read_page(key, wanted, offset, limit)
+            # exactly as given first: an id may hold any char; then as copied with its marks
+            for candidate in filter(None, (wanted, _unwrapped(wanted))):
+                for key in keys[1:] if parent_ref else keys:
+                    item = item or self.store.read_page(key, candidate, offset, limit)
         if item is None and ref_id and self.read_ref is not None:
             item = self._remote(gateway_session, path, ref_id, offset, limit)
         if item is None:
@@ -306,6 +311,13 @@ def _not_a_key(args: Dict[str, Any]) -> str:
             return "%s must be one string, not %s: call %s once per item" % (
                 name, "a list" if isinstance(args[name], list) else "an object", READ)
     return ""
+
+
+def _unwrapped(key: str) -> str:
+    """``key`` without the marks around it when it has some, else '': a model copies a digest
+    line's ``[call_1]`` or a note's ``(msg-…)`` with its brackets, or quotes the id."""
+    bare = key.strip(_MARKS).strip()
+    return bare if bare != key else ""
 
 
 def _not_a_query(value: Any) -> str:

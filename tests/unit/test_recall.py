@@ -249,6 +249,25 @@ def test_a_list_of_keys_is_told_to_be_one_key_per_call(tmp_path):
     rt.close()
 
 
+def test_a_key_copied_with_its_brackets_or_quotes_reads_the_item(tmp_path):
+    # the digest says tdai_read_cos(tool_call_id="<id in brackets>") over lines "[call_1] …":
+    # a model passing "[call_1]" (or quoting the id) was told "nothing archived"
+    rt = plugin.build_runtime(env=env_for(tmp_path))
+    hooks = HookHandlers(rt)
+    for cid, text in (("call_1", "plain id"), ("[odd]", "bracketed id"), ("odd", "bare id")):
+        hooks.post_tool_call(tool_name="read_file", args={}, session_id="s1", tool_call_id=cid,
+                             result=text)
+    rt.flush()
+    eng = engine_for(rt, "s1")
+    for key in ("[call_1]", '"call_1"', "`call_1`", "\u201ccall_1\u201d", " [call_1 "):
+        got = call(eng, READ, tool_call_id=key)
+        assert got.get("ok") and got["content"] == "plain id", (key, got)
+    assert call(eng, READ, key="[odd]")["content"] == "bracketed id"     # an exact id first
+    assert call(eng, READ, key="odd")["content"] == "bare id"
+    assert not call(eng, READ, key="[call_2]")["ok"]
+    rt.close()
+
+
 def test_a_list_query_is_told_to_be_one_string(tmp_path):
     # a model passing ["connection refused", "timeout"] was told "query must not be empty"
     rt = plugin.build_runtime(env=env_for(tmp_path))
