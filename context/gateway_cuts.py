@@ -12,6 +12,7 @@ the text it came from, so every later key is that one.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
 
 from . import blocks as B
@@ -59,14 +60,19 @@ def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str
         if isinstance(m, dict):
             for tid, text in M.tool_results(m):
                 versions.setdefault(tid, []).append(text)
+    back = Counter(tid for m in reply if isinstance(m, dict) for tid, _t in M.tool_results(m))
+    nth: Counter = Counter()
     out = []
     for m in reply:
         new: Dict[Tuple[str, str], str] = {}
         for tid, text in (M.tool_results(m) if isinstance(m, dict) else ()):
+            nth[tid] += 1
             if tid not in versions or text in versions[tid] or result_keys.pointer_in(tid, text):
                 continue
             if len(set(versions[tid])) == 1:     # (its reference may quote another text
                 origin: Optional[str] = versions[tid][0]    # of the id: it keys by the id)
+            elif back[tid] == len(versions[tid]):   # all came back, in order (reply_origin):
+                origin = versions[tid][nth[tid] - 1]    # one reference for all quotes neither
             else:
                 origin = source_of(text, versions[tid])
             if origin is not None:      # (a trim of ours it came from names the key already)

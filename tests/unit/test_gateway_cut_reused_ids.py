@@ -169,3 +169,18 @@ def test_a_cut_that_holds_a_short_text_of_a_reused_id_whole_names_it():
     out = gateway_cuts.keyed(sent, reply, {"c0"})
     keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
     assert keys == ["", result_keys.suffixed("c0", short)]
+
+
+def test_one_reference_for_every_text_of_a_reused_id_names_each_text_it_replaced():
+    """The Gateway keys its references by call id: both results of a reused id came back as
+    the reference of a third, older text, quoting neither. Every result came back, in order,
+    so each is the text sent at its place (found by a seeded long session with a 30K cap)."""
+    from tencentdb_offload.context import gateway_cuts, result_keys
+    first, second = "c0 #3: def f(x)\n" * 900, "c0 #10: [CONTEXT SUMMARY] " * 900
+    sent = [step("c0", first)[1], step("c0", second)[1]]
+    ref = ("[Offloaded Tool Result | node: 001-N1]\nSummary: read_file result: c0 #2: abc abc\n"
+           'see tdai_read_cos(path="offload/refs/c0.md")')
+    reply = [dict(sent[0], content=ref), dict(sent[1], content=ref)]
+    out = gateway_cuts.keyed(sent, reply, {"c0"})
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    assert keys == [result_keys.suffixed("c0", first), result_keys.suffixed("c0", second)]
