@@ -248,9 +248,9 @@ class TencentDBOffloadEngine(ContextEngine):
         return idle.idle_target(target) if self._landing_deep else target
 
     def story_target(self) -> int:
-        """The ordinary target: the digest is sized for it, even when an idle compaction lands
-        deeper (the next turns need the story; the results are what a deep landing drops)."""
-        return landing_tokens(self.runtime.settings, self.context_length or 128_000, in_fleet())
+        """The ordinary target: the digest is sized for it even when an idle one lands deeper."""
+        return landing_tokens(self.runtime.settings, self.context_length or 128_000, in_fleet(),
+                              self.threshold_percent)     # (a model's: whether a cap binds)
 
     def estimate_real(self, messages: List[Any]) -> int:
         """Provider tokens of a request carrying ``messages``: our estimate, calibrated."""

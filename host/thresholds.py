@@ -74,12 +74,13 @@ def fleet_landing(settings: "Settings", context_length: int, fleet: bool) -> boo
     return fleet and fleet_window(context_length) and _landing_unset(settings, context_length)
 
 
-def landing_tokens(settings: "Settings", context_length: int, fleet: bool) -> int:
+def landing_tokens(settings: "Settings", context_length: int, fleet: bool,
+                   threshold: Optional[float] = None) -> int:
     """Where a compaction lands on ``context_length``: the messaging gateway's landing where it
-    applies (``fleet_landing``), else the settings' target."""
+    applies (``fleet_landing``), else the settings' target under the applying ``threshold``."""
     if fleet_landing(settings, context_length, fleet):
         return int(context_length * FLEET_LANDING_RATIO)
-    return settings.target_tokens(context_length)
+    return settings.target_tokens(context_length, threshold)
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def landing_text(settings: "Settings", trigger: Optional[Trigger] = None) -> str
         FLEET_LANDING_RATIO * 100) if unset else ""
     cap = settings.max_context_tokens
     if cap and trigger is not None and trigger.window:
-        tokens = settings.target_tokens(trigger.window)
+        tokens = settings.target_tokens(trigger.window, trigger.model_ratio)
         if tokens != int(trigger.window * settings.compact_ratio):
             return "down to %s tokens (the cap x COMPACT_RATIO / THRESHOLD)" % format(tokens, ",")
     elif cap:       # the window unknown: where the cap binds, it sets the landing

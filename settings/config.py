@@ -64,12 +64,12 @@ class Settings:
         ratio = int(context_length * (self.threshold if threshold is None else threshold))
         return min(ratio, self.max_context_tokens) if self.max_context_tokens else ratio
 
-    def target_tokens(self, context_length: int) -> int:
-        """Where a compaction brings the context: the ratio of the window; under a cap that
-        wins, the same proportion of the cap (``cap x ratio / threshold``)."""
-        ratio = int(context_length * self.compact_ratio)
-        if self.max_context_tokens and self.max_context_tokens < int(context_length * self.threshold):
-            return min(ratio, int(self.max_context_tokens * self.compact_ratio / self.threshold))
+    def target_tokens(self, context_length: int, threshold: Optional[float] = None) -> int:
+        """Where a compaction brings the context: the ratio of the window; under a cap that wins
+        over the applying threshold (a per-model one), the same proportion of the cap."""
+        ratio, applies = int(context_length * self.compact_ratio), threshold or self.threshold
+        if self.max_context_tokens and self.max_context_tokens < int(context_length * applies):
+            return min(ratio, int(self.max_context_tokens * self.compact_ratio / applies))
         return ratio
 
     def describe_gateway(self) -> str:

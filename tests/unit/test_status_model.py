@@ -113,6 +113,24 @@ def test_status_prints_a_model_thresholds_trigger(tmp_path, capsys):
     rt.close()
 
 
+def test_a_cap_that_a_model_threshold_leaves_unbound_changes_no_landing(tmp_path):
+    """MAX_CONTEXT_TOKENS 120K under THRESHOLD's 150K, but a model's 0.5 triggers at 100K: the
+    cap does not bind, so the landing stays 45% of the window (it was the cap's 72K); where the
+    cap binds under a model's 0.9, it lands at cap x COMPACT_RATIO / that threshold."""
+    for ratio, cap, landing, shown in ((0.5, 120_000, 90_000, "down to 45%"),
+                                       (0.9, 160_000, 80_000, "down to 80,000 tokens")):
+        rt, eng = make_engine(tmp_path / str(ratio), context_length=200_000,
+                              max_context_tokens=str(cap))
+        eng.model_thresholds = {"m": ratio}
+        eng.update_model(model="m", context_length=200_000)
+        assert eng.threshold_tokens == min(cap, int(200_000 * ratio))
+        assert eng.compaction_target() == landing
+        eng.compress(conversation(60, 5000), current_tokens=eng.threshold_tokens + 1)
+        status = make_command(rt)("status")
+        assert shown in status and "down to 72,000" not in status, status
+        rt.close()
+
+
 @pytest.mark.default_port
 def test_no_gateway_configured_reads_as_local_mode(tmp_path, capsys):
     with socket.socket() as s:
