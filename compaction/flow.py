@@ -264,7 +264,8 @@ class CompactionRun:
                     done, route = ours, Route.LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
             rt.note_error(self.why_over(done.tokens_after, local_room))
-        self.args_gone = list(done.departed)            # trimmed call arguments, archived
+        self.args_gone = list(done.departed) + (departures.merged_only(   # (args: trimmed ones)
+            clean, replied, done.messages, rt.seal) if route is Route.GATEWAY_THEN_LOCAL else [])
         return done.messages, route, done.notes_placed
 
     def why_over(self, landed: int, room: int) -> str:

@@ -108,6 +108,16 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
     return Departures(items, left, summarised, count)
 
 
+def merged_only(before: List[Message], via: List[Message], after: List[Message],
+                seal: Optional[Seal] = None) -> List[Departed]:
+    """Messages of ``via`` (a Gateway reply, consecutive same-role messages merged by its
+    repair) that left by ``after`` but were never in ``before``: the digest names them by their
+    merged text, whose key nothing else archives (the originals are archived by theirs)."""
+    had = {own_text(m) for m in before if isinstance(m, dict) and not M.is_tool_result(m)}
+    return [d for d in find(via, after, seal=seal).items
+            if d.kind == "message" and d.content not in had]
+
+
 def read_keys(gone: Departures, reused: AbstractSet[str] = frozenset()) -> List[str]:
     """The keys ``tdai_read_cos`` reads what left back by (a tool result its
     ``tool_call_id``, or its ``result_keys`` key when the id is ``reused``; anything else its

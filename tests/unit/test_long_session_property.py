@@ -216,16 +216,17 @@ class Checks:
 
 
 def run_session(seed: int, host: str, gateway: Optional[FakeGateway] = None,
-                turns: int = 65, tmp=None) -> List[str]:
+                turns: int = 65, tmp=None, window: int = WINDOW,
+                settings: Optional[Dict[str, str]] = None) -> List[str]:
     import tempfile
     from pathlib import Path
     rng = random.Random(seed)
     home = Path(tmp or tempfile.mkdtemp())
-    extra = {} if gateway is None else {"gateway_url": gateway.url, "api_key": "k1",
-                                        "instance_id": "svc"}
+    extra = dict(settings or {}) if gateway is None else dict(
+        settings or {}, gateway_url=gateway.url, api_key="k1", instance_id="svc")
     rt = plugin.build_runtime(env=env_for(home, **extra))
     kind = Host017 if host == "0.17" else Host
-    d = kind(rt, "s1", WINDOW, "You are helpful.", [], host="0.19" if host == "0.17" else host)
+    d = kind(rt, "s1", window, "You are helpful.", [], host="0.19" if host == "0.17" else host)
     checks, talk = Checks(d), Conversation(rng)
     fault = None
     try:
@@ -254,3 +255,17 @@ def test_long_session_keeps_every_invariant(tmp_path, seed, host, with_gateway):
         return
     with FakeGateway(api_key="k1") as gw:
         assert run_session(seed, host, gw, tmp=tmp_path) == []
+
+
+@pytest.mark.parametrize("seed,host,window,settings", [
+    # the Gateway's one reference for both texts of a reused id named neither
+    (208223, "0.22", 200_000, {"max_context_tokens": "30000"}),
+    # two user turns the Gateway's reply merged left in the local finish under the merged key
+    (640270, "0.19", 128_000, {"threshold": "0.3", "compact_ratio": "0.05"})])
+def test_long_sessions_under_other_budgets_keep_every_key_readable(tmp_path, seed, host,
+                                                                   window, settings):
+    """Seeds a sweep of windows and settings found (40 turns: fewer compactions than 20)."""
+    with FakeGateway(api_key="k1") as gw:
+        problems = run_session(seed, host, gw, turns=40, tmp=tmp_path, window=window,
+                               settings=settings)
+    assert [p for p in problems if not p.startswith("only ")] == []
