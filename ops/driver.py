@@ -220,24 +220,30 @@ class Driver:
         if pick is None:
             return {"ok": False, "reason": "no tool result in this session"}
         name, original, _args = self.originals[pick]
-        got, offset = [], 0
-        # every page of the result, however long (a cap of 200 pages called a 41 MB read
-        # "differs"; the tool sizes a page to what the host shows whole): a reply that does
-        # not move on ends it
-        while isinstance(offset, int):
-            reply = json.loads(self.engine.handle_tool_call(
-                READ, {"tool_call_id": pick, "offset": offset, "limit": 100_000}, messages=[]))
-            if not reply.get("ok"):
-                return {"ok": False, "tool_call_id": pick, "tool_name": name,
-                        "reason": reply.get("error", "?")}
-            got.append(reply["content"])
-            nxt = reply.get("next_offset")
-            offset = nxt if isinstance(nxt, int) and nxt > offset else None
-        text = "".join(got)
+        text, error = read_whole(self.engine, pick)
+        if text is None:
+            return {"ok": False, "tool_call_id": pick, "tool_name": name, "reason": error}
         return {"ok": text == original, "tool_call_id": pick, "tool_name": name,
                 "chars": len(text), "original_chars": len(original),
                 "left_context": original not in context, "identical": text == original,
                 "preview": text[:120]}
+
+
+def read_whole(engine: Any, key: str) -> Tuple[Optional[str], str]:
+    """(the whole text ``tdai_read_cos`` reads under ``key``, page after page as a model would,
+    ""), or (None, the tool's error). Every page, however long the text (a cap of 200 pages
+    called a 41 MB read "differs"; the tool sizes a page to what the host shows whole): a
+    reply that does not move on ends it."""
+    got, offset = [], 0
+    while isinstance(offset, int):
+        reply = json.loads(engine.handle_tool_call(
+            READ, {"tool_call_id": key, "offset": offset, "limit": 100_000}, messages=[]))
+        if not reply.get("ok"):
+            return None, reply.get("error", "?")
+        got.append(reply["content"])
+        nxt = reply.get("next_offset")
+        offset = nxt if isinstance(nxt, int) and nxt > offset else None
+    return "".join(got), ""
 
 
 def _json_or_text(raw: Any) -> Any:

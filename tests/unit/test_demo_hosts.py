@@ -13,13 +13,18 @@ import tencentdb_offload.engine as engine_module
 from tencentdb_offload.ops import main
 
 
-@pytest.mark.parametrize("host_selects_context", [False, True], ids=["0.17-0.19", "0.22"])
-def test_the_demo_never_sends_over_a_64k_window(host_selects_context, monkeypatch, tmp_path):
+def _as_host(monkeypatch, tmp_path, host_selects_context):
+    """A clean environment (no settings, no Hermes home) and the host the driver emulates."""
     for name in list(__import__("os").environ):
         if name.startswith(("TENCENTDB_OFFLOAD_", "HERMES_")) or name == "_HERMES_GATEWAY":
             monkeypatch.delenv(name)
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", host_selects_context)
+
+
+@pytest.mark.parametrize("host_selects_context", [False, True], ids=["0.17-0.19", "0.22"])
+def test_the_demo_never_sends_over_a_64k_window(host_selects_context, monkeypatch, tmp_path):
+    _as_host(monkeypatch, tmp_path, host_selects_context)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["demo", "--turns", "20", "--context-length", "64000", "--json"])
@@ -38,11 +43,7 @@ def test_the_report_says_whose_checks_it_drove_the_engine_with(host_selects_cont
     """`python3 . demo` or `replay` with a Python that imports no Hermes 0.22 emulates 0.19 (a
     75 % trigger on 64K where the user's 0.22 compacts at 85 %): the header says so, and how
     to get 0.22's."""
-    for name in list(__import__("os").environ):
-        if name.startswith(("TENCENTDB_OFFLOAD_", "HERMES_")) or name == "_HERMES_GATEWAY":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", host_selects_context)
+    _as_host(monkeypatch, tmp_path, host_selects_context)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["demo", "--turns", "1"]) == 0

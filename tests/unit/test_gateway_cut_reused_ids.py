@@ -6,9 +6,9 @@ import json
 import re
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.archive.recall import READ
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.hooks import HookHandlers
+from tencentdb_offload.ops.driver import read_whole
 
 from helpers import make_engine
 
@@ -36,16 +36,7 @@ def transcript(first, second):
 
 def read_back(eng, key):
     """The whole text a key reads back, page after page (None when it names nothing)."""
-    got, offset = [], 0
-    while offset is not None:
-        reply = json.loads(eng.handle_tool_call(
-            READ, {"tool_call_id": key, "offset": offset, "limit": 100_000}, messages=[]))
-        if not reply.get("ok"):
-            return None
-        got.append(reply["content"])
-        nxt = reply.get("next_offset")
-        offset = nxt if isinstance(nxt, int) and nxt > offset else None
-    return "".join(got)
+    return read_whole(eng, key)[0]
 
 
 def keys_shown(messages):

@@ -21,7 +21,7 @@ import pytest
 
 import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
-from tencentdb_offload.archive.recall import READ
+from tencentdb_offload.ops.driver import read_whole as read_key
 from tencentdb_offload.context import canvas
 from tencentdb_offload.context import digest as D
 from tencentdb_offload.context import messages as M
@@ -131,16 +131,7 @@ class Conversation:
 
 
 def read_whole(engine: Any, key: str) -> Optional[str]:
-    got, offset = [], 0
-    while offset is not None:
-        reply = json.loads(engine.handle_tool_call(
-            READ, {"tool_call_id": key, "offset": offset, "limit": 100_000}, messages=[]))
-        if not reply.get("ok"):
-            return None
-        got.append(reply["content"])
-        nxt = reply.get("next_offset")
-        offset = nxt if isinstance(nxt, int) and nxt > offset else None
-    return "".join(got)
+    return read_key(engine, key)[0]
 
 
 class Checks:
