@@ -30,20 +30,36 @@ class Source:
         if self.kind == "block":
             return "hermes config set tencentdb_offload.%s %s" % (SPEC[suffix][0], shlex.quote(value))
         if self.kind == "dotenv" and var in read_dotenv(Path(self.path)):   # one line, replaced
-            line = "%s=%s" % (var, value)
-            line = line.replace("\\", "\\\\").replace("&", "\\&").replace("|", "\\|")
-            return "sed -i -E %s %s" % (shlex.quote("s|^(export )?%s=.*|%s|" % (var, line)),
-                                        shlex.quote(self.path))
+            return sed_line(var, "%s=%s" % (var, value), self.path)
         if self.kind == "dotenv":
             return "echo %s >> %s" % (shlex.quote("%s=%s" % (var, value)), shlex.quote(self.path))
         return "export %s=%s" % (var, shlex.quote(value))
 
     def rename_command(self, old: str, new: str) -> str:
         if self.kind == "dotenv":
-            return "sed -i 's|^%s=|%s=|' %s" % (old, new, shlex.quote(self.path))
+            return sed_line(old, "%s=" % new, self.path, keep_value=True)
         if self.kind == "block":
-            return "rename %s to %s in the tencentdb_offload: block of %s" % (old, new, self.path)
-        return "unset %s; export %s=..." % (old, new)
+            return "rename %s to %s in the tencentdb_offload: block of %s" % (
+                shlex.quote(old), shlex.quote(new), shlex.quote(self.path))
+        return "unset %s; export %s=..." % (shlex.quote(old), shlex.quote(new))
+
+
+def _literal(text: str) -> str:
+    """``text`` as an extended regular expression matching exactly it (sed -E)."""
+    return "".join("[%s]" % ch if ch in ".[*$|()+?{}" else "\\" + ch if ch in "\\^]" else ch
+                   for ch in text)
+
+
+def sed_line(var: str, replacement: str, path: str, keep_value: bool = False) -> str:
+    """A ``sed -i`` that rewrites the .env line setting ``var`` (as python-dotenv reads it:
+    spaces, ``export``) to ``replacement``, or only its ``NAME=`` part with ``keep_value``.
+    One quoted shell word per part, whatever the name, value or path hold: pasting it never
+    runs anything but sed."""
+    rest = "" if keep_value else ".*"
+    line = replacement.replace("\\", "\\\\").replace("&", "\\&").replace("|", "\\|") \
+        .replace("\n", "\\n")
+    expression = "s|^[[:space:]]*(export[[:space:]]+)?%s[[:space:]]*=%s|%s|" % (_literal(var), rest, line)
+    return "sed -i -E %s %s" % (shlex.quote(expression), shlex.quote(path))
 
 
 def sources(env: Mapping[str, str], home: Path, config_path: Path

@@ -416,7 +416,49 @@ def test_a_bad_store_dir_or_key_is_named_with_its_own_reason_and_a_fix_that_work
     assert "TENCENTDB_OFFLOAD_STORE_DIR=/" in store["fix"], store
     gw = next(i for i in items if i["name"] == "gateway")
     assert gw["message"].startswith("Gateway off: TENCENTDB_OFFLOAD_API_KEY is invalid"), gw
-    assert gw["fix"].startswith(("sed -i -E 's|^(export )?TENCENTDB_OFFLOAD_API_KEY=.*|TENCENTDB_OFFLOAD_API_KEY=YOUR_KEY|'",)), gw
+    assert gw["fix"].startswith("sed -i -E ") and "|TENCENTDB_OFFLOAD_API_KEY=YOUR_KEY|" in gw["fix"], gw
+    _bash(gw["fix"], home)
+    assert "TENCENTDB_OFFLOAD_API_KEY=YOUR_KEY\n" in (home / ".env").read_text()
+
+
+HOSTILE = "'$(>pwned)'"        # in a name, a value or a path: a fix that expands it creates the file
+
+
+def test_every_fix_is_shell_safe_whatever_the_names_values_and_paths_hold(tmp_path, gateway):
+    """A setting name holding `$(…)` went into doctor's `sed` fix as it was (and into
+    `unset NAME` unquoted): pasting the fix ran the user's text as a command. Every name, value
+    and path in a fix is one quoted word: the fixes run, rename what they name, and run nothing else."""
+    dotenv_name = "TENCENTDB_OFFLOAD_THRESHOLD" + HOSTILE
+    env_name = "TENCENTDB_OFFLOAD_COMPACT_RATIO" + HOSTILE
+    home = setup_home(tmp_path, gateway, {dotenv_name: "0.6",
+                                          "TENCENTDB_OFFLOAD_GATEWAY_URL": "127.0.0.1:1/" + HOSTILE})
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
+    e.update({"HERMES_HOME": str(home), env_name: "0.4", "PYTHONIOENCODING": "utf-8"})
+    proc = subprocess.run([sys.executable, str(ROOT), "doctor", "--json", "--timeout", "2"],
+                          capture_output=True, text=True, env=e, timeout=60, cwd=str(home.parent))
+    fixes = {c["message"].split(" in ")[0].split("=")[0]: c["fix"] for c in checks(proc)
+             if c["name"] == "settings"}
+    assert {dotenv_name, env_name, "TENCENTDB_OFFLOAD_GATEWAY_URL"} <= set(fixes), fixes
+    for fix in fixes.values():
+        assert fix.startswith(("sed", "echo", "unset", "export")), fix
+        subprocess.run(["bash", "-c", fix], capture_output=True, text=True, timeout=30, cwd=str(home))
+    assert not list(tmp_path.rglob("pwned")), fixes
+    text = (home / ".env").read_text()
+    assert dotenv_name not in text and "TENCENTDB_OFFLOAD_THRESHOLD=0.6\n" in text, text
+
+
+def test_a_fix_on_a_home_whose_path_holds_shell_text_runs_nothing_else(tmp_path, gateway):
+    """The .env path is one quoted word in every sed and echo fix."""
+    odd = tmp_path / ("h" + HOSTILE.replace("/", ""))
+    odd.mkdir()
+    home = setup_home(odd, gateway, {"TENCENTDB_OFFLOAD_TRESHOLD": "0.6", "TENCENTDB_OFFLOAD_TRIM_CHARS": "x"})
+    fixes = [c["fix"] for c in checks(doctor(home)) if c["name"] == "settings" and c["status"] == "fail"]
+    assert len(fixes) == 2, fixes
+    for fix in fixes:
+        _bash(fix, home)
+    assert not list(tmp_path.rglob("pwned")), fixes
+    after = checks(doctor(home))
+    assert not [c for c in after if c["name"] == "settings" and c["status"] == "fail"], after
 
 
 def test_compression_keys_the_plugin_does_not_honour_are_named(tmp_path, gateway):
