@@ -56,9 +56,14 @@ class SessionStats:
     compaction_cache_write_tokens: int = 0   # written by the first response after a compaction
     idle_compactions: int = 0       # compactions at a turn start after a pause (cache cold)
     request_cuts: int = 0           # requests cut for themselves (the host had not compacted)
+    cuts_adopted: int = 0           # of them, taken by the host's transcript compaction after
     last_compaction: Optional[Compaction] = None
 
     def _add_compaction(self, rec: Compaction) -> None:
+        self.last_compaction = rec
+        if rec.adopted:             # the cut's saving and departures are counted already
+            self.cuts_adopted += 1
+            return
         self.compactions += 1
         if rec.via_gateway:
             self.gateway_compactions += 1
@@ -74,7 +79,6 @@ class SessionStats:
         self.canvas_blocks_removed += rec.canvas_removed
         if rec.error:
             self.last_error = rec.error
-        self.last_compaction = rec
 
     def _add_usage(self, prompt: int, usage: Dict[str, Any], after_compaction: bool) -> None:
         """``cache_read_tokens``/``cache_write_tokens`` are the hosts' canonical buckets (0 or
@@ -107,7 +111,7 @@ class SessionStats:
                     "cache_hit_share": None if share is None else round(min(1.0, share), 3),
                     "compaction_cache_write_tokens": self.compaction_cache_write_tokens,
                     "idle_compactions": self.idle_compactions,
-                    "request_cuts": self.request_cuts,
+                    "request_cuts": self.request_cuts, "cuts_adopted": self.cuts_adopted,
                     "last_compaction": last.to_json() if last else {}}
 
 

@@ -72,7 +72,7 @@ def catch_up(engine: CompactingEngine, messages: List[Any], reason: str,
     if engine.threshold_tokens <= 0 or after >= engine.threshold_tokens or cancelled():
         return None
     state.transcript_due(False)
-    # archived: 0 — what left was archived when the request was cut
+    # what left was archived, listed and counted when the request was cut: said once, there
     return out, replace(memo.record, tokens_before=engine.estimate_real(messages),
-                        tokens_after=after, archived=0, at=engine.runtime.now(), reason=reason,
-                        ms=round((time.monotonic() - started) * 1000, 1))
+                        tokens_after=after, archived=0, left=(), at=engine.runtime.now(),
+                        reason="adopted", ms=round((time.monotonic() - started) * 1000, 1))

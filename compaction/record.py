@@ -52,7 +52,9 @@ class Level(str, enum.Enum):
 
 WHEN = {"idle": " at a turn start after a pause (prompt cache cold)",
         "request": " for one request only (the host had not compacted in time)"}
-REASONS = {r: r for r in ("threshold", "idle", "manual", "request")}   # an unknown one reads as threshold
+# "adopted": the host's transcript compaction that took the bytes of the request cut before it
+# (``cut_memo``): one saving and one set of departures, counted with that cut, not again
+REASONS = {r: r for r in ("threshold", "idle", "manual", "request", "adopted")}   # an unknown one reads as threshold
 
 
 def _ratio(raw: Any) -> float:
@@ -103,7 +105,8 @@ class Compaction:
     left: Tuple[str, ...] = ()  # keys to read back what left (tdai_read_cos), at most MAX_LEFT
     model_ratio: float = 0.0    # the compression.model_thresholds value of the trigger (0: none)
     reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual |
-    #                             request (one request cut, the host's transcript as it was)
+    #                             request (one request cut, the host's transcript as it was) |
+    #                             adopted (the transcript took that cut: nothing new left)
 
     @property
     def idle(self) -> bool:
@@ -114,16 +117,30 @@ class Compaction:
         return self.reason == "request"
 
     @property
+    def adopted(self) -> bool:
+        return self.reason == "adopted"
+
+    @property
+    def counted(self) -> int:
+        """1 for a compaction, 0 for a transcript's taking of a cut counted already."""
+        return 0 if self.adopted else 1
+
+    @property
     def via_gateway(self) -> bool:
         return self.route.via_gateway
 
     @property
     def saved(self) -> int:
-        return max(0, self.tokens_before - self.tokens_after)
+        """Tokens this record saved (an adopted cut's were counted with the cut)."""
+        return max(0, self.tokens_before - self.tokens_after) * self.counted
 
     def describe(self) -> str:
         """"compacted through the Gateway (mild): 118,020 → 52,311 tokens (target 64,000), 14 items
         archived" — the one rendering every surface uses."""
+        if self.adopted:
+            return ("the host's transcript took the cut made for one request: %s → %s tokens "
+                    "(saved and archived with that cut, counted there once)"
+                    % (count(self.tokens_before), count(self.tokens_after)))
         how = ("through the Gateway (%s)" % self.level.value if self.route is Route.GATEWAY else
                "through the Gateway (%s), finished locally" % self.level.value
                if self.route is Route.GATEWAY_THEN_LOCAL else "locally")

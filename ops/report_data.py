@@ -116,7 +116,8 @@ def _summary(requests: List[Dict[str, Any]], compactions: List[Dict[str, Any]],
     largest = max(requests, key=lambda r: r["prompt_tokens"], default=None)
     levels: Dict[str, int] = {}
     for c in compactions:
-        levels[c["level"]] = levels.get(c["level"], 0) + 1
+        if c["reason"] != "adopted":    # a cut the transcript took: counted with the cut
+            levels[c["level"]] = levels.get(c["level"], 0) + 1
     reported = [r for r in requests if r["cache_read_tokens"] is not None]
     prompt = sum(r["prompt_tokens"] for r in reported)
     window = requests[-1]["context_length"] if requests else (

@@ -108,6 +108,8 @@ def _request_bars(sc: Scale, requests: List[Dict[str, Any]]) -> List[str]:
 def _compaction_marks(sc: Scale, compactions: List[Dict[str, Any]]) -> List[str]:
     out = []
     for c in compactions:
+        if c["reason"] == "adopted":    # the cut's own arrow shows it
+            continue
         x = sc.x(c["after_request"])
         label_y = TOP - 26 + 12 * (c["n"] % 2)
         out.append(

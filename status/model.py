@@ -41,6 +41,7 @@ class CompactionSummary:
     local: int = 0
     idle: int = 0               # started at a cold turn start (a pause over the cache TTL)
     request_only: int = 0       # one request cut, the host's transcript left as it was
+    adopted: int = 0            # of those, taken later by the transcript (not counted again)
     levels: Dict[str, int] = field(default_factory=dict)
     tokens_saved: int = 0
     recent: List[Dict[str, Any]] = field(default_factory=list)   # newest first, with ts and session
@@ -91,17 +92,20 @@ def _fold_compactions(events: Iterable[Dict[str, Any]], sessions: Dict[str, Sess
     """The summary of ``events`` (newest first), each added to its session's row."""
     summary = CompactionSummary()
     for ev in events:
-        if summary.total >= recent:
+        if len(summary.recent) >= recent:
             ev.pop("left", None)        # the keys are shown for the recent ones only
         rec = Compaction.from_json(ev)
-        if summary.total < recent:
+        if len(summary.recent) < recent:
             summary.recent.append(dict(rec.to_json(), ts=ev.get("ts"), session=ev.get("session")))
-        summary.total += 1
         name = ev.get("session") or "?"
         row = sessions.setdefault(name, SessionRow(name, last_activity=ev.get("ts")))
+        row.last_activity = max(row.last_activity or 0, ev.get("ts") or 0)
+        if rec.adopted:                 # the cut it took is counted, with its saving
+            summary.adopted += 1
+            continue
+        summary.total += 1
         row.compactions += 1
         row.tokens_saved += rec.saved
-        row.last_activity = max(row.last_activity or 0, ev.get("ts") or 0)
         summary.tokens_saved += rec.saved
         summary.gateway += 1 if rec.via_gateway else 0
         summary.idle += rec.idle

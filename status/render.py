@@ -148,8 +148,10 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     lines.append("  compactions (every process): %s (Gateway %s, local %s; %s idle, after a pause "
                  "over the cache TTL%s); levels: %s; tokens saved %s"
                  % (count(comp.total), count(comp.gateway), count(comp.local), count(comp.idle),
-                    "; %s for one request only, the host had not compacted in time"
-                    % count(comp.request_only) if comp.request_only else "",
+                    "; %s for one request only, the host had not compacted in time%s"
+                    % (count(comp.request_only), ", %s of them then taken by its transcript "
+                       "(counted once)" % count(comp.adopted) if comp.adopted else "")
+                    if comp.request_only else "",
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
     lines += [PRIVATE] if private else _sessions_and_recent(store)

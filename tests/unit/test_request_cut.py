@@ -119,7 +119,7 @@ def test_the_transcript_compaction_after_a_cut_keeps_the_cuts_bytes(tmp_path):
         assert validation_errors(out) == []
         assert not eng.should_compress(0)
         state = eng.current_state()
-        assert state.last_compaction.reason == "threshold" and state.cut_memo is None
+        assert state.last_compaction.reason == "adopted" and state.cut_memo is None
     finally:
         rt.close()
 
@@ -244,5 +244,42 @@ def test_a_request_under_a_trigger_past_the_ceiling_is_not_cut(tmp_path):
         past = next(r for r in (_request(k) for k in range(6, 80)) if _tokens(r) > window)
         assert eng.select_context(past) is not None
         assert eng.current_state().stats.request_cuts == 1
+    finally:
+        rt.close()
+
+
+def test_a_cut_the_transcript_takes_is_one_saving_and_one_departure_list(tmp_path):
+    """On 0.22 the store held two rows with the same "67,302 → 18,243": the request cut ("2
+    items archived") and the transcript's compaction that took its bytes ("0 items archived",
+    listing the same keys). status, report (tokens saved, arrows) and the compaction counts
+    counted the saving twice. They are two kinds: the cut, counted, and the transcript's taking
+    of it, shown but counted with the cut."""
+    from tencentdb_offload.ops.report_data import figures
+    from tencentdb_offload.ops.report_html import render_page
+    from tencentdb_offload.status.model import read_store_view
+    rt, eng, sent, transcript, out = _cut_then(tmp_path, copy.deepcopy(ANSWER))
+    try:
+        rt.writer.settled(5.0)
+        state = eng.current_state()
+        cut, took = state.stats.request_cuts, state.last_compaction
+        assert cut == 1 and took.adopted and took.left == () and took.saved == 0
+        assert "took the cut" in took.describe()
+        live = state.stats.as_dict()
+        assert live["compactions"] == 1 and live["cuts_adopted"] == 1
+        store_dir = rt.store.directory
+        view = read_store_view(store_dir)
+        rows = view.compactions.recent
+        assert [r["reason"] for r in rows] == ["adopted", "request"], rows
+        first = rows[1]
+        assert first["left"] and not rows[0]["left"], "what left is listed once, with the cut"
+        saving = first["tokens_before"] - first["tokens_after"]
+        assert view.compactions.total == 1 and view.compactions.adopted == 1
+        assert view.compactions.tokens_saved == saving == live["tokens_saved"]
+        (row,) = view.sessions
+        assert row.compactions == 1 and row.tokens_saved == saving
+        fig = figures(store_dir, rt.settings, None)
+        assert fig["summary"]["compactions"] == 1 and fig["summary"]["tokens_saved"] == saving
+        assert sum(fig["summary"]["levels"].values()) == 1
+        assert render_page(fig).count('<g class="compaction"') == 1, "one arrow per saving"
     finally:
         rt.close()
