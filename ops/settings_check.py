@@ -92,14 +92,17 @@ def suggest(name: str, known: List[str]) -> str:
 
 
 def _percent(suffix: str, raw: Any) -> Optional[float]:
-    """``45`` or ``45%`` for a fraction setting: what the user meant (0.45), else None."""
+    """``45``, ``45%`` or ``0,45`` (a decimal comma) for a fraction setting: what the user
+    meant (0.45), else None."""
     if suffix not in FRACTIONS or not isinstance(raw, (str, int, float)):
         return None
+    text = str(raw).strip().rstrip("%").strip()
+    comma = text.count(",") == 1 and "." not in text
     try:
-        value = float(str(raw).strip().rstrip("%"))
+        value = float(text.replace(",", ".") if comma else text)
     except ValueError:
         return None
-    return value / 100 if 1 < value < 100 else None
+    return value / 100 if 1 < value < 100 else value if comma and 0 < value < 1 else None
 
 
 def _reason(suffix: str, raw: Any, exc: Exception) -> str:
@@ -181,9 +184,13 @@ def check_dotenv(c: Any, path: Path) -> None:
         c.add("settings", "fail", "%s: the settings in it are not applied" % error, fix)
 
 
-def _misnamed(c: Any, env: Mapping[str, str], block: Mapping[str, Any], by_var: Mapping[str, Source],
-              environ: Source, block_src: Source) -> None:
-    """A line for each name that is no setting's, with the one it is close to."""
+def misnamed(env: Mapping[str, str], block: Any, home: Path, config_path: Path
+             ) -> List[Tuple[str, str, str]]:
+    """(status, message, fix) for each name that is no setting's, with the one it is close
+    to: doctor's lines, and status's warnings (one check, both commands)."""
+    by_var, environ, block_src, _dotenv = sources(env, home, config_path)
+    block = dict(block) if isinstance(block, Mapping) else {}
+    out: List[Tuple[str, str, str]] = []
     known_vars = sorted(PREFIX + k for k in SPEC)
     # (a name in lower case is another variable: the plugin never reads it)
     for var in sorted(k for k in env if k.upper().startswith(PREFIX) and k not in known_vars):
@@ -191,19 +198,20 @@ def _misnamed(c: Any, env: Mapping[str, str], block: Mapping[str, Any], by_var: 
         near = suggest(var[len(PREFIX):].upper(), sorted(SPEC))     # the shared prefix matches anything
         near = PREFIX + near if near else ""
         lost = near and near not in env and SPEC[near[len(PREFIX):]][0] not in block
-        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
-              % (var, src.label, " — did you mean %s?" % near if near else "", _not_applied(near, lost)),
-              src.rename_command(var, near) if near else "see README.md, Settings")
+        out.append(("fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
+                    % (var, src.label, " — did you mean %s?" % near if near else "", _not_applied(near, lost)),
+                    src.rename_command(var, near) if near else "see README.md, Settings"))
     known_keys = sorted(attr for attr, _ in SPEC.values())
-    for key in sorted(k for k in block if k not in known_keys):
+    for key in sorted(str(k) for k in block if k not in known_keys):
         # THRESHOLD or TENCENTDB_OFFLOAD_THRESHOLD (the .env name) is threshold to the eye
-        name = str(key).lower()
+        name = key.lower()
         near = suggest(name[len(PREFIX):] if name.startswith(PREFIX.lower()) else name, known_keys)
         var = next((PREFIX + s for s, (a, _p) in SPEC.items() if a == near), "")
         lost = near and near not in block and var not in env
-        c.add("settings", "fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
-              % (key, block_src.label, " — did you mean %s?" % near if near else "", _not_applied(var, lost)),
-              block_src.rename_command(str(key), near) if near else "see README.md, Settings")
+        out.append(("fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
+                    % (key, block_src.label, " — did you mean %s?" % near if near else "", _not_applied(var, lost)),
+                    block_src.rename_command(key, near) if near else "see README.md, Settings"))
+    return out
 
 
 def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
@@ -231,7 +239,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
             c.add("settings", "fail", "%s=%s in %s %s" % (var if src.kind != "block" else attr, shown,
                                                          src.label, bad[suffix]),
                   src.set_command(suffix, _good_value(suffix, raw, env)))
-    _misnamed(c, env, block, by_var, environ, block_src)
+    for status, message, fix in misnamed(env, block, home, config_path):
+        c.add("settings", status, message, fix)
     settings, warnings = load_settings(env, raw_block)
     flagged = [PREFIX + s for s in bad] + [SPEC[s][0] for s in bad]
     for w in warnings:          # what single values cannot show (e.g. ratio above threshold)
@@ -241,9 +250,9 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
                "not a setting" not in i["message"]):
         trigger = known_trigger(settings.resolved_store_dir(env), settings, window)   # its window, or the configured one
         # beside a misspelt name flagged above, "all ... valid" would contradict that line
-        misnamed = any(i["name"] == "settings" for i in c.items)
+        flagged_name = any(i["name"] == "settings" for i in c.items)
         c.add("settings", "pass", "%s: %s, %s; %s"
-              % ("the settings in effect are valid" if misnamed else "all settings valid",
+              % ("the settings in effect are valid" if flagged_name else "all settings valid",
                  trigger_text(settings, trigger), landing_text(settings, trigger), settings.describe_gateway()))
     if not settings.enabled:    # changed where it is set: an export loses to $HERMES_HOME/.env
         src = source_of("ENABLED", env, home, config_path, block)

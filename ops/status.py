@@ -10,6 +10,7 @@ from typing import Any, Dict, Optional
 
 from ..archive import readonly
 from ..compaction.record import Compaction
+from ..host.hermes_config import hermes_home
 from ..host.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
 from ..settings.config import Settings
 from ..settings.gateway_env import sources_line
@@ -123,6 +124,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "compacted (hermes config set compression.enabled true)" % config.path] + warnings
     if ignored:
         warnings.append("not honoured by this plugin: %s" % ", ".join(ignored))
+    from .settings_check import misnamed     # (it reads the trigger from here)
+    warnings += ["%s (fix: %s)" % (message, fix)
+                 for _status, message, fix in misnamed(env, config.block(), hermes_home(env), config.path)]
     if args.json:
         data = status_data(report)
         data.update(gateway_sources=report.gateway_sources, warnings=warnings,

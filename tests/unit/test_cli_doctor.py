@@ -610,3 +610,33 @@ def test_plugins_enabled_as_a_bare_string_is_no_list_to_hermes(tmp_path):
         rows = [(i["status"], i["message"], i["fix"]) for i in c.items if "plugins." in i["message"]]
         assert len(rows) == 1 and rows[0][0] == "fail" and rows[0][2] == fix, rows
         assert 'it is the text "tencentdb-offload", not a list' in rows[0][1]
+
+
+def _status(home: Path, *extra: str):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
+    e.update(HERMES_HOME=str(home), PYTHONIOENCODING="utf-8")
+    return subprocess.run([sys.executable, str(ROOT), "status"] + list(extra), capture_output=True,
+                          text=True, env=e, timeout=60, cwd=str(home.parent))
+
+
+def test_status_names_a_misspelt_setting_as_doctor_does(tmp_path, gateway):
+    """`TENCENTDB_OFFLOAD_THRESHHOLD=0.6` in .env: doctor said "not a setting — did you mean
+    THRESHOLD?", status said nothing while the default applied. Both say it, with one fix."""
+    config = GOOD_CONFIG + "tencentdb_offload:\n  compact_ration: 0.3\n"
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_THRESHHOLD": "0.6"}, config)
+    said = [c for c in checks(doctor(home)) if "not a setting" in c["message"]]
+    assert len(said) == 2, said
+    text = _status(home).stdout
+    data = json.loads(_status(home, "--json").stdout)
+    for c in said:
+        assert "warning: %s (fix: %s)" % (c["message"], c["fix"]) in text, text
+        assert "%s (fix: %s)" % (c["message"], c["fix"]) in data["warnings"], data["warnings"]
+
+
+def test_a_decimal_comma_is_fixed_to_the_value_meant(tmp_path, gateway):
+    """`THRESHOLD=0,7`: the fix wrote the default 0.75 back; the user meant 0.7."""
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_THRESHOLD": "0,7"})
+    (bad,) = [c for c in checks(doctor(home)) if c["status"] == "fail"]
+    assert "did you mean 0.7?" in bad["message"], bad
+    _bash(bad["fix"], home)
+    assert "TENCENTDB_OFFLOAD_THRESHOLD=0.7\n" in (home / ".env").read_text()
