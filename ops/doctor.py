@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -250,6 +252,29 @@ def _settings_line(c: Checks, suffix: str) -> Tuple[str, str]:
     return PREFIX + suffix, ""
 
 
+API_SUFFIX = re.compile(r"/v\d+(/offload)?/*$", re.IGNORECASE)
+
+
+def base_url(url: str) -> Tuple[str, str]:
+    """(the suffix, the URL without it) for a URL ending in an API path (``/v1``: an
+    OpenAI-style base URL, ``/v2/offload``), which the plugin adds itself; ("", "") otherwise."""
+    parts = urllib.parse.urlsplit(url)
+    found = API_SUFFIX.search(parts.path)
+    if not found:
+        return "", ""
+    return found.group(0), urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, parts.path[:found.start()], parts.query, ""))
+
+
+def _wrong_path(url: str, hint: str) -> Tuple[str, str]:
+    """(the hint, the URL to set) for a URL where no Gateway answers."""
+    suffix, base = base_url(url)
+    if base:
+        return (" — the URL ends in %s, a path the plugin adds itself: the Gateway's URL is %s"
+                % (suffix, base), base)
+    return hint, "http://HOST:PORT"
+
+
 def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
                   set_url: Callable[[str], str], set_credentials: str, off_by: str = "GATEWAY_URL",
                   env: Optional[Mapping[str, str]] = None) -> None:
@@ -290,11 +315,11 @@ def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
                       "Gateway's URL" % (url, var), set_url("off"))
             return
         except GatewayError as exc:
-            hint = ""
+            hint, better = "", "http://HOST:PORT"
             if "404" in str(exc) or "not JSON" in str(exc):
-                hint = " — no Gateway answers at this URL (check host, port and path)"
-            c.add("gateway", FAIL, "GET %s/health failed: %s%s" % (url, exc, hint),
-                  set_url("http://HOST:PORT"))
+                hint, better = _wrong_path(url, " — no Gateway answers at this URL (check host, "
+                                                "port and path)")
+            c.add("gateway", FAIL, "GET %s/health failed: %s%s" % (url, exc, hint), set_url(better))
             return
         ms = (time.monotonic() - started) * 1000
         c.add("gateway", PASS if ms < 1000 else WARN, "%s is %s, version %s, %s ms"
@@ -319,8 +344,9 @@ def _check_credentials(c: Checks, client: "GatewayClient", settings: Settings,
         c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)%s"
               % (settings.instance_id, "; " + DEFAULT_KEY if settings.api_key == "local" else ""))
     except GatewayNotSupported:
+        hint, better = _wrong_path(url, "")
         c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
-              "wrong path in the URL" % url, set_url("http://HOST:PORT"))
+              "wrong path in the URL%s" % (url, hint), set_url(better))
     except GatewayRejected as exc:
         if exc.auth_refused:
             c.add("gateway", FAIL, "the Gateway refused the credentials (%s)%s" % (
@@ -379,7 +405,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for item in checks.items:
             line = "%-4s  %-8s %s" % (item["status"], item["name"], item["message"])
             if item["fix"] and item["status"] != PASS:
-                line += "  — fix: " + item["fix"]
+                line += " — fix: " + item["fix"]
             print(line)
         print("\n" + summary(checks.items))
     if checks.failed:

@@ -331,6 +331,8 @@ def test_the_summary_counts_warnings(tmp_path, gateway):
     assert proc.returncode == 0 and warned >= 1
     assert proc.stdout.rstrip().splitlines()[-1] == "passed with %d warning%s" % (warned, "s" * (warned > 1))
     assert "all checks passed" not in proc.stdout
+    fixed = [line for line in proc.stdout.splitlines() if "— fix: " in line]
+    assert fixed and not [line for line in fixed if "  — fix" in line], "one space before the dash"
 
 
 def test_a_fix_replaces_the_line_it_fixes(tmp_path, gateway):
@@ -640,3 +642,16 @@ def test_a_decimal_comma_is_fixed_to_the_value_meant(tmp_path, gateway):
     assert "did you mean 0.7?" in bad["message"], bad
     _bash(bad["fix"], home)
     assert "TENCENTDB_OFFLOAD_THRESHOLD=0.7\n" in (home / ".env").read_text()
+
+
+@pytest.mark.parametrize("suffix", ["/v1", "/v1/", "/V2/offload"])
+def test_a_url_ending_in_an_api_path_gets_the_url_without_it(tmp_path, gateway, suffix):
+    """`http://host:port/v1` (as OpenAI-style clients are configured) gave "health says 'None'
+    (HTTP 404)" and the placeholder fix http://HOST:PORT; the fix is the URL without the suffix."""
+    home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_GATEWAY_URL": gateway.url + suffix})
+    (gw,) = [c for c in checks(doctor(home)) if c["name"] == "gateway" and c["status"] == "fail"]
+    assert "the Gateway's URL is %s" % gateway.url in gw["message"], gw
+    assert "HOST:PORT" not in gw["fix"], gw
+    _bash(gw["fix"], home)
+    after = [c for c in checks(doctor(home)) if c["name"] == "gateway"]
+    assert after and all(c["status"] == "pass" for c in after), after
