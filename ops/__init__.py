@@ -67,7 +67,7 @@ _turns = _int_at_least(1, "", highest=1000)
 
 def _tuning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context-length", type=_context_length, metavar="N",
-                   help="model context window in tokens, at least 64000 (default: replay reads "
+                   help="model context window in tokens, at least 64000 (default: "
                         "model.context_length from config.yaml; otherwise 128000)")
     p.add_argument("--threshold", type=_setting_flag("THRESHOLD"), metavar="F",
                    help="compaction trigger, fraction of the window (default: the configured "

@@ -192,8 +192,8 @@ def _export(args: argparse.Namespace, conn: Any, directory: Path) -> int:
 
 
 def _forget(args: argparse.Namespace, directory: Path) -> int:
-    """Without --yes: what would go, exit 1 (nothing was deleted); a conversation with nothing
-    stored is an error either way, as for export and show."""
+    """Without --yes: what would go, exit 0 (a dry run that did what it was asked: nothing
+    deleted); a conversation with nothing stored is an error either way, as for export and show."""
     if not args.yes:
         conn = browse.open_readonly(directory)
         try:
@@ -204,7 +204,7 @@ def _forget(args: argparse.Namespace, directory: Path) -> int:
         print(json.dumps({"would_remove": would}) if args.json else
               "would remove from %s: %s; run again with --yes to delete" % (args.session, _counts(would)))
         sys.stderr.write("tencentdb-offload archive: nothing deleted without --yes\n")
-        return 1
+        return 0
     removed = browse.forget(directory, args.session)
     _check_known(args.session, removed)
     if args.json:

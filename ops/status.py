@@ -118,6 +118,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     report = status_report(settings.resolved_store_dir(env), settings, args.recent,
                            configured_window(config))
     report.gateway_sources = sources_line(env, config.block())
+    report.store_option = args.store or ""
     off, ignored = compression_findings(config)
     if off:
         warnings = ["compression.enabled is false in %s: Hermes never calls the engine, nothing is "

@@ -181,6 +181,7 @@ class StatusReport:
     process: Optional[ProcessView] = None
     gateway: Optional[GatewayView] = None
     store_problem: str = ""     # why the store could not be used ("" when it could)
+    store_option: str = ""      # the --store the user gave ("" when the settings chose it)
     gateway_sources: str = ""
     warnings: List[str] = field(default_factory=list)
     recent_errors: List[str] = field(default_factory=list)

@@ -136,6 +136,9 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     if report.store_problem:
         return ["  archive: UNAVAILABLE — %s" % report.store_problem]
     store = report.store
+    if store is None and report.store_option:
+        return ["  no store at %s (the --store given): nothing has been archived there yet"
+                % report.store_dir]
     if store is None:
         return ["  no store yet: the plugin has not archived anything with this "
                 "HERMES_HOME / TENCENTDB_OFFLOAD_STORE_DIR"]

@@ -115,7 +115,7 @@ def test_forget_says_what_it_would_remove_then_removes_one_conversation_under_th
     home = tmp_path / "home"
     st = _fill(home)
     dry = run_cli("archive", "forget", "alice", home=home)
-    assert dry.returncode == 1 and "would remove from alice: 3 archive, 1 outbox" in dry.stdout
+    assert dry.returncode == 0 and "would remove from alice: 3 archive, 1 outbox" in dry.stdout
     assert "1 aliases" in dry.stdout and st.count_archived("alice") == 2
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(st.path)], stdout=subprocess.PIPE,
                               text=True)

@@ -35,3 +35,13 @@ def test_bench_counts_targets_among_figures_that_have_one():
     line = bench_report.targets_line(rows)
     assert line.startswith("1 of 2 figures with a target") and "(1 without a target)" in line
     assert "missed: b" in line
+
+
+def test_each_command_s_help_speaks_of_itself():
+    """`demo --help` said "replay reads model.context_length": the demo reads it too, and the
+    text named another command."""
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name in ("demo", "replay"):
+        text = commands[name].format_help()
+        assert "model.context_length" in text, name
+    assert "replay reads" not in " ".join(commands["demo"].format_help().split())

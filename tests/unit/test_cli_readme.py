@@ -102,3 +102,33 @@ def test_the_readme_table_shows_each_settings_default():
         if shown.get(suffix) != want:
             wrong[PREFIX + suffix] = (shown.get(suffix), want)
     assert not wrong, "README default vs the code's: %s" % wrong
+
+
+def test_the_forms_for_running_from_elsewhere_work_and_are_named(tmp_path):
+    """Outside the clone `python3 . demo` gets Python's "can't find '__main__' module", and
+    neither `python3 <plugin dir> demo` nor `python3 -m tencentdb-offload demo` was documented.
+    Both are on the first screen, with the unit-only test command beside the full one."""
+    screen = first_screen()
+    for form in ("python3 <plugin dir> demo", "python3 -m\ntencentdb-offload demo",
+                 "python3 tests/run.py --unit", "can't find '__main__' module"):
+        assert form in screen, form
+    (tmp_path / "tencentdb-offload").symlink_to(ROOT, target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
+    env.update(HERMES_HOME=str(tmp_path / "home"), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8")
+    for argv in ([str(ROOT)], ["-m", "tencentdb-offload"]):
+        proc = subprocess.run([sys.executable] + argv + ["demo", "--turns", "2"], cwd=str(tmp_path),
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and "mode: LOCAL" in proc.stdout, (argv, proc.stderr)
+
+
+def test_no_documented_command_writes_into_the_plugin_folder():
+    """The README's `--store ./kept-demo` and `--out demo.html`, run in the plugin folder as it
+    says, left a store and a page in the checkout `git pull` updates. Every path a documented
+    command writes is outside it (under ~), and git ignores the old names."""
+    written = []
+    for doc in ("README.md", "docs/commands.md"):
+        for cmd in commands((ROOT / doc).read_text(encoding="utf-8")):
+            written += re.findall(r"--(?:store|out) (\S+)", cmd)
+    assert written and all(p.startswith(("~/", "/", "$", "\"$")) for p in written), written
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+    assert "/kept-demo/" in ignored and "/demo.html" in ignored

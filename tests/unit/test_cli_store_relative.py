@@ -37,3 +37,14 @@ def test_relative_store_option_is_not_a_relative_store_setting(tmp_path):
             assert "fail  settings" not in out, out
     status = run("status", "--store", "./kept-demo", cwd=tmp_path, home=home)
     assert "demo-7-" in status.stdout, status.stdout
+
+
+def test_status_of_a_store_not_there_yet_names_the_store_given(tmp_path):
+    """`status --store ./kept-demo` before the demo kept it named HERMES_HOME and
+    TENCENTDB_OFFLOAD_STORE_DIR, which the user did not use."""
+    home = tmp_path / "home"
+    home.mkdir()
+    status = run("status", "--store", "./kept-demo", cwd=tmp_path, home=home)
+    assert status.returncode == 0, status.stderr
+    assert "no store at %s (the --store given)" % (tmp_path / "kept-demo") in status.stdout, status.stdout
+    assert "TENCENTDB_OFFLOAD_STORE_DIR" not in status.stdout, status.stdout
