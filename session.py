@@ -60,15 +60,12 @@ class SessionStats:
     last_compaction: Optional[Compaction] = None
 
     def _add_compaction(self, rec: Compaction) -> None:
-        self.last_compaction = rec
+        self.last_compaction, self.cuts_adopted = rec, self.cuts_adopted + rec.adopted
         if rec.adopted:             # the cut's saving and departures are counted already
-            self.cuts_adopted += 1
             return
         self.compactions += 1
-        if rec.via_gateway:
-            self.gateway_compactions += 1
-        else:
-            self.local_compactions += 1
+        self.gateway_compactions += rec.via_gateway
+        self.local_compactions += not rec.via_gateway
         self.tokens_before += rec.tokens_before
         self.tokens_after += rec.tokens_after
         self.archived += rec.archived
@@ -105,8 +102,7 @@ class SessionStats:
                     "last_level": self.last_level, "last_error": self.last_error,
                     "canvas_injections": self.canvas_injections,
                     "canvas_blocks_removed": self.canvas_blocks_removed,
-                    "prompt_tokens": self.prompt_tokens,
-                    "cache_read_tokens": self.cache_read_tokens,
+                    "prompt_tokens": self.prompt_tokens, "cache_read_tokens": self.cache_read_tokens,
                     "cache_write_tokens": self.cache_write_tokens,
                     "cache_hit_share": None if share is None else round(min(1.0, share), 3),
                     "compaction_cache_write_tokens": self.compaction_cache_write_tokens,

@@ -18,7 +18,9 @@ import types
 import weakref
 from typing import Any, Mapping, Optional
 
-from ..settings.config import hermes_home, load_settings, read_config_block
+from ..settings.config import hermes_home, load_settings
+from .hermes_config import read_config
+from .prompt_cache import with_host_ttl
 from ..engine import TencentDBOffloadEngine
 from ..runtime.process import Runtime
 
@@ -36,10 +38,13 @@ def _process() -> types.ModuleType:
     return space
 
 
-def build_runtime(env: Optional[Mapping[str, str]] = None, block: Any = None) -> Runtime:
-    """A new runtime from ``env`` (default: the process environment) and a config block."""
+def build_runtime(env: Optional[Mapping[str, str]] = None, block: Any = None,
+                  host_config: Any = None) -> Runtime:
+    """A new runtime from ``env`` (default: the process environment), a config block and
+    Hermes' config.yaml (its ``prompt_caching.cache_ttl``, where ``CACHE_TTL_S`` is unset)."""
     env = os.environ if env is None else env
     settings, warnings = load_settings(env, block)
+    settings = with_host_ttl(settings, host_config, env)
     return Runtime(settings, warnings, env)
 
 
@@ -60,7 +65,8 @@ def _runtime_or_safe_default(home: str) -> Runtime:
     """Settings never raise; if anything else does, the plugin still loads, local-only with
     defaults, and says why (a plugin that fails to load is silently replaced by Hermes)."""
     try:
-        return build_runtime(block=read_config_block())
+        config = read_config(hermes_home())
+        return build_runtime(block=config.block(), host_config=config)
     except Exception as exc:
         runtime = build_runtime(env={"HERMES_HOME": home, "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"})
         runtime.note_error("could not start with your settings (%s: %s); running local-only "

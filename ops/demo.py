@@ -205,7 +205,7 @@ def _runtime(args: argparse.Namespace) -> Tuple[Any, Dict[str, Any], Optional[te
     # never the configured Gateway: a demo or replay would land in the user's real memory
     overrides["TENCENTDB_OFFLOAD_GATEWAY_URL"] = args.gateway or "off"
     env, config, _settings, _warnings = resolve_settings(overrides)
-    runtime = build_runtime(env=env, block=config.block())
+    runtime = build_runtime(env=env, block=config.block(), host_config=config)
     info: Dict[str, Any] = {"store_dir": store_dir, "store_kept": tmp is None,
                             "warnings": list(runtime.warnings)}
     info.update(_window(args, config),

@@ -13,11 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import sys
 import time
-import urllib.parse
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -31,8 +29,10 @@ from .doctor_memory import memory_checks
 from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
 from .doctor_store import check_store
 from .env import compression_findings, effective_env, ignored_proxy
+from .gateway_path import wrong_path
 from .hermes_probe import check_hermes
-from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings, source_of
+from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings
+from .settings_source import source_of
 from .status import configured_window
 
 if TYPE_CHECKING:     # imported where used: doctor runs without a Gateway client loaded
@@ -252,29 +252,6 @@ def _settings_line(c: Checks, suffix: str) -> Tuple[str, str]:
     return PREFIX + suffix, ""
 
 
-API_SUFFIX = re.compile(r"/v\d+(/offload)?/*$", re.IGNORECASE)
-
-
-def base_url(url: str) -> Tuple[str, str]:
-    """(the suffix, the URL without it) for a URL ending in an API path (``/v1``: an
-    OpenAI-style base URL, ``/v2/offload``), which the plugin adds itself; ("", "") otherwise."""
-    parts = urllib.parse.urlsplit(url)
-    found = API_SUFFIX.search(parts.path)
-    if not found:
-        return "", ""
-    return found.group(0), urllib.parse.urlunsplit(
-        (parts.scheme, parts.netloc, parts.path[:found.start()], parts.query, ""))
-
-
-def _wrong_path(url: str, hint: str) -> Tuple[str, str]:
-    """(the hint, the URL to set) for a URL where no Gateway answers."""
-    suffix, base = base_url(url)
-    if base:
-        return (" — the URL ends in %s, a path the plugin adds itself: the Gateway's URL is %s"
-                % (suffix, base), base)
-    return hint, "http://HOST:PORT"
-
-
 def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
                   set_url: Callable[[str], str], set_credentials: str, off_by: str = "GATEWAY_URL",
                   env: Optional[Mapping[str, str]] = None) -> None:
@@ -317,7 +294,7 @@ def check_gateway(c: Checks, settings: Settings, timeout: float, invalid: str,
         except GatewayError as exc:
             hint, better = "", "http://HOST:PORT"
             if "404" in str(exc) or "not JSON" in str(exc):
-                hint, better = _wrong_path(url, " — no Gateway answers at this URL (check host, "
+                hint, better = wrong_path(url, " — no Gateway answers at this URL (check host, "
                                                 "port and path)")
             c.add("gateway", FAIL, "GET %s/health failed: %s%s" % (url, exc, hint), set_url(better))
             return
@@ -344,7 +321,7 @@ def _check_credentials(c: Checks, client: "GatewayClient", settings: Settings,
         c.add("gateway", PASS, "API key and instance id %r accepted (query-mmd answered)%s"
               % (settings.instance_id, "; " + DEFAULT_KEY if settings.api_key == "local" else ""))
     except GatewayNotSupported:
-        hint, better = _wrong_path(url, "")
+        hint, better = wrong_path(url, "")
         c.add("gateway", FAIL, "%s has no /v2/offload routes: not an offload V2 Gateway, or a "
               "wrong path in the URL%s" % (url, hint), set_url(better))
     except GatewayRejected as exc:

@@ -11,12 +11,14 @@ from typing import Any, Dict, Optional
 from ..archive import readonly
 from ..compaction.record import Compaction
 from ..host.hermes_config import hermes_home
+from ..host.prompt_cache import with_host_ttl
 from ..host.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
 from ..settings.config import Settings
 from ..settings.gateway_env import sources_line
 from ..status.model import StatusReport, StoreView, read_store_view
 from ..status.render import render
 from .env import CliError, compression_findings, resolve_settings
+from .settings_source import misnamed
 
 
 def status_report(store_dir: Path, settings: Settings, recent: int = 10,
@@ -115,6 +117,7 @@ def status_data(report: StatusReport) -> Dict[str, Any]:
 def cmd_status(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, config, settings, warnings = resolve_settings(overrides)
+    settings = with_host_ttl(settings, config, env)     # as the plugin applies it in Hermes
     report = status_report(settings.resolved_store_dir(env), settings, args.recent,
                            configured_window(config))
     report.gateway_sources = sources_line(env, config.block())
@@ -125,7 +128,6 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "compacted (hermes config set compression.enabled true)" % config.path] + warnings
     if ignored:
         warnings.append("not honoured by this plugin: %s" % ", ".join(ignored))
-    from .settings_check import misnamed     # (it reads the trigger from here)
     warnings += ["%s (fix: %s)" % (message, fix)
                  for _status, message, fix in misnamed(env, config.block(), hermes_home(env), config.path)]
     if args.json:

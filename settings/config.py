@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .gateway_env import resolve as gateway_sources
-from ..host.hermes_config import hermes_home, read_config
+from ..host.hermes_config import hermes_home
 from ..memory_gateway.transport import BaseURL, header_safe, unsafe_credentials
 
 PREFIX = "TENCENTDB_OFFLOAD_"
@@ -49,6 +49,7 @@ class Settings:
     max_context_tokens: int = 0         # 0 = no cap; else compaction starts here whatever the window
     lcm_history: str = "auto"           # hermes-lcm's lcm.db searched read-only: auto | off | a path
     cache_ttl_s: int = 300              # the provider's prompt-cache idle expiry; 0 = no idle compaction
+    cache_ttl_from: str = ""            # where cache_ttl_s came from (host/prompt_cache.py)
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
     threshold_explicit: bool = False    # THRESHOLD was set (env or config.yaml): used as set
     ratio_explicit: bool = False        # COMPACT_RATIO was set (or corrected): used as set
@@ -388,11 +389,3 @@ def load_settings(env: Mapping[str, str] = os.environ,
                                                         settings.threshold, fixed))
         settings = Settings(**{**values, "compact_ratio": fixed, "ratio_explicit": True})
     return settings, warnings
-
-
-def read_config_block() -> Any:
-    """The ``tencentdb_offload:`` block of ``$HERMES_HOME/config.yaml`` (see ``host/hermes_config``).
-
-    Returns None when the file or the block is absent or unreadable.
-    """
-    return read_config(hermes_home()).block()

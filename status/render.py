@@ -73,7 +73,8 @@ def render(report: StatusReport, private: bool = False) -> str:
         "  last compaction: %s" % (describe_compaction(last, private) if last else "none yet"),
         "  %s, %s; keep first %s; trim results over %s"
         % (trigger_text(s, report.trigger), landing_text(s, report.trigger), plural(s.keep_first, "message"),
-           plural(s.trim_chars, "char"))]
+           plural(s.trim_chars, "char")),
+        "  " + cache_ttl_text(s)]
     if report.gateway_sources:
         lines.append("  Gateway settings: %s" % report.gateway_sources)
     if report.process is not None:
@@ -83,6 +84,14 @@ def render(report: StatusReport, private: bool = False) -> str:
     lines += ["  warning: %s" % w for w in report.warnings[-3:]]
     lines += ["  error: %s" % e for e in report.recent_errors[-3:]]
     return "\n".join(printable(line, newlines=False) for line in lines)   # peers' text, one line each
+
+
+def cache_ttl_text(s: Settings) -> str:
+    """The prompt-cache TTL idle compaction applies, and where it came from."""
+    if not s.cache_ttl_s:
+        return "prompt-cache TTL: off, no idle compaction (%s)" % s.cache_ttl_from
+    return "prompt-cache TTL: %s s, idle compaction after a longer pause (%s)" % (
+        count(s.cache_ttl_s), s.cache_ttl_from)
 
 
 def _process_lines(p: ProcessView, s: Settings, known: int, private: bool = False) -> List[str]:

@@ -272,3 +272,60 @@ def test_a_deep_landing_keeps_the_story_the_ordinary_one_keeps(tmp_path):
     kept = [a for a in asked if a in ordinary]
     assert len(kept) >= len(asked) // 2, "the ordinary digest names most requests"
     assert [a for a in kept if a not in deep] == []
+
+
+def _loaded_as_hermes_loads_it(tmp_path, monkeypatch, cache_ttl, **env):
+    """The runtime register() builds (config.yaml read from HERMES_HOME), on a fake clock."""
+    from tencentdb_offload.host import wiring
+    home = tmp_path / "home"
+    home.mkdir(parents=True)
+    (home / "config.yaml").write_text("prompt_caching:\n  cache_ttl: %s\n" % cache_ttl)
+    for name in [k for k in __import__("os").environ if k.startswith("TENCENTDB_OFFLOAD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("TENCENTDB_OFFLOAD_GATEWAY_URL", "off")
+    for k, v in env.items():
+        monkeypatch.setenv("TENCENTDB_OFFLOAD_" + k, v)
+    rt = wiring._runtime_or_safe_default(str(home))
+    eng = wiring.open_session(rt, "s1", 64_000, model="m")
+    clock = Clock()
+    rt.now, rt.monotonic = (lambda: clock.wall), (lambda: clock.mono)
+    return rt, eng, clock
+
+
+def test_hermes_prompt_cache_ttl_of_1h_is_followed(tmp_path, monkeypatch):
+    """Hermes 0.22's `prompt_caching.cache_ttl: 1h` keeps the provider's cache an hour; idle
+    compaction used 300 s whatever it said, so every 5-minute pause rewrote a warm cache."""
+    rt, eng, clock = _loaded_as_hermes_loads_it(tmp_path, monkeypatch, "1h")
+    try:
+        assert rt.settings.cache_ttl_s == 3_600 and "prompt_caching.cache_ttl: 1h" in rt.settings.cache_ttl_from
+        conv = between_triggers(eng)
+        answered(eng, conv)
+        clock.pause(10 * 60)
+        assert not eng.should_compress_preflight(conv), "a warm 1h cache rewritten after 10 min"
+        clock.pause(3_600)
+        assert eng.should_compress_preflight(conv)
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("raw, seconds", [("5m", 300), ("auto", 3_600), ("off", 0), ("2h", 300)])
+def test_each_value_hermes_reads_gives_its_ttl_and_an_explicit_setting_wins(tmp_path, monkeypatch, raw, seconds):
+    rt, _eng, _clock = _loaded_as_hermes_loads_it(tmp_path, monkeypatch, raw)
+    try:
+        assert rt.settings.cache_ttl_s == seconds, rt.settings.cache_ttl_from
+        assert "prompt_caching.cache_ttl: " in eng_status_line(rt)   # (YAML may read off as false)
+    finally:
+        rt.close()
+    rt, _eng, _clock = _loaded_as_hermes_loads_it(tmp_path / "set", monkeypatch, raw, CACHE_TTL_S="120")
+    try:
+        assert rt.settings.cache_ttl_s == 120
+        assert "TENCENTDB_OFFLOAD_CACHE_TTL_S" in eng_status_line(rt)
+    finally:
+        rt.close()
+
+
+def eng_status_line(rt):
+    """The line status (and the slash command) prints for the TTL."""
+    from tencentdb_offload.status.render import cache_ttl_text
+    return cache_ttl_text(rt.settings)
