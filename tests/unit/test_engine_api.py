@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+
+import pytest
 
 import tencentdb_offload as plugin
 from tencentdb_offload.context import canvas
@@ -174,6 +177,30 @@ def test_register_per_agent_shares_one_runtime(tmp_path, monkeypatch):
     assert engines[0].runtime.registry.totals.compactions == 1
     runtime.close()
     assert os.environ["HERMES_HOME"].endswith("home")
+
+
+def test_register_makes_no_network_call(tmp_path, monkeypatch):
+    """Hermes 0.22 refuses a plugin whose import + register() overrun plugins.load_timeout_seconds
+    (10 s): a Gateway that hangs must cost the load nothing. The configured Gateway is a socket
+    that listens and never answers; register() connects to it zero times."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TENCENTDB_OFFLOAD_GATEWAY_URL", "http://127.0.0.1:%d" % listener.getsockname()[1])
+    monkeypatch.delitem(sys.modules, "_tencentdb_offload_process", raising=False)
+    real = FakeContext()
+    try:
+        plugin.register(_EngineCollector())
+        plugin.register(real)
+        with pytest.raises(BlockingIOError):
+            listener.accept()           # nothing connected while the plugin loaded
+        assert real.engines and real.engines[0].runtime.client is not None, "the Gateway is configured"
+    finally:
+        listener.close()
+        if real.engines:
+            real.engines[0].runtime.close()
 
 
 def test_usage_that_cannot_be_recorded_never_fails_the_provider_call(tmp_path):
