@@ -26,7 +26,7 @@ def host_ttl(config: Any) -> Optional[Tuple[int, str]]:
     raw = config.get("prompt_caching", "cache_ttl") if config is not None else None
     if raw is None and not _section_says_none(config):
         return None
-    where = "%s: %s in %s" % (KEY, _shown(raw), getattr(config, "path", "config.yaml"))
+    where = "%s: %s in config.yaml" % (KEY, _shown(raw))
     if raw in TIERS:
         return TIERS[raw], where
     if raw == AUTO:             # the plugin serves the sessions a person paces: 1h there
