@@ -4,6 +4,8 @@
 - it refuses the store's own files and any path into the store: ``store.db``, its ``-wal`` and
   ``-shm``, any other name in the store's folder, a symbolic link to one of them or into the
   folder, and a hard link to one of the store's files (the same inode under another name);
+  and any SQLite database (Hermes' ``state.db``, hermes-lcm's ``lcm.db``, a copy of a store):
+  a page or an export is never what one meant to put there;
 - a regular file (or a new name) is written beside it, flushed to disk, and moved into place
   only when whole, so an interrupt or a full disk leaves the user's file as it was;
 - a device, a FIFO or a link to one is written through, never replaced by a regular file
@@ -20,6 +22,7 @@ from typing import Callable, IO, Iterable, Optional, TypeVar
 from .env import CliError
 
 T = TypeVar("T")
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def write_out(path: Path, fill: Callable[[IO[str]], T], stores: Iterable[Path],
@@ -36,6 +39,9 @@ def write_out(path: Path, fill: Callable[[IO[str]], T], stores: Iterable[Path],
         if why:
             raise CliError("refusing to write %s: %s; nothing was written, give a path outside "
                            "the store" % (path, why))
+    if _is_database(target):
+        raise CliError("refusing to write %s: it is a SQLite database; nothing was written, give "
+                       "another file name" % path)
     if target.is_dir():
         raise CliError("--out %s is a directory; give a file name%s"
                        % (path, " such as %s" % (target / example) if example else ""))
@@ -98,6 +104,17 @@ def _into_store(target: Path, store: Path) -> Optional[str]:
         except OSError:
             continue
     return None
+
+
+def _is_database(target: Path) -> bool:
+    """A regular file that starts as SQLite's do (a FIFO or device is never opened here)."""
+    try:
+        if not stat.S_ISREG(os.stat(str(target)).st_mode):
+            return False
+        with open(str(target), "rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def _sync_folder(folder: Path) -> None:

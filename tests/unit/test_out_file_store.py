@@ -101,3 +101,15 @@ def test_the_writer_refuses_before_calling_fill(kept):
     with pytest.raises(CliError):
         write_out(store / "store.db", lambda out: called.append(1), [store])
     assert called == []
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_no_surface_replaces_a_database_outside_the_store(kept, tmp_path, command):
+    """Hermes' state.db or hermes-lcm's lcm.db (or a copy of the store) is no place for a page."""
+    store, home = kept
+    copy = tmp_path / "state.db"
+    copy.write_bytes((store / "store.db").read_bytes())
+    before = copy.read_bytes()
+    proc = run_cli(*COMMANDS[command], str(copy), "--store", str(store), home=home)
+    assert proc.returncode == 1 and "SQLite database" in proc.stderr, proc.stderr
+    assert copy.read_bytes() == before
