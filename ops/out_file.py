@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Callable, IO, Iterable, Optional, TypeVar
 
-from .env import CliError
+from .env import CliError, resolve_settings
 
 T = TypeVar("T")
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -27,14 +27,15 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def write_out(path: Path, fill: Callable[[IO[str]], T], stores: Iterable[Path],
               example: str = "") -> T:
-    """``fill(stream)`` into ``path``; its result. ``stores`` are the store folders the command
-    reads or the plugin writes: nothing in them is ever written. A file replaced keeps its mode;
+    """``fill(stream)`` into ``path``; its result. ``stores``: the store folders the command
+    reads; with the configured one (under ``--store`` they differ), nothing in them is ever
+    written. A file replaced keeps its mode;
     a new one gets 0666 less the umask, as any file the user's shell creates. Errors are
     CliError that name ``path``, never the file beside it."""
     target = path.expanduser()
     if target.is_symlink():     # replace the file it points to, never the link (as `>` does)
         target = Path(os.path.realpath(str(target)))
-    for store in stores:
+    for store in list(stores) + [configured_store()]:
         why = _into_store(target, Path(store).expanduser())
         if why:
             raise CliError("refusing to write %s: %s; nothing was written, give a path outside "
@@ -70,6 +71,12 @@ def write_out(path: Path, fill: Callable[[IO[str]], T], stores: Iterable[Path],
     finally:
         if partial.exists():
             partial.unlink()
+
+
+def configured_store() -> Path:
+    """The store the plugin writes with this HERMES_HOME and settings."""
+    env, _config, settings, _warnings = resolve_settings()
+    return settings.resolved_store_dir(env)
 
 
 def _into_store(target: Path, store: Path) -> Optional[str]:

@@ -113,3 +113,15 @@ def test_no_surface_replaces_a_database_outside_the_store(kept, tmp_path, comman
     proc = run_cli(*COMMANDS[command], str(copy), "--store", str(store), home=home)
     assert proc.returncode == 1 and "SQLite database" in proc.stderr, proc.stderr
     assert copy.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_configured_store_is_refused_while_another_is_read(kept, tmp_path, command):
+    """``--store`` names a kept copy; the plugin's own store (HERMES_HOME's) is still not written."""
+    store, home = kept
+    live = home / "tencentdb-offload"
+    Store(live).close()
+    before = _fingerprint(live)
+    proc = run_cli(*COMMANDS[command], str(live / "store.db-wal"), "--store", str(store), home=home)
+    assert proc.returncode == 1 and "inside the store" in proc.stderr, proc.stderr
+    assert _fingerprint(live) == before
