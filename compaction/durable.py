@@ -10,7 +10,7 @@ pointer; every other mark naming such a text says "not kept" in its place
 
 from __future__ import annotations
 
-from typing import Any, AbstractSet, Callable, Dict, Iterable, List, Optional
+from typing import Any, AbstractSet, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..context import durable_pointers
 from ..context.departures import Departures, read_keys
@@ -38,6 +38,8 @@ def holder(rt: Any, conversation: str) -> Callable[[str], bool]:
 def reason(error: str) -> str:
     """Why a text is not kept, in a few words a marker can carry."""
     low = error.lower()
+    if not low:                 # nothing failed: the writes were slower than the wait
+        return "not written in time"
     if "full" in low or "space" in low or "quota" in low or "too large" in low:
         return "disk full"
     if "locked" in low or "busy" in low:
@@ -55,31 +57,32 @@ def named(gone: Optional[Departures], reused: AbstractSet[str],
 
 
 def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],
-             keys: Iterable[str]) -> List[Message]:
-    """``result`` with every mark naming one of ``keys`` the store does not hold saying so."""
+             keys: Iterable[str]) -> Tuple[List[Message], Set[str]]:
+    """``result`` with every mark naming one of ``keys`` the store does not hold saying so;
+    and those keys."""
     lost = {k for k in keys if k and not held(k)}
     if not lost:
-        return result
-    error = rt.writer.last_error or "not written"
+        return result, lost
+    error = rt.writer.last_error
     out, changed = durable_pointers.unkept(result, lost, reason(error), rt.seal)
     if changed:
         rt.note_error("%d message(s) say a text that left the context was not kept: the "
-                      "archive does not hold it (%s)" % (changed, error))
-    return out
+                      "archive does not hold it (%s)" % (changed, error or "not written in time"))
+    return out, lost
 
 
 def only_durable(run: Any, clean: List[Message], result: List[Message], room: int,
-                 gone: Optional[Departures]) -> List[Message]:
+                 gone: Optional[Departures]) -> Tuple[List[Message], Set[str]]:
     """A trimmed result keeps its recall pointer only when the archive durably holds its
     text (committed, read back); else it goes back whole, newest first, while the list
     stays within ``room``: past it, a trim that promises no recall (Hermes' own session
     store keeps the text) so that the next requests are not refused. Then every other mark
-    naming a text the archive does not hold says so (``not_kept``)."""
+    naming a text the archive does not hold says so (``not_kept``); and the keys of those."""
     rt = run.rt
     reused = run.reused(clean)
     keys = named(gone, reused, result, rt.seal)
     if not keys:
-        return result
+        return result, set()
     rt.flush_writes(run.archive_wait())    # at once when the store is failing
     held = holder(rt, run.state.key)
     size = [sum(map(run.count, result))]

@@ -156,7 +156,7 @@ class CompactionRun:
         if self.cancelled():                        # a discarded attempt publishes nothing
             return self.messages, None
         archived = self.publish(clean, result, attempt)
-        result = durable.only_durable(self, clean, result, ceiling, self.gone)
+        result, lost = durable.only_durable(self, clean, result, ceiling, self.gone)
         after = self.state.calibrator.to_real(budget.overhead + sum(map(self.count, result)))
         record = Compaction(
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
@@ -165,7 +165,7 @@ class CompactionRun:
             canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.now(),
             trigger=self.engine.threshold_tokens, model_ratio=self.model_ratio(),
             ms=round((time.monotonic() - self.started) * 1000, 1),
-            left=tuple(self.left[:MAX_LEFT]))
+            left=tuple([k for k in self.left if k not in lost][:MAX_LEFT]))
         return result, record
 
     # -- steps ------------------------------------------------------------------------
@@ -352,8 +352,8 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
             if gone.items:
                 rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
             # and what it says can be read back is in the archive, or says it was not kept
-            out = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
-                                   durable.named(gone, set(), plain.messages, rt.seal))
+            out, _lost = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
+                                          durable.named(gone, set(), plain.messages, rt.seal))
             return [M.fresh(m) for m in out]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)

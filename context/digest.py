@@ -47,10 +47,10 @@ HEADER = ("[tencentdb-offload] Digest of earlier turns. They were moved out of t
           "tdai_read_cos(tool_call_id=\"<id in brackets>\") reads a tool result in full, "
           "tdai_offload_search(query) finds any archived text.")
 HEADER_HELD = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the "
-               "context by a local compaction; no summary model was used. The archive could "
-               "not be written when they left: tdai_read_cos(tool_call_id=\"<id in brackets>\") "
-               "reads those it holds; a text it does not hold is marked [not kept].")
-NOT_KEPT = "not kept"       # stands where a text's key would: the archive does not hold it
+               "context by a local compaction; no summary model was used. The archive cannot "
+               "be written right now: tdai_read_cos(tool_call_id=\"<id in brackets>\") reads "
+               "the texts it holds; one it does not hold is marked [not kept].")
+NOT_KEPT = fold.NOT_KEPT
 LOST = ("Marked [%s]: %%d text(s) that could not be archived (%%s); no recall tool returns "
         "them." % NOT_KEPT)
 LOST_BEFORE = "A text marked [%s] could not be archived: no recall tool returns it." % NOT_KEPT
@@ -336,18 +336,23 @@ def unkept(body: str, lost: AbstractSet[str], why: str) -> str:
     if not lost:
         return body
     keys = "|".join(re.escape(k) for k in sorted(lost, key=len, reverse=True))
-    named = re.compile(r"\[(?:%s)\]|\((?:%s)\)|full text: (?:%s)(?![\w~.-])" % (keys, keys, keys))
-    new, count = named.subn(lambda m: {"[": "[%s]", "(": "(%s)"}.get(
-        m.group()[0], "full text %s") % NOT_KEPT, body)
-    if not count:
-        return body
+    named = re.compile(r"\[(%s)\]|\((%s)\)|full text: (%s)(?![\w~.-])" % (keys, keys, keys))
+    hit: set = set()
+
+    def mark(m: "re.Match[str]") -> str:
+        hit.add(next(g for g in m.groups() if g))
+        return {"[": "[%s]", "(": "(%s)"}.get(m.group()[0], "full text %s") % NOT_KEPT
+    # a range or rules line folded in this compaction may hold some: it no longer says all
+    new = "\n".join(map(fold.partly_kept, named.sub(mark, body).split("\n")))
+    if not hit:
+        return new
     head, _nl, rest = new.partition("\n")
-    return "\n".join([_honest(head), LOST % (count, why)] + ([rest] if rest else []))
+    return "\n".join([_honest(head), LOST % (len(hit), why)] + ([rest] if rest else []))
 
 
 def _honest(header: str) -> str:
-    """A header that promises nothing of the texts marked not kept."""
-    return header.replace("Nothing is lost: ", "") if header == HEADER else header
+    """A section's header (its first line) that promises nothing of texts marked not kept."""
+    return header.replace(" Nothing is lost: ", " ", 1)
 
 
 def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str, str]],
@@ -364,7 +369,7 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
         old_lines.extend(lines)
     new_rules = [rule_line(t, k) for t, k in rules]
     header = HEADER if recallable else HEADER_HELD
-    if any("[%s]" % NOT_KEPT in ln or "(%s)" % NOT_KEPT in ln for ln in old_lines + old_rules):
+    if fold.some_lost(old_lines + old_rules):
         header = _honest(header) + " " + LOST_BEFORE
 
     def head(rule_lines: List[str]) -> List[str]:

@@ -13,8 +13,9 @@ import pytest
 import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
 from tencentdb_offload.context import digest as D
+from tencentdb_offload.context import digest_fold as fold
 from tencentdb_offload.context import messages as M
-from tencentdb_offload.context.durable_pointers import pointed, restore
+from tencentdb_offload.context.durable_pointers import pointed, restore, unkept
 from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.ops.driver import Driver, read_whole
 
@@ -97,8 +98,9 @@ def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_ke
         tmp_path, with_gateway):
     """Results archived while the disk is full wait in memory; the compactions meanwhile
     trim and remove them, and the process ends. After the restart every recall the context
-    names (a trim's or a Gateway cut's pointer, a digest's key, a call's arguments) reads its
-    text; what the archive never held is marked not kept instead (issue 51, item 9)."""
+    names (a trim's or a Gateway cut's pointer, a digest's key, a call's arguments), and every
+    key a compaction's record lists, reads its text; what the archive never held is marked
+    not kept instead (issue 51, item 9)."""
     with contextlib.ExitStack() as stack:
         extra = {}
         if with_gateway:
@@ -118,6 +120,8 @@ def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_ke
         for i in range(3, 30):
             turn(i)
             shown |= shown_keys(d.messages, rt.seal)
+            record = d.engine.current_state().last_compaction
+            shown |= set(record.left if record else ())    # status and report list them
             lost += any("not kept" in json.dumps(m, ensure_ascii=False) for m in d.messages)
         assert len(d.compactions) - done >= 3 and not rt.writer.writable
         rt.close()                                  # what waits in memory ends with it
@@ -128,3 +132,32 @@ def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_ke
     finally:
         rt.close()
     assert shown and lost               # recalls were shown, and losses said where they were
+
+
+def test_each_mark_naming_a_text_not_held_says_not_kept_in_its_place():
+    seal = Seal(b"d" * 32)
+    folded = fold.fold_turns(["#1 user: hello (msg-aaaaaaaaaaaa)", "#2 user: more · x [c]"])[0]
+    body = (D.HEADER + "\nTurns:\n" + folded + "\n#3 user: fix it (msg-0123456789ab) · read_file "
+            "/a [call_1], read_file /b [call_2]\n   [call_1] error: boom")
+    cut_args = json.dumps({"path": "/p", "content": "head [... 9 chars cut; full arguments: "
+                           'tdai_read_cos(tool_call_id="call_3.arguments") ...] tail'})
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "call_3", "type": "function",
+            "function": {"name": "write_file", "arguments": cut_args}}]}
+    trim = {"role": "tool", "tool_call_id": "call_3", "content": seal.seal_text(
+        "trim", 'head\n\n[... 5 chars cut; full text: tdai_read_cos(tool_call_id="call_3") ...]\n\nt')}
+    lost = {"call_1", "msg-0123456789ab", "call_3.arguments", "call_3"}
+    out, changed = unkept(D.pair(seal, body, 1) + [call, trim], lost, "disk full", seal)
+    assert changed == 3
+    kind, digest = seal.open_text(out[1]["content"])
+    assert kind == D.KIND and "[call_2]" in digest and "Nothing is lost" not in digest
+    assert "[call_1]" not in digest and "msg-0123456789ab" not in digest
+    assert "(not kept)" in digest and "[not kept] error: boom" in digest
+    assert D.LOST % (2, "disk full") in digest.splitlines()[1]
+    # a range folded now may hold texts not kept: it no longer says all of them are archived
+    ranged = next(ln for ln in digest.splitlines() if fold.span_of(ln) == (1, 2))
+    assert fold.ALL_KEPT not in ranged and fold.SOME_KEPT in fold.fold_turns([ranged])[0]
+    args = json.loads(out[2]["tool_calls"][0]["function"]["arguments"])
+    assert "full arguments not kept (disk full)" in args["content"] and "tdai_read_cos" not in args["content"]
+    kind, text = seal.open_text(out[3]["content"])
+    assert kind == "trim" and "full text not kept (disk full)" in text and "tdai_read_cos" not in text
+    assert unkept(out, {"call_2"}, "disk full", seal)[1] == 1       # the rest stays as it was
