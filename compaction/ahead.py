@@ -52,6 +52,18 @@ def content_key(m: Any) -> str:
                        m.get("tool_call_id")], sort_keys=True, default=str, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class Aim:
+    """What a Gateway compaction is asked for, fixed when it is asked: a pool thread never reads
+    the live engine (another call on it may land deeper, its window may change meanwhile)."""
+    target: int
+    context_length: int
+
+    @classmethod
+    def of(cls, engine: CompactingEngine, target: int) -> "Aim":
+        return cls(target, engine.context_length or 128_000)
+
+
 @dataclass
 class _Job:
     keys: List[str]
@@ -91,7 +103,7 @@ class AheadOfNeed:
                 and job.attempt is not None and job.attempt.messages is not None
                 and tail_tokens <= target * REFRESH_TAIL_SHARE)
 
-    def start(self, state: SessionState, clean: List[Message], engine: CompactingEngine, overhead: int,
+    def start(self, state: SessionState, clean: List[Message], aim: Aim, overhead: int,
               count: Callable[[Any], int]) -> bool:
         """Prepare a compaction of ``clean`` unless a usable one exists or is under way."""
         if self.busy(state.key):
@@ -102,7 +114,7 @@ class AheadOfNeed:
             if self.closed or (job is not None and not job.done.is_set()):
                 return False
             if job is not None and self._still_usable(job, keys, _tail(clean, job, count),
-                                                      engine.compaction_target()):
+                                                      aim.target):
                 return False
             job = _Job(keys)
             self._jobs[state.key] = job
@@ -111,7 +123,7 @@ class AheadOfNeed:
                 _key, dropped = self._jobs.popitem(last=False)
                 dropped.done.set()          # whoever waits on it stops waiting
             self.started_jobs += 1
-            self._queue.append((state.key, job, (state, list(clean), engine, overhead)))
+            self._queue.append((state.key, job, (state, list(clean), aim, overhead)))
             self._threads = [t for t in self._threads if t.is_alive()]
             if len(self._threads) < MAX_RUNNING:
                 worker = threading.Thread(target=self._work, name="tdo-compact-ahead", daemon=True)
@@ -136,9 +148,9 @@ class AheadOfNeed:
             found = self._next()
             if found is None:
                 return
-            job, (state, snapshot, engine, overhead) = found
+            job, (state, snapshot, aim, overhead) = found
             try:
-                job.attempt = self._ask(state, snapshot, engine, overhead, None)
+                job.attempt = self._ask(state, snapshot, aim, overhead, None)
             except Exception as exc:        # the runtime's own guard logs; never kill a thread
                 job.attempt = GatewayAttempt.failed("prepared compaction failed: %s" % exc)
             finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import idle
+from .ahead import Aim
 from .engine_view import CompactingEngine
 from .flow import without_our_blocks
 from ..context.tokens import TokenMemo
@@ -42,7 +43,8 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
         if not (now or later):
             return
         clean, _removed, _copies = without_our_blocks(messages, rt.seal)
-        args = (state, clean, engine, state.overhead_estimate, TokenMemo())
+        args = (state, clean, Aim.of(engine, engine.compaction_target()), state.overhead_estimate,
+                TokenMemo())
         if now:
             rt.ahead.start(*args)
         else:

@@ -34,8 +34,7 @@ from ..archive.refused import requeue_command
 from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
 from ..host.compat import HOST_IMPORT_ERROR
-from ..compaction.ahead import AheadOfNeed, GatewayAttempt
-from ..compaction.engine_view import CompactingEngine
+from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
 from ..compaction.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
@@ -246,12 +245,12 @@ class Runtime:
             log.debug("tencentdb-offload: Gateway compaction failed in the plugin", exc_info=True)
             raise
 
-    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: CompactingEngine,
+    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], aim: Aim,
                         overhead: int, count: Optional[Callable[[Any], int]]) -> GatewayAttempt:
-        """Ask the Gateway to compact ``clean`` for ``engine``'s target; keep what its reply
-        taught us (canvas, L1 summaries). Never raises."""
+        """Ask the Gateway to compact ``clean`` for ``aim`` (fixed by the caller); keep what its
+        reply taught us (canvas, L1 summaries). Never raises."""
         outcome, error = self.gateway_compact(
-            state, clean, target=engine.compaction_target(), context_length=engine.context_length or 128_000,
+            state, clean, target=aim.target, context_length=aim.context_length,
             overhead=overhead, count=count or TokenMemo())
         if outcome is None:
             if self.settings.gateway_configured or self.client.answered:
