@@ -268,8 +268,8 @@ class TencentDBOffloadEngine(ContextEngine):
             estimate = self.estimate_real(messages)    # past the trigger, or idle on a cold cache
             return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
                                                       or idle.wanted(self, estimate))
-        except Exception:
-            log.debug("preflight estimate failed", exc_info=True)
+        except Exception:       # said (once): 0.22 would stop compacting at turn starts unseen
+            self.runtime.note_fault("the turn-start check (preflight) failed")
             return False
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,

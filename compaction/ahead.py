@@ -79,8 +79,10 @@ class AheadOfNeed:
     100 conversations queue, they do not each get a thread. A queued job that no longer
     matters (dropped for a newer conversation, or the runtime closed) is never sent."""
 
-    def __init__(self, ask: Callable[..., GatewayAttempt], max_sessions: int = 20) -> None:
+    def __init__(self, ask: Callable[..., GatewayAttempt], max_sessions: int = 20,
+                 on_error: Callable[[str], None] = lambda _what: None) -> None:
         self._ask = ask                     # runtime.gateway_attempt
+        self._on_error = on_error           # runtime.note_fault: in an except block, once each
         self._jobs: "OrderedDict[str, _Job]" = OrderedDict()
         self._lock = threading.Lock()
         self._queue: Deque[Tuple[str, _Job, Tuple[Any, ...]]] = deque()
@@ -88,7 +90,7 @@ class AheadOfNeed:
         self._max = max(1, max_sessions)
         self.closed = False
         self.used = self.started_jobs = self.skipped = 0
-        self.later = Later(self.start, self._max)   # preparations due after a pause
+        self.later = Later(self.start, self._max, on_error)     # preparations due after a pause
 
     def busy(self, key: str) -> bool:
         """No new job for this conversation now (one is running, or the runtime closed):
@@ -151,16 +153,18 @@ class AheadOfNeed:
             job, (state, snapshot, aim, overhead) = found
             try:
                 job.attempt = self._ask(state, snapshot, aim, overhead, None)
-            except Exception as exc:        # the runtime's own guard logs; never kill a thread
+            except Exception as exc:        # a failure of ours: said, never kills the thread
+                self._on_error("a compaction prepared ahead failed in the plugin")
                 job.attempt = GatewayAttempt.failed("prepared compaction failed: %s" % exc)
             finally:
                 job.done.set()
 
     def take(self, state: SessionState, clean: List[Message], wait_s: float,
              forget: bool = False) -> Optional[GatewayAttempt]:
-        """The prepared result applied to ``clean`` (its messages, then what came since), or
-        None when there is none for this list within ``wait_s``; with ``forget`` (the caller
-        compacts without it now) a job still queued then is dropped, never sent."""
+        """The prepared result applied to ``clean`` (its messages, then what came since), the
+        failed attempt (its error), or None when there is none for this list within
+        ``wait_s``; with ``forget`` (the caller compacts without it now) a job still queued
+        then is dropped, never sent."""
         with self._lock:
             job = self._jobs.get(state.key)
         keys = [content_key(m) for m in clean]
@@ -174,8 +178,8 @@ class AheadOfNeed:
                         job.done.set()
             return None
         got = job.attempt
-        if got is None or got.messages is None:
-            return None
+        if got is None or got.messages is None:     # failed: why, not "not ready"
+            return got
         with self._lock:
             if self._jobs.get(state.key) is job:
                 del self._jobs[state.key]   # a result is applied once

@@ -189,8 +189,8 @@ class CompactionRun:
             return GatewayAttempt(None)
         if not rt.client.available:
             return GatewayAttempt.failed("Gateway unavailable")
-        ready = rt.ahead.take(self.state, clean, 0.0)
-        if ready is not None or not self.wait_gateway:
+        ready = rt.ahead.take(self.state, clean, 0.0)       # (a failed one says why)
+        if (ready is not None and ready.messages is not None) or not self.wait_gateway:
             return ready or GatewayAttempt(None)
         if not HOST_SELECTS_CONTEXT:        # 0.17/0.19: no pool to starve, ask and wait
             return rt.gateway_attempt(self.state, clean, aim, budget.overhead, self.count)
@@ -288,8 +288,8 @@ class CompactionRun:
                 if self.rt.store is not None:
                     self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
                         tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
-            except Exception:   # unreadable: this process's knowledge stands
-                log.debug("reused call ids unread", exc_info=True)
+            except Exception:   # unreadable: this process's knowledge stands (said once)
+                self.rt.note_fault("reading the archive's reused call ids failed")
         with self.state.lock:       # (archive_departures may add some during the run)
             return set(self.state.reused_ids) | self.listed_reuse
 

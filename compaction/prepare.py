@@ -15,9 +15,7 @@ from .ahead import Aim
 from .engine_view import CompactingEngine
 from .flow import without_our_blocks
 from ..context.tokens import TokenMemo
-from ..common.peer_text import plugin_logger
 
-log = plugin_logger("tencentdb_offload.compaction")
 PREPARE_FROM = 0.8          # of the trigger: prepared at once from here
 PREPARE_AFTER_PAUSE = 0.8   # of the cache TTL: when an idle turn start's compaction is prepared
 
@@ -49,6 +47,5 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
             rt.ahead.start(*args)
         else:
             rt.ahead.later.book(state.key, ttl * PREPARE_AFTER_PAUSE, args, idle.pause_unused(state))
-    except Exception as exc:
-        log.debug("prepare ahead failed", exc_info=True)
-        rt.note_error("preparing a compaction failed (%s)" % exc)
+    except Exception:
+        rt.note_fault("preparing a compaction failed")

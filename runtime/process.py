@@ -41,6 +41,7 @@ from ..context.messages import is_plugin_text
 from ..status.model import (GatewayView, HeldSession, ProcessView, StatusReport, prompt_cache,
                             read_store_view)
 from ..common.peer_text import plugin_logger
+from ..common.once_per_error import OncePerError
 from ..common.tally import Tally
 
 log = plugin_logger("tencentdb_offload")
@@ -58,6 +59,7 @@ class Runtime:
         self.started = time.time()
         self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
         self.counters = Tally()          # bumped on hook threads
+        self.note_fault = OncePerError(self.note_error)     # our own code failed: once each
         self.last_overhead_estimate = 0
         self.closed = False
         self._wiring = threading.Lock()     # the Gateway client and its sender appear together
@@ -86,7 +88,7 @@ class Runtime:
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
-        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
+        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions, self.note_fault)
         self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
             settings, env if env is not None else os.environ))
         if store is not None:
