@@ -186,8 +186,8 @@ class Store(Outbox):
         return conn
 
     def _connect(self, create: bool = False) -> sqlite3.Connection:
-        # only opening or recovering creates the file: a reader's empty store.db would be
-        # taken for the store ("no such table"), its close deleting the WAL beside it by name
+        # only opening or recovering creates the file: an empty store.db a reader made would be
+        # taken for the store ("no such table") and SQLite deletes a WAL beside an empty file
         where = str(self.path) if create else self.path.absolute().as_uri() + "?mode=rw"
         conn = sqlite3.connect(where, uri=not create, timeout=self.BUSY_TIMEOUT_S,
                                isolation_level=None, check_same_thread=False)
