@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import durable
-from .ahead import GatewayAttempt
+from .ahead import Aim, GatewayAttempt
 from .record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session import SessionState
@@ -89,8 +89,9 @@ class CompactionRun:
 
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
                  memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True,
-                 state: Optional[SessionState] = None):
+                 state: Optional[SessionState] = None, target: Optional[int] = None):
         self.engine, self.rt = engine, engine.runtime
+        self.target = engine.compaction_target() if target is None else target  # this call's
         self.wait_gateway = wait_gateway                # False: a prepared result, or local now
         self.memory_context = memory_context            # a memory provider's, for the model
         self.memory = ""
@@ -123,7 +124,7 @@ class CompactionRun:
         room = max(256, budget.for_messages - shown)
         # the story (the digest) is sized for the ordinary target, even on a deeper landing
         story = self.engine.story_target()
-        self.digest_cap = None if story <= self.engine.compaction_target() else D.budget_for(
+        self.digest_cap = None if story <= self.target else D.budget_for(
             max(256, self.state.calibrator.to_estimate(story) - budget.overhead - shown))
         def list_room(tokens: int) -> int:     # what a request of ``tokens`` leaves the list
             return self.state.calibrator.to_estimate(tokens) - budget.overhead - shown
@@ -174,7 +175,7 @@ class CompactionRun:
         is already under it gets half of what is there: they asked for a smaller context."""
         args = (self.state, self.messages, current_tokens)
         tail = (self.rt.last_overhead_estimate, self.count, force)
-        budget = plan_budget(*args, self.engine.compaction_target(), *tail)
+        budget = plan_budget(*args, self.target, *tail)
         if force and budget.before <= budget.target:
             budget = plan_budget(*args, max(FORCED_FLOOR, budget.before // 2), *tail)
         return budget
@@ -183,17 +184,17 @@ class CompactionRun:
         """A Gateway result for ``clean``: one prepared ahead, or one asked for now (on a
         pooled host only as long as ``POOL_GATEWAY_WAIT_S``); without ``wait_gateway`` (an idle
         turn start, a request cut) only a prepared one, else the local compaction at once."""
-        rt = self.rt
+        rt, aim = self.rt, Aim.of(self.engine, self.target)
         if rt.client is None:                       # local mode: nothing went wrong
             return GatewayAttempt(None)
         if not rt.client.available:
             return GatewayAttempt.failed("Gateway unavailable")
-        ready = rt.ahead.take(self.state, clean, 0.0)
-        if ready is not None or not self.wait_gateway:
+        ready = rt.ahead.take(self.state, clean, 0.0)       # (a failed one says why)
+        if (ready is not None and ready.messages is not None) or not self.wait_gateway:
             return ready or GatewayAttempt(None)
         if not HOST_SELECTS_CONTEXT:        # 0.17/0.19: no pool to starve, ask and wait
-            return rt.gateway_attempt(self.state, clean, self.engine, budget.overhead, self.count)
-        rt.ahead.start(self.state, clean, self.engine, budget.overhead, self.count)
+            return rt.gateway_attempt(self.state, clean, aim, budget.overhead, self.count)
+        rt.ahead.start(self.state, clean, aim, budget.overhead, self.count)
         return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
@@ -287,8 +288,8 @@ class CompactionRun:
                 if self.rt.store is not None:
                     self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
                         tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
-            except Exception:   # unreadable: this process's knowledge stands
-                log.debug("reused call ids unread", exc_info=True)
+            except Exception:   # unreadable: this process's knowledge stands (said once)
+                self.rt.note_fault("reading the archive's reused call ids failed")
         with self.state.lock:       # (archive_departures may add some during the run)
             return set(self.state.reused_ids) | self.listed_reuse
 
@@ -335,13 +336,14 @@ def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:
 
 
 def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callable[[], bool],
-                state: Optional[SessionState] = None) -> List[Any]:
-    """The plain local compaction when the full flow failed, so the host does not loop on us;
-    ``messages`` itself when even that fails or the attempt was cancelled."""
+                state: Optional[SessionState] = None, target: Optional[int] = None) -> List[Any]:
+    """The plain local compaction (under ``target``, default the engine's) when the full flow
+    failed, so the host does not loop on us; ``messages`` itself when even that fails or the
+    attempt was cancelled."""
     rt = engine.runtime
     try:
         clean = [m for m in messages if isinstance(m, dict)]
-        plain = local_compact(clean, int(engine.compaction_target() * 0.8),
+        plain = local_compact(clean, int((target or engine.compaction_target()) * 0.8),
                               keep_first=rt.settings.keep_first, seal=rt.seal)
         if plain.changed and not cancelled():
             # what leaves stays recallable here too: the flow that failed did not archive it
