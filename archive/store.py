@@ -1,9 +1,9 @@
 """SQLite archive of everything that leaves the context (the outbox is in ``outbox.py``).
 
-One connection per thread (WAL, so readers never wait for the writer). Hooks never touch
-SQLite themselves: they hand rows to ``StoreWriter`` (``writer.py``), one background thread
-that commits them in batches, so a 1 MB tool result costs the hook a queue put, not a disk
-write. A store that cannot be opened degrades to "no archive" with a clear error, never a raise.
+One connection per thread (WAL, so readers never wait for the writer). Hooks never touch SQLite
+themselves: they hand rows to ``StoreWriter`` (``writer.py``), one background thread that commits
+them in batches, so a 1 MB tool result costs the hook a queue put, not a disk write. A store
+that cannot be opened degrades to "no archive" with a clear error, never a raise.
 """
 
 from __future__ import annotations
@@ -64,8 +64,7 @@ CREATE TABLE IF NOT EXISTS counters(
 
 SCHEMA_VERSION = repair.SCHEMA_VERSION
 # Hermes 0.17 resumes a rotated session id for months: its alias goes only with its rows
-_ALIAS_IN_USE = (" AND conversation NOT IN (SELECT session FROM archive UNION "
-                 "SELECT conversation FROM handover)")
+_ALIAS_IN_USE = " AND conversation NOT IN (SELECT session FROM archive UNION SELECT conversation FROM handover)"
 
 
 @dataclass
@@ -322,8 +321,7 @@ class Store(Outbox):
         return lookup.reused_ids(self._conn(), conversation, list(ids))
 
     def count_archived(self, session: str) -> int:
-        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?",
-                                        (session,)).fetchone()[0])
+        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?", (session,)).fetchone()[0])
 
     # -- aliases: one conversation across Hermes' session-id rotations ------------------
     def set_alias(self, session_id: str, conversation: str) -> None:
@@ -332,9 +330,11 @@ class Store(Outbox):
             (session_id, conversation, time.time()))])
 
     def get_alias(self, session_id: str) -> Optional[str]:
-        row = self._conn().execute("SELECT conversation FROM aliases WHERE session_id=?",
-                                   (session_id,)).fetchone()
+        row = self._conn().execute("SELECT conversation FROM aliases WHERE session_id=?", (session_id,)).fetchone()
         return row[0] if row else None
+
+    def aliases_of(self, conversations: Iterable[str]) -> List[str]:
+        return lookup.aliased_ids(self._conn(), list(conversations))
 
     # -- what one process leaves for the next on the same conversation (canvas pin,
     #    calibration): a restarted gateway or the next --resume turn starts where it stopped

@@ -263,7 +263,7 @@ class CompactionRun:
                 if ours.tokens_after < done.tokens_after:
                     done, route = ours, Route.LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
-            rt.note_error(self.why_over(done.tokens_after, local_room))
+            rt.note_error(self.why_over(done.tokens_after, local_room), self.state.key)
         self.args_gone = list(done.departed) + (departures.merged_only(   # (args: trimmed ones)
             clean, replied, done.messages, rt.seal) if route is Route.GATEWAY_THEN_LOCAL else [])
         return done.messages, route, done.notes_placed
@@ -356,10 +356,10 @@ class CompactionRun:
         why = rt.writer.last_error or "not written"
         if restored:
             rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
-                          "them (%s)" % (restored, why))
+                          "them (%s)" % (restored, why), self.state.key)
         if left:
             rt.note_error("%d tool result(s) trimmed without recall: the archive does not hold "
-                          "them (%s) and whole they would not fit the window" % (len(left), why))
+                          "them (%s) and whole they would not fit the window" % (len(left), why), self.state.key)
         return result
 
 
@@ -395,5 +395,6 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
             return [M.fresh(m) for m in plain.messages]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)
-        rt.note_error("plain local compaction failed too (%s); messages kept" % exc)
+        rt.note_error("plain local compaction failed too (%s); messages kept" % exc,
+                      (state or engine.current_state()).key)
     return messages

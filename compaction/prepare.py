@@ -49,4 +49,4 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
             rt.ahead.later.book(state.key, ttl * PREPARE_AFTER_PAUSE, args, idle.pause_unused(state))
     except Exception as exc:
         log.debug("prepare ahead failed", exc_info=True)
-        rt.note_error("preparing a compaction failed (%s)" % exc)
+        rt.note_error("preparing a compaction failed (%s)" % exc, engine.current_state().key)
