@@ -107,6 +107,10 @@ def test_one_too_big_to_copy_says_its_history_is_incomplete(copied_with_wal, mon
     before = snapshot(copied_with_wal)
     found = search(copied_with_wal / "lcm.db", "parser")
     assert found["results"] and "lcm.db-wal" in found["incomplete"], found
+    rt = plugin.build_runtime(env=env_for(copied_with_wal.parent, lcm_history=str(copied_with_wal / "lcm.db")))
+    eng = plugin.open_session(rt, "s1", 64_000, model="m")
+    read = json.loads(eng.handle_tool_call(READ, {"key": found["results"][0]["key"]}))
+    assert read["ok"] and "lcm.db-wal" in read["incomplete"], read
     assert snapshot(copied_with_wal) == before
 
 
