@@ -57,7 +57,6 @@ class TencentDBOffloadEngine(ContextEngine):
         self._key = "default"
         self._session_id = ""
         self._last_compress_aborted = self._last_compression_made_progress = False
-        self._landing_deep = False       # this compress() runs on a cold cache: land deeper
 
     @property
     def name(self) -> str:
@@ -76,7 +75,7 @@ class TencentDBOffloadEngine(ContextEngine):
         twin.runtime = self.runtime                 # shared, never copied
         for attr in PER_AGENT:
             setattr(twin, attr, getattr(self, attr, None))
-        twin._last_compress_aborted = twin._last_compression_made_progress = twin._landing_deep = False
+        twin._last_compress_aborted = twin._last_compression_made_progress = False
         return twin
 
     def clone_for_agent(self) -> "TencentDBOffloadEngine":
@@ -204,15 +203,16 @@ class TencentDBOffloadEngine(ContextEngine):
         self._last_compression_made_progress = False
         if not isinstance(messages, list) or not messages or not self.runtime.settings.enabled:
             return messages if isinstance(messages, list) else []
-        state = self.current_state()    # 0.17 shares one engine: a subagent may rebind it meanwhile
+        # held: never evicted before its result lands (0.17: a subagent may rebind the engine)
+        state, target = self.runtime.registry.get(self._key, hold=True), None
         try:
             reason = "manual" if force else idle.start(self.runtime, state)
             caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
             if caught_up is not None:           # the last request cut's bytes (0.22): already
                 return self._landed(state, caught_up[1], caught_up[0], repin=False)    # pin kept
-            self._landing_deep = reason == "idle"
+            target = self.compaction_target(deep=reason == "idle")     # this call's, not shared
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
-                                wait_gateway=reason != "idle", state=state)
+                                wait_gateway=reason != "idle", state=state, target=target)
             result, record = run.run(current_tokens, bool(force))
             if not cancelled():
                 state.transcript_due(False)
@@ -220,19 +220,19 @@ class TencentDBOffloadEngine(ContextEngine):
                 self._landed(state, replace(record, reason=reason))
             elif force and run.planned is not None and not cancelled():
                 # Hermes only prints "No changes from compression": say why, where it logs
-                log.warning("%s", explain_unchanged(run.planned.before, self.compaction_target(),
+                log.warning("%s", explain_unchanged(run.planned.before, target,
                                                     self.threshold_tokens, len(messages)))
             return result
         except Exception as exc:
             log.debug("compress failed", exc_info=True)
             self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc), self._key)
+            result = plain_local(self, messages, cancelled, state, target)   # the last resort
+            if result is not messages:
+                with state.lock:
+                    self.compression_count += 1
+            return result
         finally:
-            self._landing_deep = False
-        result = plain_local(self, messages, cancelled, state)   # the last resort
-        if result is not messages:
-            with state.lock:
-                self.compression_count += 1
-        return result
+            self.runtime.registry.release(state.key)
 
     def _landed(self, state: SessionState, record: Any, result: Any = None, repin: bool = True) -> Any:
         with state.lock:
@@ -243,9 +243,9 @@ class TencentDBOffloadEngine(ContextEngine):
         self.runtime.record_compaction(state, record)
         return result
 
-    def compaction_target(self) -> int:
+    def compaction_target(self, deep: bool = False) -> int:    # deep: idle, on a cold cache
         target = self.story_target()
-        return idle.idle_target(target) if self._landing_deep else target
+        return idle.idle_target(target) if deep else target
 
     def story_target(self) -> int:
         """The ordinary target: the digest is sized for it even when an idle one lands deeper."""
@@ -268,8 +268,8 @@ class TencentDBOffloadEngine(ContextEngine):
             estimate = self.estimate_real(messages)    # past the trigger, or idle on a cold cache
             return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
                                                       or idle.wanted(self, estimate))
-        except Exception:
-            log.debug("preflight estimate failed", exc_info=True)
+        except Exception:       # said (once): 0.22 would stop compacting at turn starts unseen
+            self.runtime.note_fault("the turn-start check (preflight) failed", self._key)
             return False
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,

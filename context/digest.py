@@ -48,8 +48,12 @@ HEADER = ("[tencentdb-offload] Digest of earlier turns. They were moved out of t
           "tdai_offload_search(query) finds any archived text.")
 HEADER_HELD = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the "
                "context by a local compaction; no summary model was used. The archive cannot "
-               "be written right now: the full texts are held and retried, and the recall "
-               "tools return them only once it recovers.")
+               "be written right now: tdai_read_cos(tool_call_id=\"<id in brackets>\") reads "
+               "the texts it holds; one it does not hold is marked [not kept].")
+NOT_KEPT = fold.NOT_KEPT
+LOST = ("Marked [%s]: %%d text(s) that could not be archived (%%s); no recall tool returns "
+        "them." % NOT_KEPT)
+LOST_BEFORE = "A text marked [%s] could not be archived: no recall tool returns it." % NOT_KEPT
 CONTINUED = "Digest of earlier turns, continued:"
 NOTE_HEADER = ("[tencentdb-offload] This conversation was compacted; what left it is archived: "
                "tdai_offload_search(query) finds any archived text, tdai_read_cos reads it in full.")
@@ -325,6 +329,32 @@ def note_pair(messages: Sequence[Message], notes: Notes, *, seal: Seal) -> List[
     return pair(seal, body, free_number(messages))
 
 
+def unkept(body: str, lost: AbstractSet[str], why: str) -> str:
+    """``body`` with each key of ``lost`` (texts the archive does not hold) replaced by
+    ``[not kept]`` where a digest names it (a call's ``[id]``, a message's ``(key)``, a rule's
+    "full text: key"), and a line saying why; ``body`` itself when it names none."""
+    if not lost:
+        return body
+    keys = "|".join(re.escape(k) for k in sorted(lost, key=len, reverse=True))
+    named = re.compile(r"\[(%s)\]|\((%s)\)|full text: (%s)(?![\w~.-])" % (keys, keys, keys))
+    hit: set = set()
+
+    def mark(m: "re.Match[str]") -> str:
+        hit.add(next(g for g in m.groups() if g))
+        return {"[": "[%s]", "(": "(%s)"}.get(m.group()[0], "full text %s") % NOT_KEPT
+    # a range or rules line folded in this compaction may hold some: it no longer says all
+    new = "\n".join(map(fold.partly_kept, named.sub(mark, body).split("\n")))
+    if not hit:
+        return new
+    head, _nl, rest = new.partition("\n")
+    return "\n".join([_honest(head), LOST % (len(hit), why)] + ([rest] if rest else []))
+
+
+def _honest(header: str) -> str:
+    """A section's header (its first line) that promises nothing of texts marked not kept."""
+    return header.replace(" Nothing is lost: ", " ", 1)
+
+
 def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str, str]],
                first: int, cap: int, recallable: bool, note_lines: Sequence[str] = ()) -> str:
     """One digest within ``cap``: earlier turns one line each, then the newest turns in full
@@ -339,6 +369,8 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
         old_lines.extend(lines)
     new_rules = [rule_line(t, k) for t, k in rules]
     header = HEADER if recallable else HEADER_HELD
+    if fold.some_lost(old_lines + old_rules):
+        header = _honest(header) + " " + LOST_BEFORE
 
     def head(rule_lines: List[str]) -> List[str]:
         return ([header] + ([RULES] + rule_lines if rule_lines else []) + list(note_lines)

@@ -183,10 +183,7 @@ def _export(args: argparse.Namespace, conn: Any, directory: Path) -> int:
         browse.export(conn, args.session, sys.stdout.write)
         return 0
     out = Path(args.out).expanduser()
-    store = directory.resolve()
-    if out.resolve() == store or store in out.resolve().parents:
-        raise CliError("%s is inside the store %s: export elsewhere" % (out, store))
-    n = write_out(out, lambda f: browse.export(conn, args.session, f.write))
+    n = write_out(out, lambda f: browse.export(conn, args.session, f.write), [directory])
     sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), out))
     return 0
 

@@ -9,14 +9,16 @@ deep-copied state.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
-from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
+from ..memory_gateway.client import GatewayClient, GatewayError
 from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
 from . import after_fork
+from .gateway_link import client_for, probe
 from .ingest_policy import SessionIngestPolicy
 from ..session import SessionRegistry, SessionState
 from .reclaimer import Reclaimer
@@ -29,13 +31,13 @@ from ..archive.visibility import Scope, scope_of
 from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
 from ..host.compat import HOST_IMPORT_ERROR, in_messaging_gateway
-from ..compaction.ahead import AheadOfNeed, GatewayAttempt
-from ..compaction.engine_view import CompactingEngine
+from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
 from ..compaction.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
 from ..status.model import StatusReport
 from ..common.peer_text import plugin_logger
+from ..common.once_per_error import OncePerError
 from ..common.tally import Tally
 from .noted_errors import RecentErrors
 from . import status_view
@@ -55,8 +57,10 @@ class Runtime:
         self.started = time.time()
         self.errors = RecentErrors(20)
         self.counters = Tally()          # bumped on hook threads
+        self.note_fault = OncePerError(self.note_error)     # our own code failed: once each
         self.last_overhead_estimate = 0
         self.closed = False
+        self._wiring = threading.Lock()     # the Gateway client and its sender appear together
         self.store: Optional[Store] = None
         self.store_error = ""
         store_dir = settings.resolved_store_dir(env if env is not None else os.environ)
@@ -82,7 +86,7 @@ class Runtime:
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
-        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
+        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions, self.note_fault)
         self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
             settings, env if env is not None else os.environ))
         if store is not None:
@@ -101,15 +105,8 @@ class Runtime:
         self.store = store
         self.tools.store = store
         if self.settings.gateway_enabled and self.client is None:
-            self.client = GatewayClient(
-                self.settings.gateway_url, self.settings.api_key, self.settings.instance_id,
-                timeout_ms=self.settings.timeout_ms,
-                ingest_timeout_ms=self.settings.ingest_timeout_ms,
-                body_limit=self.settings.body_limit, breaker=CircuitBreaker(),
-                probe_timeout_s=min(1.0, self.settings.ingest_timeout_ms / 1000.0),
-                shared_dir=store.directory)
-            self.tools.read_ref = self._read_ref
-            self.worker = self.new_worker()
+            client = client_for(self.settings, store.directory)
+            self._wire(client, self.new_worker(client, store))
         if self.store_error in self.warnings:       # said at start; no longer true
             self.warnings.remove(self.store_error)
         self.store_error = ""
@@ -136,12 +133,20 @@ class Runtime:
                            on_idle=self.reclaimer.maybe_run,
                            opener=None if self.store else self._open_store)
 
-    def new_worker(self) -> Optional[IngestWorker]:
-        if self.client is None or self.store is None:
-            return None
-        return IngestWorker(self.client, self.store,
-                            SessionIngestPolicy(self.registry, canvas=self.settings.canvas,
-                                                on_answer=self._gateway_answered))
+    def new_worker(self, client: GatewayClient, store: Store) -> IngestWorker:
+        return IngestWorker(client, store, SessionIngestPolicy(
+            self.registry, canvas=self.settings.canvas, on_answer=self._gateway_answered))
+
+    def _wire(self, client: GatewayClient, worker: IngestWorker) -> None:
+        """The client and its sender for every thread (the sender first: whoever sees the
+        client finds it); a runtime closed meanwhile stops them, nothing outlives close()."""
+        with self._wiring:
+            if not self.closed:
+                self.tools.read_ref = self._read_ref
+                self.worker, self.client = worker, client
+                return
+        worker.stop()
+        client.close()
 
     # -- helpers used by hooks and engines --------------------------------------------
     def now(self) -> float:
@@ -255,12 +260,12 @@ class Runtime:
             log.debug("tencentdb-offload: Gateway compaction failed in the plugin", exc_info=True)
             raise
 
-    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: CompactingEngine,
+    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], aim: Aim,
                         overhead: int, count: Optional[Callable[[Any], int]]) -> GatewayAttempt:
-        """Ask the Gateway to compact ``clean`` for ``engine``'s target; keep what its reply
-        taught us (canvas, L1 summaries). Never raises."""
+        """Ask the Gateway to compact ``clean`` for ``aim`` (fixed by the caller); keep what its
+        reply taught us (canvas, L1 summaries). Never raises."""
         outcome, error = self.gateway_compact(
-            state, clean, target=engine.compaction_target(), context_length=engine.context_length or 128_000,
+            state, clean, target=aim.target, context_length=aim.context_length,
             overhead=overhead, count=count or TokenMemo())
         if outcome is None:
             if self.settings.gateway_configured or self.client.answered:
@@ -333,20 +338,7 @@ class Runtime:
             return None
 
     def health(self) -> Dict[str, Any]:
-        """Probe the Gateway now (for ``/tencentdb-offload health`` and doctor), answering
-        within the probe timeout (at most 1 s) whatever the Gateway does."""
-        if self.client is None:
-            return {"ok": False, "reason": "no Gateway configured (local mode)"}
-        started = time.monotonic()
-        try:
-            data = self.client.health(force=True, timeout=self.client.probe_timeout)
-        except GatewayError as exc:
-            return {"ok": False, "reason": str(exc), "shared": self.client.shared_status()}
-        if not self.client.available:
-            self.client.breaker.record_success()
-            self.worker.wake()
-        return {"ok": True, "status": data.get("status"), "version": data.get("version", ""),
-                "latency_ms": round((time.monotonic() - started) * 1000, 1)}
+        return probe(self.client, self.worker)      # (the client first: see ``_wire``)
 
     def status(self, scope: Optional[Scope] = None) -> Dict[str, Any]:
         """The status as a dict (what Hermes' ``get_status`` carries), as ``scope`` (default:
@@ -359,9 +351,10 @@ class Runtime:
         return status_view.record(self, recent, scope or self.scope_for(""))
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
+        with self._wiring:      # a client and sender wired after this are stopped by ``_wire``
+            if self.closed:
+                return
+            self.closed = True
         self.ahead.close()
         if self.worker is not None:
             self.worker.stop()
