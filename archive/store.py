@@ -1,9 +1,9 @@
 """SQLite archive of everything that leaves the context (the outbox is in ``outbox.py``).
 
-One connection per thread (WAL, so readers never wait for the writer). Hooks never touch SQLite
-themselves: they hand rows to ``StoreWriter`` (``writer.py``), one background thread that commits
-them in batches, so a 1 MB tool result costs the hook a queue put, not a disk write. A store
-that cannot be opened degrades to "no archive" with a clear error, never a raise.
+One connection per thread (WAL, so readers never wait for the writer). Hooks never touch
+SQLite themselves: they hand rows to ``StoreWriter`` (``writer.py``), one background thread
+that commits them in batches, so a 1 MB tool result costs the hook a queue put, not a disk
+write. A store that cannot be opened degrades to "no archive" with a clear error, never a raise.
 """
 
 from __future__ import annotations
