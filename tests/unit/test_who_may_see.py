@@ -104,9 +104,11 @@ def test_the_slash_command_names_no_conversation_in_the_messaging_gateway(tmp_pa
         gw.set_fault("5xx", paths=("/v2/offload/compact",))
         alice = plugin.open_session(rt, ALICE, 64_000, model="m")
         alice.compress(conversation(40, 5000), current_tokens=60_000)
-        plugin.open_session(rt, BOB, 64_000, model="m")
+        bob = plugin.open_session(rt, BOB, 64_000, model="m")
         text = make_command(rt)("status")
+        hermes_status = json.dumps(bob.get_status())         # what Hermes' get_status carries
         assert rt.errors and any(ALICE in line for line in rt.errors), list(rt.errors)   # the host's view
     assert "111111" not in text, text
+    assert "111111" not in hermes_status, hermes_status
     assert "other conversations" in text and "last compaction: " in text, text
     rt.close()
