@@ -140,7 +140,7 @@ class TencentDBOffloadEngine(ContextEngine):
             self._take_usage(usage)
         except Exception as exc:
             log.debug("update_from_response failed", exc_info=True)
-            self.runtime.note_error("usage not recorded (%s: %s)" % (type(exc).__name__, exc))
+            self.runtime.note_error("usage not recorded (%s: %s)" % (type(exc).__name__, exc), self._key)
 
     def _take_usage(self, usage: Dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
@@ -225,7 +225,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return result
         except Exception as exc:
             log.debug("compress failed", exc_info=True)
-            self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
+            self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc), self._key)
             result = plain_local(self, messages, cancelled, state, target)   # the last resort
             if result is not messages:
                 with state.lock:
@@ -269,7 +269,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
                                                       or idle.wanted(self, estimate))
         except Exception:       # said (once): 0.22 would stop compacting at turn starts unseen
-            self.runtime.note_fault("the turn-start check (preflight) failed")
+            self.runtime.note_fault("the turn-start check (preflight) failed", self._key)
             return False
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,
@@ -306,7 +306,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return request_messages if out is None and smaller is not None else out
         except Exception as exc:
             log.debug("select_context failed", exc_info=True)
-            self.runtime.note_error("select_context: %s" % exc)
+            self.runtime.note_error("select_context: %s" % exc, self._key)
             return None
 
     def on_turn_complete(self, messages: Any = None, usage: Any = None, **_: Any) -> None:
@@ -332,8 +332,8 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def handle_tool_call(self, name: str, args: Any = None, **_: Any) -> str:
         state = self.current_state()
-        return self.runtime.tools.handle(name, args if args is not None else {},
-                                         state.key, state.gateway_id, state.parents, self.context_length)
+        return self.runtime.tools.handle(name, args if args is not None else {}, self.runtime.scope_for(
+            state.key, state.parents), state.gateway_id, window=self.context_length)
 
     # -- status ---------------------------------------------------------------------------
     def get_status(self, **_: Any) -> Dict[str, Any]:
@@ -346,5 +346,5 @@ class TencentDBOffloadEngine(ContextEngine):
             "compression_count": self.compression_count, "engine": NAME, "mode": self.runtime.mode,
             **state.status(),
             "prompt_cache": idle.snapshot(self.runtime, state),
-            "runtime": self.runtime.status(),
+            "runtime": self.runtime.status(self.runtime.scope_for(state.key, state.parents)),
         }

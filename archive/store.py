@@ -64,8 +64,7 @@ CREATE TABLE IF NOT EXISTS counters(
 
 SCHEMA_VERSION = repair.SCHEMA_VERSION
 # Hermes 0.17 resumes a rotated session id for months: its alias goes only with its rows
-_ALIAS_IN_USE = (" AND conversation NOT IN (SELECT session FROM archive UNION "
-                 "SELECT conversation FROM handover)")
+_ALIAS_IN_USE = " AND conversation NOT IN (SELECT session FROM archive UNION SELECT conversation FROM handover)"
 
 
 @dataclass
@@ -326,8 +325,7 @@ class Store(Outbox):
         return lookup.reused_ids(self._conn(), conversation, list(ids))
 
     def count_archived(self, session: str) -> int:
-        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?",
-                                        (session,)).fetchone()[0])
+        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?", (session,)).fetchone()[0])
 
     # -- aliases: one conversation across Hermes' session-id rotations ------------------
     def set_alias(self, session_id: str, conversation: str) -> None:
@@ -336,9 +334,11 @@ class Store(Outbox):
             (session_id, conversation, time.time()))])
 
     def get_alias(self, session_id: str) -> Optional[str]:
-        row = self._conn().execute("SELECT conversation FROM aliases WHERE session_id=?",
-                                   (session_id,)).fetchone()
+        row = self._conn().execute("SELECT conversation FROM aliases WHERE session_id=?", (session_id,)).fetchone()
         return row[0] if row else None
+
+    def aliases_of(self, conversations: Iterable[str]) -> List[str]:
+        return lookup.aliased_ids(self._conn(), list(conversations))
 
     # -- what one process leaves for the next on the same conversation (canvas pin,
     #    calibration): a restarted gateway or the next --resume turn starts where it stopped

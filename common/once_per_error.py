@@ -18,12 +18,13 @@ log = plugin_logger("tencentdb_offload")
 
 
 class OncePerError:
-    def __init__(self, note: Callable[[str], None], kinds: int = 64) -> None:
+    def __init__(self, note: Callable[[str, str], None], kinds: int = 64) -> None:
         self._note = note           # records for status and logs (with the traceback)
         self._seen = RecentSet(kinds)
 
-    def __call__(self, what: str) -> None:
-        """Call in an ``except`` block: ``what`` failed with the exception being handled."""
+    def __call__(self, what: str, conversation: str = "") -> None:
+        """Call in an ``except`` block: ``what`` failed with the exception being handled
+        (``conversation``: whose work it was, kept apart from the text)."""
         exc = sys.exc_info()[1]
         where = traceback.extract_tb(exc.__traceback__)[-1][:2] if exc and exc.__traceback__ else ()
         kind = (what, type(exc).__name__, str(exc)[:200], where)
@@ -31,4 +32,4 @@ class OncePerError:
             log.debug("tencentdb-offload: %s again (%s)", what, exc)
             return
         self._seen.add(kind)
-        self._note("%s (%s: %s)" % (what, type(exc).__name__, exc))
+        self._note("%s (%s: %s)" % (what, type(exc).__name__, exc), conversation)

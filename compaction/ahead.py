@@ -80,7 +80,7 @@ class AheadOfNeed:
     matters (dropped for a newer conversation, or the runtime closed) is never sent."""
 
     def __init__(self, ask: Callable[..., GatewayAttempt], max_sessions: int = 20,
-                 on_error: Callable[[str], None] = lambda _what: None) -> None:
+                 on_error: Callable[..., None] = lambda _what, _whose="": None) -> None:
         self._ask = ask                     # runtime.gateway_attempt
         self._on_error = on_error           # runtime.note_fault: in an except block, once each
         self._jobs: "OrderedDict[str, _Job]" = OrderedDict()
@@ -154,7 +154,7 @@ class AheadOfNeed:
             try:
                 job.attempt = self._ask(state, snapshot, aim, overhead, None)
             except Exception as exc:        # a failure of ours: said, never kills the thread
-                self._on_error("a compaction prepared ahead failed in the plugin")
+                self._on_error("a compaction prepared ahead failed in the plugin", state.key)
                 job.attempt = GatewayAttempt.failed("prepared compaction failed: %s" % exc)
             finally:
                 job.done.set()

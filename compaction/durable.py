@@ -57,9 +57,9 @@ def named(gone: Optional[Departures], reused: AbstractSet[str],
 
 
 def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],
-             keys: Iterable[str]) -> Tuple[List[Message], Set[str]]:
+             keys: Iterable[str], conversation: str = "") -> Tuple[List[Message], Set[str]]:
     """``result`` with every mark naming one of ``keys`` the store does not hold saying so;
-    and those keys."""
+    and those keys (``conversation``: whose result it is)."""
     lost = {k for k in keys if k and not held(k)}
     if not lost:
         return result, lost
@@ -67,7 +67,7 @@ def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],
     out, changed = durable_pointers.unkept(result, lost, reason(error), rt.seal)
     if changed:
         rt.note_error("%d message(s) say a text that left the context was not kept: the "
-                      "archive does not hold it (%s)" % (changed, error or "not written in time"))
+                      "archive does not hold it (%s)" % (changed, error or "not written in time"), conversation)
     return out, lost
 
 
@@ -105,8 +105,8 @@ def only_durable(run: Any, clean: List[Message], result: List[Message], room: in
     why = rt.writer.last_error or "not written"
     if restored:
         rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
-                      "them (%s)" % (restored, why))
+                      "them (%s)" % (restored, why), run.state.key)
     if left:
         rt.note_error("%d tool result(s) trimmed without recall: the archive does not hold "
-                      "them (%s) and whole they would not fit the window" % (len(left), why))
-    return not_kept(rt, held, result, keys)
+                      "them (%s) and whole they would not fit the window" % (len(left), why), run.state.key)
+    return not_kept(rt, held, result, keys, run.state.key)

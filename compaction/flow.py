@@ -264,7 +264,7 @@ class CompactionRun:
                 if ours.tokens_after < done.tokens_after:
                     done, route = ours, Route.LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
-            rt.note_error(self.why_over(done.tokens_after, local_room))
+            rt.note_error(self.why_over(done.tokens_after, local_room), self.state.key)
         self.args_gone = list(done.departed) + (departures.merged_only(   # (args: trimmed ones)
             clean, replied, done.messages, rt.seal) if route is Route.GATEWAY_THEN_LOCAL else [])
         return done.messages, route, done.notes_placed
@@ -289,7 +289,7 @@ class CompactionRun:
                     self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
                         tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
             except Exception:   # unreadable: this process's knowledge stands (said once)
-                self.rt.note_fault("reading the archive's reused call ids failed")
+                self.rt.note_fault("reading the archive's reused call ids failed", self.state.key)
         with self.state.lock:       # (archive_departures may add some during the run)
             return set(self.state.reused_ids) | self.listed_reuse
 
@@ -359,5 +359,6 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
             return [M.fresh(m) for m in out]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)
-        rt.note_error("plain local compaction failed too (%s); messages kept" % exc)
+        rt.note_error("plain local compaction failed too (%s); messages kept" % exc,
+                      (state or engine.current_state()).key)
     return messages

@@ -48,4 +48,4 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
         else:
             rt.ahead.later.book(state.key, ttl * PREPARE_AFTER_PAUSE, args, idle.pause_unused(state))
     except Exception:
-        rt.note_fault("preparing a compaction failed")
+        rt.note_fault("preparing a compaction failed", engine.current_state().key)

@@ -8,12 +8,9 @@ deep-copied state.
 
 from __future__ import annotations
 
-import collections
-import sqlite3
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
@@ -30,19 +27,20 @@ from ..archive.store import ArchiveItem, Store, StoreError
 from ..archive.writer import StoreWriter
 from ..archive.recall import RecallTools
 from ..archive.lcm_history import LcmHistory
-from ..archive.refused import requeue_command
+from ..archive.visibility import Scope, scope_of
 from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
-from ..host.compat import HOST_IMPORT_ERROR
+from ..host.compat import HOST_IMPORT_ERROR, in_messaging_gateway
 from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
 from ..compaction.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
-from ..status.model import (GatewayView, HeldSession, ProcessView, StatusReport, prompt_cache,
-                            read_store_view)
+from ..status.model import StatusReport
 from ..common.peer_text import plugin_logger
 from ..common.once_per_error import OncePerError
 from ..common.tally import Tally
+from .noted_errors import RecentErrors
+from . import status_view
 
 log = plugin_logger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
@@ -57,7 +55,7 @@ class Runtime:
         if HOST_IMPORT_ERROR:               # Hermes is there but rejects this engine: say so
             self.warnings.append(HOST_IMPORT_ERROR)
         self.started = time.time()
-        self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
+        self.errors = RecentErrors(20)
         self.counters = Tally()          # bumped on hook threads
         self.note_fault = OncePerError(self.note_error)     # our own code failed: once each
         self.last_overhead_estimate = 0
@@ -171,13 +169,28 @@ class Runtime:
         return ("local (gateway unavailable)" if self.settings.gateway_configured or self.client.answered
                 else "local (no Gateway configured)")
 
-    def note_error(self, message: str) -> None:
+    def note_error(self, message: str, conversation: str = "") -> None:
         """A guard caught something: keep the line for status, count it, and log it (with
-        the traceback when called from an ``except`` block: the cause must be findable)."""
-        stamp = time.strftime("%H:%M:%S")
-        self.errors.append("%s %s" % (stamp, message))
+        the traceback when called from an ``except`` block: the cause must be findable).
+        ``conversation``: whose it is, never put in ``message`` (status decides who reads it)."""
+        self.errors.add(message, conversation)
         self.counters.add("errors_caught")
-        log.warning("tencentdb-offload: %s", message, exc_info=sys.exc_info()[0] is not None)
+        log.warning("tencentdb-offload: %s%s", message, " (conversation %s)" % conversation
+                    if conversation else "", exc_info=sys.exc_info()[0] is not None)
+
+    def scope_for(self, conversation: str, lineage: Any = ()) -> Scope:
+        """What ``conversation`` may read ('': whoever runs the slash command), decided by
+        ``archive/visibility.py`` for this host."""
+        return scope_of(conversation, tuple(lineage), shared_host=in_messaging_gateway(),
+                        lcm_shared=self.settings.lcm_history_shared, session_ids=self._session_ids)
+
+    def _session_ids(self, keys: Any) -> List[str]:
+        """Hermes session ids aliased to the conversations ``keys`` (0.17's rotations)."""
+        try:
+            return self.store.aliases_of(keys) if self.store is not None else []
+        except Exception as exc:        # unreadable: the conversations' own ids only
+            self.note_error("session aliases unreadable (%s)" % exc)
+            return []
 
     @staticmethod
     def near_threshold(state: SessionState) -> bool:
@@ -256,7 +269,7 @@ class Runtime:
             overhead=overhead, count=count or TokenMemo())
         if outcome is None:
             if self.settings.gateway_configured or self.client.answered:
-                self.note_error("gateway compaction failed, compacting locally: %s" % error)
+                self.note_error("gateway compaction failed, compacting locally: %s" % error, state.key)
             else:       # nobody configured a Gateway and none answers: local mode, not an outage
                 log.debug("tencentdb-offload: no Gateway at the default URL: %s", error)
             return GatewayAttempt.failed(error)
@@ -295,14 +308,14 @@ class Runtime:
         try:
             found = self.store.get_handover(state.key)
         except Exception as exc:        # unreadable: only a cache saving and a first estimate
-            self.note_error("what an earlier process left for %r is unreadable (%s)"
-                            % (state.key[:80], exc))
+            self.note_error("what an earlier process left for this conversation is unreadable "
+                            "(%s)" % exc, state.key)
             return
         ignored = state.inherit(found.get("calibration"),
                                 found.get("pin") if self.settings.canvas else None,
                                 found.get("cache_clock"))
         if ignored:                     # a damaged row or another process's nonsense
-            self.note_error("%s for %r" % (ignored, state.key[:80]))
+            self.note_error(ignored, state.key)
 
     def hand_over(self, key: str, name: str, value: Any) -> None:
         if self.store is not None:
@@ -327,56 +340,15 @@ class Runtime:
     def health(self) -> Dict[str, Any]:
         return probe(self.client, self.worker)      # (the client first: see ``_wire``)
 
-    def status(self) -> Dict[str, Any]:
-        """The status as a dict (what Hermes' ``get_status`` carries): built from the record."""
-        totals = self.registry.totals.as_dict()
-        out: Dict[str, Any] = {
-            "mode": self.mode, "settings": self.settings.public(),
-            "sessions_in_memory": len(self.registry), "sessions_evicted": self.registry.evictions,
-            "compactions_ahead": self.ahead.status(), "totals": totals,
-            "prompt_cache": prompt_cache(totals, self.settings.cache_ttl_s),
-            "counters": self.counters.as_dict(), "pending_writes": self.writer.pending(),
-            "writer": self.writer.stats(), "store_error": self.store_error or self.writer.last_error,
-            "warnings": list(self.warnings), "recent_errors": list(self.errors),
-            "reclaim": {"retention_days": self.reclaimer.retention_days,
-                        "last_result": self.reclaimer.last_result,
-                        "last_error": self.reclaimer.last_error,
-                        "clock_warning": self.reclaimer.clock_warning}}
-        if self.store is not None:
-            try:
-                out["store"] = self.store.stats().as_dict()
-                if out["store"].get("outbox_dead"):
-                    out["outbox_refused"] = {
-                        "rows": out["store"]["outbox_dead"], "reasons": self.store.refused(),
-                        "requeue": requeue_command(Path(__file__).resolve().parent.parent)}
-            except Exception as exc:
-                out["store"] = {"error": str(exc)}
-        if self.client is not None:
-            out["gateway"] = self.client.status()
-            out["gateway"]["delivered_this_process"] = self.worker.delivered if self.worker else 0
-            out["gateway"]["worker_error"] = self.worker.last_error if self.worker else ""
-        return out
+    def status(self, scope: Optional[Scope] = None) -> Dict[str, Any]:
+        """The status as a dict (what Hermes' ``get_status`` carries), as ``scope`` (default:
+        whoever runs the slash command) may read it."""
+        return status_view.as_dict(self, scope or self.scope_for(""))
 
-    def status_record(self, recent: int = 10) -> StatusReport:
-        """The status the slash command renders: this process, the store as every process left
-        it (read as ``status`` reads it, after this process's writes are on disk), the Gateway."""
-        self.flush_writes()
-        report = StatusReport(self.settings, str(self.store.directory) if self.store else "",
-                              trigger=self.registry.newest_trigger(),
-                              warnings=list(self.warnings), recent_errors=list(self.errors))
-        report.process = ProcessView(
-            self.mode, len(self.registry), self.registry.evictions,
-            [HeldSession(x.key, x.processed_ids.count, x.stats.compactions) for x in self.registry.all()],
-            self.registry.totals.as_dict(), self.writer.stats(), self.store_error or self.writer.last_error)
-        report.store_problem = report.process.store_error
-        if self.store is not None and not report.store_problem:
-            try:
-                report.store = read_store_view(self.store.directory, recent)
-            except sqlite3.Error as exc:
-                report.store_problem = "cannot read %s: %s" % (self.store.path, exc)
-        if self.client is not None:
-            report.gateway = GatewayView.of(self.client, self.settings)
-        return report
+    def status_record(self, recent: int = 10, scope: Optional[Scope] = None) -> StatusReport:
+        """The status the slash command renders, as ``scope`` (default: whoever runs the slash
+        command) may read it."""
+        return status_view.record(self, recent, scope or self.scope_for(""))
 
     def close(self) -> None:
         with self._wiring:      # a client and sender wired after this are stopped by ``_wire``

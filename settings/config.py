@@ -48,6 +48,7 @@ class Settings:
     canvas: bool = True                 # inject the Gateway's task canvas
     max_context_tokens: int = 0         # 0 = no cap; else compaction starts here whatever the window
     lcm_history: str = "auto"           # hermes-lcm's lcm.db searched read-only: auto | off | a path
+    lcm_history_shared: bool = False    # messaging gateway: every conversation reads all of lcm.db
     cache_ttl_s: int = 300              # the provider's prompt-cache idle expiry; 0 = no idle compaction
     cache_ttl_from: str = ""            # where cache_ttl_s came from (host/prompt_cache.py)
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
@@ -310,6 +311,7 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "CANVAS": ("canvas", _parse_bool),
     "MAX_CONTEXT_TOKENS": ("max_context_tokens", _token_cap),
     "LCM_HISTORY": ("lcm_history", _lcm_history),
+    "LCM_HISTORY_SHARED": ("lcm_history_shared", _parse_bool),
     "CACHE_TTL_S": ("cache_ttl_s", _ranged_int(0, 86_400)),
 }
 

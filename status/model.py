@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from ..archive import readonly
 from ..archive.stats import StoreStats
+from ..archive.visibility import OPERATOR, Scope
 from ..compaction.record import Compaction
 from ..host.thresholds import Trigger
 from ..memory_gateway.client import GatewayClient
@@ -184,4 +185,5 @@ class StatusReport:
     store_option: str = ""      # the --store the user gave ("" when the settings chose it)
     gateway_sources: str = ""
     warnings: List[str] = field(default_factory=list)
-    recent_errors: List[str] = field(default_factory=list)
+    recent_errors: List[str] = field(default_factory=list)     # as ``scope`` may read them
+    scope: Scope = OPERATOR     # who reads it (``archive/visibility.py``): the host's operator by default
