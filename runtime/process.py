@@ -19,7 +19,7 @@ from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
 from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
-from . import after_fork
+from . import after_fork, redaction
 from .ingest_policy import SessionIngestPolicy
 from ..session import SessionRegistry, SessionState
 from .reclaimer import Reclaimer
@@ -54,7 +54,7 @@ class Runtime:
         self.warnings = list(warnings or [])
         if HOST_IMPORT_ERROR:               # Hermes is there but rejects this engine: say so
             self.warnings.append(HOST_IMPORT_ERROR)
-        self.started = time.time()
+        self.started, self.at_rest = time.time(), redaction.at_rest(settings)     # (mask at rest or None)
         self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
         self.counters = Tally()          # bumped on hook threads
         self.last_overhead_estimate = 0
@@ -109,7 +109,7 @@ class Runtime:
                 ingest_timeout_ms=self.settings.ingest_timeout_ms,
                 body_limit=self.settings.body_limit, breaker=CircuitBreaker(),
                 probe_timeout_s=min(1.0, self.settings.ingest_timeout_ms / 1000.0),
-                shared_dir=store.directory)
+                shared_dir=store.directory, **redaction.gateway_redaction(self))
             self.tools.read_ref = self._read_ref
             self.worker = self.new_worker()
         if self.store_error in self.warnings:       # said at start; no longer true
@@ -218,7 +218,7 @@ class Runtime:
                          d.tool_call_id not in hooked and not self._stand_in(d.content)
                          and state.claim_result(d.tool_call_id, result_keys.seen_mark(d.content)))]
         if items:
-            self.writer.submit(Store.op_archive(state.key, items, self.now()))
+            self.writer.submit(Store.op_archive(state.key, items, self.now(), self.at_rest))
 
     def _stand_in(self, text: str) -> bool:
         return text.startswith(departures.OFFLOADED_MARK) or is_plugin_text(text, self.seal)

@@ -49,6 +49,7 @@ class Settings:
     max_context_tokens: int = 0         # 0 = no cap; else compaction starts here whatever the window
     lcm_history: str = "auto"           # hermes-lcm's lcm.db searched read-only: auto | off | a path
     cache_ttl_s: int = 300              # the provider's prompt-cache idle expiry; 0 = no idle compaction
+    redact: bool = True; redact_archive: bool = False   # secrets masked: sent to the Gateway; at rest
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
     threshold_explicit: bool = False    # THRESHOLD was set (env or config.yaml): used as set
     ratio_explicit: bool = False        # COMPACT_RATIO was set (or corrected): used as set
@@ -310,6 +311,7 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "MAX_CONTEXT_TOKENS": ("max_context_tokens", _token_cap),
     "LCM_HISTORY": ("lcm_history", _lcm_history),
     "CACHE_TTL_S": ("cache_ttl_s", _ranged_int(0, 86_400)),
+    "REDACT": ("redact", _parse_bool), "REDACT_ARCHIVE": ("redact_archive", _parse_bool),
 }
 
 

@@ -568,3 +568,17 @@ def test_plugins_enabled_as_a_bare_string_is_no_list_to_hermes(tmp_path):
         rows = [(i["status"], i["message"], i["fix"]) for i in c.items if "plugins." in i["message"]]
         assert len(rows) == 1 and rows[0][0] == "fail" and rows[0][2] == fix, rows
         assert 'it is the text "tencentdb-offload", not a list' in rows[0][1]
+
+
+def test_redaction_off_is_a_warning_with_its_fix(tmp_path, gateway):
+    for redact, status in (("false", "warn"), (None, "pass")):
+        (tmp_path / str(redact)).mkdir()
+        home = setup_home(tmp_path / str(redact), gateway, {"TENCENTDB_OFFLOAD_REDACT": redact})
+        proc = doctor(home)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (row,) = [c for c in checks(proc) if c["name"] == "secrets"]
+        assert row["status"] == status, row
+        if redact == "false":
+            assert "REDACT is off" in row["message"] and "TENCENTDB_OFFLOAD_REDACT=true" in row["fix"]
+        else:
+            assert "masked before they leave for the Gateway" in row["message"]
