@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import secret_patterns
@@ -57,9 +59,39 @@ def strict(text: str) -> str:
     """``text`` masked as Hermes' compressor masks what crosses its compaction boundary, then
     by the plugin's patterns: Hermes' passes depend on a text's context (0.22 leaves
     ``aws_secret_access_key = …`` in an ``env`` dump), ours catch that and a key block the
-    plugin cut before its END line, and leave Hermes' masks as they are."""
+    plugin cut before its END line, and leave Hermes' masks as they are. A JSON text (a
+    ``terminal`` result is ``{"output": "…\\n…"}``) is masked string by string, decoded: its
+    escaped line breaks would join every line into one value, and a field named like a secret
+    (``"password": "…"``) has its value masked; it is re-encoded only when something changed."""
     if not isinstance(text, str) or not text:
         return text
+    if text[:1] in "{[":
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            data = None
+        if isinstance(data, (dict, list)):
+            out, changed = _json_strict(data, "")
+            return json.dumps(out, ensure_ascii=False) if changed else text
+    return _plain_strict(text)
+
+
+def _json_strict(value: Any, key: str) -> Tuple[Any, bool]:
+    if isinstance(value, str):
+        out = strict(value)
+        if out == value and key and value.strip() and secret_patterns.secret_name(key):
+            out = secret_patterns.mask_value(value)
+        return out, out != value
+    if isinstance(value, dict):
+        pairs = [(k, _json_strict(v, str(k))) for k, v in value.items()]
+        return {k: v for k, (v, _c) in pairs}, any(c for _k, (_v, c) in pairs)
+    if isinstance(value, list):
+        items = [_json_strict(v, key) for v in value]
+        return [v for v, _c in items], any(c for _v, c in items)
+    return value, False
+
+
+def _plain_strict(text: str) -> str:
     if _HOST is not None:
         try:
             out = _HOST(text)
@@ -70,18 +102,42 @@ def strict(text: str) -> str:
 
 
 class Redactor:
-    """``strict`` over a Gateway request body; off when the user turned redaction off."""
+    """``strict`` over a Gateway request body; off when the user turned redaction off.
+
+    Texts of ``MEMO_FROM`` characters or more are remembered with their mask (up to
+    ``MEMO_CHARS`` in all, the oldest forgotten first): each ``/compact`` sends again the
+    messages the last one kept, and Hermes' redactor costs 50-150 ms per 100 KB."""
+
+    MEMO_FROM, MEMO_CHARS = 512, 16_000_000
 
     def __init__(self, enabled: bool = True, mask: Callable[[str], str] = strict) -> None:
         self.enabled = enabled
         self._mask = mask
+        self._memo: "OrderedDict[str, str]" = OrderedDict()
+        self._memo_chars = 0
+        self._lock = threading.Lock()
 
     def text(self, text: str) -> Tuple[str, int]:
         """``text`` masked, and 1 if that changed it (else 0)."""
         if not self.enabled or not isinstance(text, str) or not text:
             return text, 0
-        out = self._mask(text)
+        out = self._remembered(text) if len(text) >= self.MEMO_FROM else self._mask(text)
         return (text, 0) if out == text else (out, 1)
+
+    def _remembered(self, text: str) -> str:
+        with self._lock:
+            out = self._memo.get(text)
+            if out is not None:
+                self._memo.move_to_end(text)
+                return out
+        out = self._mask(text)          # (outside the lock: the sender and a compaction mask at once)
+        with self._lock:
+            if text not in self._memo:
+                self._memo[text] = out
+                self._memo_chars += len(text)
+                while self._memo_chars > self.MEMO_CHARS and self._memo:
+                    self._memo_chars -= len(self._memo.popitem(last=False)[0])
+        return out
 
     def value(self, obj: Any, key: str = "") -> Tuple[Any, int]:
         """``obj`` (a JSON value) with its texts masked, and how many changed. Unchanged parts

@@ -5,10 +5,12 @@ was masked and never shows it. The fake Gateway records every request over a rea
 
 import json
 import sqlite3
+import threading
 
 import pytest
 
 from fakes.gateway import FakeGateway
+from tencentdb_offload.common.redact import Redactor, strict
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.status.render import render
@@ -145,3 +147,20 @@ def test_archive_keeps_originals_unless_asked_to_mask_at_rest(tmp_path):
                          for r in conn.execute("SELECT * FROM %s" % t))
         conn.close()
         assert bool(leaked(rows)) == (at_rest == "false")
+
+
+def test_masking_runs_on_the_sender_thread_never_the_hooks(tmp_path):
+    threads = []
+
+    def mask(text):
+        threads.append(threading.get_ident())
+        return strict(text)
+    with FakeGateway() as gw:
+        rt, eng = make_engine(tmp_path, gateway_url=gw.url)
+        rt.client.redactor = Redactor(mask=mask)
+        drive(HookHandlers(rt))         # the hooks return: nothing masked on their thread
+        assert threading.get_ident() not in threads
+        assert rt.flush("s1", 10)
+        assert threads and threading.get_ident() not in threads
+        assert leaked(sent_to_gateway(gw)) == []
+        rt.close()

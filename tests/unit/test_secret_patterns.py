@@ -5,6 +5,8 @@ and a realistic tool-heavy session's code, hashes, UUIDs and paths pass unchange
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tencentdb_offload.common import redact, secret_patterns
@@ -91,3 +93,32 @@ def test_a_body_keeps_its_ids_and_object_arguments():
 
 def test_the_source_is_named():
     assert redact.source().startswith("Hermes'") == (redact._HOST is not None)
+
+
+def test_a_long_text_sent_again_is_masked_once_and_the_memo_is_bounded():
+    calls = []
+
+    def mask(text):
+        calls.append(text)
+        return strict(text)
+    r = Redactor(mask=mask)
+    r.MEMO_CHARS = 3 * 1000
+    texts = ["%d %s" % (i, KINDS["hunter2hunter2"]) + " pad" * 250 for i in range(5)]
+    assert [r.text(t)[1] for t in texts[:2] * 2] == [1, 1, 1, 1]
+    assert len(calls) == 2                  # the second round came from the memo
+    for t in texts:
+        r.text(t)
+    assert r._memo_chars <= r.MEMO_CHARS and texts[0] not in r._memo
+
+
+def test_a_json_result_is_masked_string_by_string_and_stays_json():
+    """Hermes' ``terminal`` answers ``{"output": "…", "exit_code": 0}``: its line breaks are
+    escapes, which joined every line into one value (and left a key block whole)."""
+    from test_redact_boundary import ENV_DUMP
+    text = json.dumps({"output": ENV_DUMP, "exit_code": 0, "env": {"password": "plain-pw-42"}})
+    out = strict(text)
+    assert leaked(out) == [] and "plain-pw-42" not in out
+    data = json.loads(out)
+    assert data["exit_code"] == 0 and data["output"].splitlines()[:2] == ["HOME=/home/dev", "PATH=/usr/bin:/bin"]
+    assert strict(json.dumps({"path": "/src/f.py", "sha": "e3b0c44298fc1c14"})) == \
+        json.dumps({"path": "/src/f.py", "sha": "e3b0c44298fc1c14"})      # unchanged: not re-encoded
