@@ -13,6 +13,7 @@ from fakes.gateway import FakeGateway
 from tencentdb_offload.common.redact import Redactor, strict
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.hooks import HookHandlers
+from tencentdb_offload.ops.report_data import figures as report_figures
 from tencentdb_offload.status.render import render
 
 from helpers import conversation, make_engine
@@ -132,6 +133,8 @@ def test_status_counts_masked_texts_per_conversation_never_the_secret(tmp_path):
         text = render(record) + json.dumps(rt.status(), default=str)
         assert "masked" in render(record) and leaked(text) == []
         rt.close()
+        page = report_figures(rt.store_dir, rt.settings, "s1")      # ``report``'s figures
+        assert page["summary"]["texts_masked"] == row.redacted and leaked(json.dumps(page)) == []
 
 
 def test_archive_keeps_originals_unless_asked_to_mask_at_rest(tmp_path):
