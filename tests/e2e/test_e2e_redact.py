@@ -46,7 +46,7 @@ SECRETS: Dict[str, str] = {      # the secret, and the line that carries it
         "SESSION_JWT=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6"
         "IkpvaG4ifQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"),
 }
-PROMPT_SECRET = "Zq7Wx3Ec9Rv5Tb1Yn8Um"        # a password the user types in a prompt
+PROMPT_SECRET = "Zq7Wx3Ec9Rv5Tb1Yn8Um"        # a token the user pastes in a prompt, .env-style
 
 
 def leaked(text: str, window: int = 10) -> List[str]:
@@ -102,7 +102,7 @@ def _run(tmp: Path, gateway_url: str, redact: bool, fill: bool) -> dict:
             "TENCENTDB_OFFLOAD_GATEWAY_URL": proxy.url, "TENCENTDB_OFFLOAD_THRESHOLD": str(THRESHOLD),
             "TENCENTDB_OFFLOAD_COMPACT_RATIO": "0.5", "TENCENTDB_OFFLOAD_REDACT": str(redact).lower()})
         conv = harness.Conversation(llm, home)
-        ran = conv.say("DO run cat %s\nmy deploy password is %s" % (secrets_file, PROMPT_SECRET))
+        ran = conv.say("DO run cat %s\ndeploy with API_TOKEN=%s" % (secrets_file, PROMPT_SECRET))
         harness.check_turn(ran, "run", "ran: ")
         shown_run = harness.request_text({"messages": ran.main[-1].body["messages"][-1:]})
         harness.read_files_turn(conv, [(str(creds), "")])
