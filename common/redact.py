@@ -92,6 +92,10 @@ def _json_strict(value: Any, key: str) -> Tuple[Any, bool]:
 
 
 def _plain_strict(text: str) -> str:
+    if "\\n" in text and "\n" not in text:
+        # a piece of JSON (a result cut to a size, quoted in recent messages): its line breaks
+        # are escapes, read as breaks (a value never runs on into the next line), put back after
+        return _plain_strict(text.replace("\\n", "\n")).replace("\n", "\\n")
     if _HOST is not None:
         try:
             out = _HOST(text)

@@ -55,6 +55,15 @@ def leaked(text: str, window: int = 10) -> List[str]:
     return sorted(s for s in every if any(s[i:i + window] in text for i in range(len(s) - window + 1)))
 
 
+def _around(text: str, window: int = 10) -> List[str]:
+    """Where each leaked secret stands in ``text`` (test secrets: shown to explain a failure)."""
+    out = []
+    for s in leaked(text, window):
+        at = next(text.find(s[i:i + window]) for i in range(len(s) - window + 1) if s[i:i + window] in text)
+        out.append(text[max(0, at - 300):at + 100])
+    return out
+
+
 def _texts(raw: str) -> str:
     """A body's strings with JSON escapes undone (a secret split by ``\\n`` escapes shows)."""
     out: List[str] = [raw]
@@ -153,8 +162,8 @@ def test_hermes_showed_the_model_the_secrets(masked):
 def test_no_secret_reaches_the_gateway(masked):
     assert any("/compact" in p for p in masked["paths"]), masked["summary"]
     assert any("/ingest" in p for p in masked["paths"])
-    assert leaked(masked["sent"]) == []
-    assert leaked(masked["gateway_data"]) == []
+    assert leaked(masked["sent"]) == [], _around(masked["sent"])
+    assert leaked(masked["gateway_data"]) == [], _around(masked["gateway_data"])
 
 
 def test_the_model_keeps_what_it_was_shown_and_recall_returns_it(masked):

@@ -122,3 +122,12 @@ def test_a_json_result_is_masked_string_by_string_and_stays_json():
     assert data["exit_code"] == 0 and data["output"].splitlines()[:2] == ["HOME=/home/dev", "PATH=/usr/bin:/bin"]
     assert strict(json.dumps({"path": "/src/f.py", "sha": "e3b0c44298fc1c14"})) == \
         json.dumps({"path": "/src/f.py", "sha": "e3b0c44298fc1c14"})      # unchanged: not re-encoded
+
+
+def test_a_cut_json_text_with_escaped_line_breaks_is_masked_line_by_line():
+    from test_redact_boundary import ENV_DUMP
+    cut = json.dumps({"output": ENV_DUMP})[:-40]          # no longer JSON: read as text
+    out = strict(cut)
+    assert leaked(out) == [] and "\n" not in out and out.startswith('{"output": "HOME=/home/dev\\nPATH=')
+    plain = json.dumps({"path": "/src/f.py", "lines": "a\nb\nc"})[:-3]
+    assert strict(plain) == plain
