@@ -13,6 +13,7 @@ value is secret).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import threading
@@ -108,24 +109,33 @@ def _plain_strict(text: str) -> str:
 class Redactor:
     """``strict`` over a Gateway request body; off when the user turned redaction off.
 
-    Texts of ``MEMO_FROM`` characters or more are remembered with their mask (up to
-    ``MEMO_CHARS`` in all, the oldest forgotten first): each ``/compact`` sends again the
-    messages the last one kept, and Hermes' redactor costs 50-150 ms per 100 KB."""
+    Its ``remembering()`` twin remembers texts of ``MEMO_FROM`` characters or more with their
+    mask (up to ``MEMO_CHARS`` in all, the oldest forgotten first), for ``/compact``: each one
+    sends again the messages the last one kept, and Hermes' redactor costs 10-150 ms per 100 KB.
+    Ingest results are new every time: remembering them would only hold them in memory."""
 
     MEMO_FROM, MEMO_CHARS = 512, 16_000_000
 
     def __init__(self, enabled: bool = True, mask: Callable[[str], str] = strict) -> None:
         self.enabled = enabled
         self._mask = mask
+        self._remember = False
         self._memo: "OrderedDict[str, str]" = OrderedDict()
         self._memo_chars = 0
         self._lock = threading.Lock()
+
+    def remembering(self) -> "Redactor":
+        """This redactor, remembering long texts (the memo is shared by both)."""
+        twin = copy.copy(self)
+        twin._remember = True
+        return twin
 
     def text(self, text: str) -> Tuple[str, int]:
         """``text`` masked, and 1 if that changed it (else 0)."""
         if not self.enabled or not isinstance(text, str) or not text:
             return text, 0
-        out = self._remembered(text) if len(text) >= self.MEMO_FROM else self._mask(text)
+        out = self._remembered(text) if self._remember and len(text) >= self.MEMO_FROM \
+            else self._mask(text)
         return (text, 0) if out == text else (out, 1)
 
     def _remembered(self, text: str) -> str:

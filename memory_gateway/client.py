@@ -275,7 +275,8 @@ class GatewayClient:
     def outbound(self, session_id: str, route: str, value: Any) -> Any:
         """``value`` with every text masked (unless the user turned it off), the count told to
         ``on_masked``: every JSON body in ``_call``, a ``/compact`` list before encoding."""
-        out, masked = self.redactor.value(value)
+        redactor = self.redactor.remembering() if route == COMPACT else self.redactor
+        out, masked = redactor.value(value)
         if masked and self.on_masked is not None:
             self.on_masked(session_id, route, masked)
         return out

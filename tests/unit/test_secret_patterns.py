@@ -101,7 +101,10 @@ def test_a_long_text_sent_again_is_masked_once_and_the_memo_is_bounded():
     def mask(text):
         calls.append(text)
         return strict(text)
-    r = Redactor(mask=mask)
+    Redactor(mask=mask).text("x" * 2000 + KINDS["hunter2hunter2"])     # (ingest: never kept)
+    assert len(calls) == 1
+    calls.clear()
+    r = Redactor(mask=mask).remembering()
     r.MEMO_CHARS = 3 * 1000
     texts = ["%d %s" % (i, KINDS["hunter2hunter2"]) + " pad" * 250 for i in range(5)]
     assert [r.text(t)[1] for t in texts[:2] * 2] == [1, 1, 1, 1]
