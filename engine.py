@@ -57,7 +57,6 @@ class TencentDBOffloadEngine(ContextEngine):
         self._key = "default"
         self._session_id = ""
         self._last_compress_aborted = self._last_compression_made_progress = False
-        self._landing_deep = False       # this compress() runs on a cold cache: land deeper
 
     @property
     def name(self) -> str:
@@ -76,7 +75,7 @@ class TencentDBOffloadEngine(ContextEngine):
         twin.runtime = self.runtime                 # shared, never copied
         for attr in PER_AGENT:
             setattr(twin, attr, getattr(self, attr, None))
-        twin._last_compress_aborted = twin._last_compression_made_progress = twin._landing_deep = False
+        twin._last_compress_aborted = twin._last_compression_made_progress = False
         return twin
 
     def clone_for_agent(self) -> "TencentDBOffloadEngine":
@@ -141,7 +140,7 @@ class TencentDBOffloadEngine(ContextEngine):
             self._take_usage(usage)
         except Exception as exc:
             log.debug("update_from_response failed", exc_info=True)
-            self.runtime.note_error("usage not recorded (%s: %s)" % (type(exc).__name__, exc))
+            self.runtime.note_error("usage not recorded (%s: %s)" % (type(exc).__name__, exc), self._key)
 
     def _take_usage(self, usage: Dict[str, Any]) -> None:
         prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
@@ -204,15 +203,16 @@ class TencentDBOffloadEngine(ContextEngine):
         self._last_compression_made_progress = False
         if not isinstance(messages, list) or not messages or not self.runtime.settings.enabled:
             return messages if isinstance(messages, list) else []
-        state = self.current_state()    # 0.17 shares one engine: a subagent may rebind it meanwhile
+        # held: never evicted before its result lands (0.17: a subagent may rebind the engine)
+        state, target = self.runtime.registry.get(self._key, hold=True), None
         try:
             reason = "manual" if force else idle.start(self.runtime, state)
             caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
             if caught_up is not None:           # the last request cut's bytes (0.22): already
                 return self._landed(state, caught_up[1], caught_up[0], repin=False)    # pin kept
-            self._landing_deep = reason == "idle"
+            target = self.compaction_target(deep=reason == "idle")     # this call's, not shared
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
-                                wait_gateway=reason != "idle", state=state)
+                                wait_gateway=reason != "idle", state=state, target=target)
             result, record = run.run(current_tokens, bool(force))
             if not cancelled():
                 state.transcript_due(False)
@@ -220,19 +220,19 @@ class TencentDBOffloadEngine(ContextEngine):
                 self._landed(state, replace(record, reason=reason))
             elif force and run.planned is not None and not cancelled():
                 # Hermes only prints "No changes from compression": say why, where it logs
-                log.warning("%s", explain_unchanged(run.planned.before, self.compaction_target(),
+                log.warning("%s", explain_unchanged(run.planned.before, target,
                                                     self.threshold_tokens, len(messages)))
             return result
         except Exception as exc:
             log.debug("compress failed", exc_info=True)
-            self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc))
+            self.runtime.note_error("compress failed (%s: %s)" % (type(exc).__name__, exc), self._key)
+            result = plain_local(self, messages, cancelled, state, target)   # the last resort
+            if result is not messages:
+                with state.lock:
+                    self.compression_count += 1
+            return result
         finally:
-            self._landing_deep = False
-        result = plain_local(self, messages, cancelled, state)   # the last resort
-        if result is not messages:
-            with state.lock:
-                self.compression_count += 1
-        return result
+            self.runtime.registry.release(state.key)
 
     def _landed(self, state: SessionState, record: Any, result: Any = None, repin: bool = True) -> Any:
         with state.lock:
@@ -243,9 +243,9 @@ class TencentDBOffloadEngine(ContextEngine):
         self.runtime.record_compaction(state, record)
         return result
 
-    def compaction_target(self) -> int:
+    def compaction_target(self, deep: bool = False) -> int:    # deep: idle, on a cold cache
         target = self.story_target()
-        return idle.idle_target(target) if self._landing_deep else target
+        return idle.idle_target(target) if deep else target
 
     def story_target(self) -> int:
         """The ordinary target: the digest is sized for it even when an idle one lands deeper."""
@@ -268,8 +268,8 @@ class TencentDBOffloadEngine(ContextEngine):
             estimate = self.estimate_real(messages)    # past the trigger, or idle on a cold cache
             return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
                                                       or idle.wanted(self, estimate))
-        except Exception:
-            log.debug("preflight estimate failed", exc_info=True)
+        except Exception:       # said (once): 0.22 would stop compacting at turn starts unseen
+            self.runtime.note_fault("the turn-start check (preflight) failed", self._key)
             return False
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,
@@ -306,7 +306,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return request_messages if out is None and smaller is not None else out
         except Exception as exc:
             log.debug("select_context failed", exc_info=True)
-            self.runtime.note_error("select_context: %s" % exc)
+            self.runtime.note_error("select_context: %s" % exc, self._key)
             return None
 
     def on_turn_complete(self, messages: Any = None, usage: Any = None, **_: Any) -> None:
@@ -332,8 +332,8 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def handle_tool_call(self, name: str, args: Any = None, **_: Any) -> str:
         state = self.current_state()
-        return self.runtime.tools.handle(name, args if args is not None else {},
-                                         state.key, state.gateway_id, state.parents, self.context_length)
+        return self.runtime.tools.handle(name, args if args is not None else {}, self.runtime.scope_for(
+            state.key, state.parents), state.gateway_id, window=self.context_length)
 
     # -- status ---------------------------------------------------------------------------
     def get_status(self, **_: Any) -> Dict[str, Any]:
@@ -346,5 +346,5 @@ class TencentDBOffloadEngine(ContextEngine):
             "compression_count": self.compression_count, "engine": NAME, "mode": self.runtime.mode,
             **state.status(),
             "prompt_cache": idle.snapshot(self.runtime, state),
-            "runtime": self.runtime.status(),
+            "runtime": self.runtime.status(self.runtime.scope_for(state.key, state.parents)),
         }

@@ -125,9 +125,13 @@ class HookHandlers:
         # a parent thread may have held the set's lock at the fork
         self._heartbeat_turns = RecentSet(self._heartbeat_turns.limit)
 
-    def _failed(self, where: str, exc: BaseException) -> None:
+    def _failed(self, where: str, exc: BaseException, session_id: Any = "") -> None:
         # the error text may quote a tool's name or a peer's words: no terminal controls
-        self.rt.note_error(printable("%s: %s" % (where, exc), limit=500, newlines=False))
+        try:
+            whose = self.rt.registry.conversation_of(session_id) if session_id else ""
+        except Exception:       # noqa: BLE001 - the error is what must be kept
+            whose = str(session_id)
+        self.rt.note_error(printable("%s: %s" % (where, exc), limit=500, newlines=False), whose)
 
     # -- post_tool_call ---------------------------------------------------------------
     def post_tool_call(self, tool_name: str = "", args: Any = None, result: Any = None,
@@ -137,7 +141,7 @@ class HookHandlers:
             self._post_tool_call(tool_name, args, result, session_id, tool_call_id,
                                  duration_ms, error_message)
         except Exception as exc:
-            self._failed("post_tool_call", exc)
+            self._failed("post_tool_call", exc, session_id)
 
     def _post_tool_call(self, tool_name: Any, args: Any, result: Any, session_id: str,
                         tool_call_id: str, duration_ms: Any, error_message: Any) -> None:
@@ -180,7 +184,7 @@ class HookHandlers:
         try:
             return self._pre_llm_call(session_id, user_message, conversation_history)
         except Exception as exc:
-            self._failed("pre_llm_call", exc)
+            self._failed("pre_llm_call", exc, session_id)
             return None
 
     def _pre_llm_call(self, session_id: str, user_message: Any,
@@ -238,7 +242,7 @@ class HookHandlers:
         try:
             return self._llm_request(request, session_id)
         except Exception as exc:
-            self._failed("llm_request", exc)
+            self._failed("llm_request", exc, session_id)
             return None
 
     def _llm_request(self, request: Any, session_id: str) -> Optional[Dict[str, Any]]:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .compaction.idle import CacheClock
 from .compaction.record import Compaction
+from .common.held_lru import HeldLRU
 from .common.seen_ids import SeenIds, newest
 from .common.text import clean_text
 from .context import canvas
@@ -304,14 +305,13 @@ class SessionRegistry:
                  on_error: Optional[Callable[[str], None]] = None,
                  on_create: Optional[Callable[["SessionState"], None]] = None) -> None:
         self.max_sessions = max(1, max_sessions)
-        self._sessions: "OrderedDict[str, SessionState]" = OrderedDict()
+        self._sessions: HeldLRU[SessionState] = HeldLRU(self.max_sessions)
         self._aliases: "OrderedDict[str, str]" = OrderedDict()
         self._lock = threading.Lock()
         self._alias_lookup = alias_lookup
         self._alias_store = alias_store
         self._on_error = on_error or (lambda _message: None)
         self._on_create = on_create
-        self.evictions = 0
         self.totals = SessionStats()   # survives eviction
 
     def forget_store(self) -> None:
@@ -321,6 +321,8 @@ class SessionRegistry:
         self._alias_lookup = self._alias_store = None
         for state in self._sessions.values():
             state.forked()
+
+    evictions = property(lambda self: self._sessions.evictions)
 
     def conversation_of(self, session_id: str) -> str:
         """The conversation key for a Hermes session id (itself unless aliased; text the store
@@ -363,32 +365,30 @@ class SessionRegistry:
             while len(self._aliases) > self.max_sessions * 8:
                 self._aliases.popitem(last=False)
 
-    def get(self, key: str) -> SessionState:
+    def get(self, key: str, hold: bool = False) -> SessionState:
         with self._lock:
-            state = self._sessions.get(key)
-            created = state is None
-            if created:
-                state = SessionState(key=key, gateway_id=gateway_session_id(key), totals=self.totals)
-                self._sessions[key] = state
-                while len(self._sessions) > self.max_sessions:
-                    self._sessions.popitem(last=False)
-                    self.evictions += 1
-            else:
-                self._sessions.move_to_end(key)
+            state, created = self._sessions.use(key, lambda: SessionState(
+                key=key, gateway_id=gateway_session_id(key), totals=self.totals), hold)
         if created and self._on_create is not None:
             self._on_create(state)       # reads the store: outside the lock every session needs
         return state
+
+    def release(self, key: str) -> None:
+        """A compaction is done with ``key``'s state (``get(key, hold=True)``: never evicted
+        while held, so that its result lands on the state the hooks find)."""
+        with self._lock:
+            self._sessions.release(key)
 
     def for_session_id(self, session_id: str) -> SessionState:
         return self.get(self.conversation_of(session_id))
 
     def peek(self, key: str) -> Optional[SessionState]:
         with self._lock:
-            return self._sessions.get(key)
+            return self._sessions.peek(key)
 
     def all(self) -> List[SessionState]:
         with self._lock:
-            return list(self._sessions.values())
+            return self._sessions.values()
 
     def newest_trigger(self) -> Optional[Trigger]:
         """The trigger of the conversation used last that has one (None before any window)."""

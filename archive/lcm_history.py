@@ -3,13 +3,16 @@
 Users switching from hermes-lcm (LCM-X) keep months of history in its SQLite store: a
 ``messages`` table (``store_id``, ``session_id``, ``role``, ``content``, ``tool_name``,
 ``timestamp``) with an FTS5 index ``messages_fts`` and a ``summary_nodes`` DAG. It lives at
-``LCM_DATABASE_PATH`` when set, else ``$HERMES_HOME/lcm.db``. This module never writes it:
+``LCM_DATABASE_PATH`` when set, else ``$HERMES_HOME/lcm.db``. This module never writes it
+(``archive/lcm_open.py`` opens it). Who may read which of its rows is decided by
+``archive/visibility.py``: every call takes the session ids it may read (None: all).
 
-- a store at rest is opened ``immutable=1`` (no lock taken, no ``-wal``/``-shm`` created);
-- a store whose WAL and index exist (hermes-lcm still running) ``mode=ro&readonly_shm=1``;
-- a rollback-journal store is opened ``mode=ro``, so a writer holding it is seen as locked;
-- every call runs under a deadline (a progress handler), so a damaged, locked, huge or
-  foreign file gives ``LcmUnavailable("<reason>")`` within a second, never a hang.
+Search finds what the archive's search finds: every word (quotes around it dropped), in any
+case in every script (``str.casefold``: ``STRASSE`` finds ``straße``), as a substring, newest
+first (the FTS index folds only its own way and finds words by prefix, so it is not used).
+Each call is bounded: a deadline of ``DEADLINE_S`` (a search then says how far it got; a read
+or count gives ``LcmUnavailable``), and memory of one message's head (``SMALL`` chars) in
+Python; a longer message is folded a chunk at a time, never selected whole.
 """
 
 from __future__ import annotations
@@ -19,25 +22,24 @@ import re
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Collection, Dict, Generator, Iterator, List, Mapping, Optional, Tuple
 
 from ..host.hermes_config import hermes_home
-from .readonly import uri
+from .lcm_open import LcmUnavailable, open_readonly
+from .lookup import chunks, fold, found_in, locate_in, snippet_start, walk, words_of
+
+__all__ = ["LcmHistory", "LcmUnavailable", "store_path", "unavailable", "KEY", "LABEL"]
 
 LABEL = "hermes-lcm history"
 KEY_PREFIX = "lcm-"
 KEY = re.compile(r"lcm-([0-9]{1,18})")
 PATH_VARS = ("LCM_DATABASE_PATH", "LCM_DB_PATH")   # hermes-lcm's own; the second an older spelling
 NEEDED = {"store_id", "session_id", "role", "content", "timestamp"}
-DEADLINE_S = 0.8            # a search or read gives up after this (the answer is "unavailable")
-BUSY_S = 0.25               # how long to wait for another process's lock
-MAX_BYTES = 16 << 30        # larger than this is not opened at all
-MAX_TERMS = 8
+DEADLINE_S = 2.0            # a search stops here (and says so); a read gives up ("unavailable")
+SMALL = 64 * 1024           # chars of a message the scan selects; the rest folded a chunk at a time
+CHUNK = 1 << 20             # bytes of a long message read and folded at a time
+BATCH = 200                 # rows fetched at a time
 SNIPPET_BEFORE, SNIPPET = 200, 500
-
-
-class LcmUnavailable(Exception):
-    """The store exists but cannot be read now; str() is the reason."""
 
 
 def store_path(setting: str, env: Mapping[str, str]) -> Optional[Path]:
@@ -57,55 +59,26 @@ def unavailable(reason: str) -> str:
     return "LCM history unavailable: %s" % reason
 
 
-def _wal_header(path: Path) -> bool:
-    """True when the file says it is in WAL mode (header bytes 18-19 are 2)."""
-    with open(path, "rb") as fh:
-        head = fh.read(20)
-    if len(head) < 20 or not head.startswith(b"SQLite format 3\0"):
-        raise LcmUnavailable("%s is not an SQLite database" % path)
-    return head[18] == 2
+class _TimeUp(Exception):
+    """The call's deadline passed between two chunks of a long message."""
 
 
-def open_readonly(path: Path) -> sqlite3.Connection:
-    """A connection that cannot write ``path`` or leave a file beside it (see the module doc)."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise LcmUnavailable("cannot read %s: %s" % (path, exc.strerror or exc))
-    if size > MAX_BYTES:
-        raise LcmUnavailable("%s is %.1f MB, more than the %.1f MB this plugin reads"
-                             % (path, size / 1e6, MAX_BYTES / 1e6))
-    try:
-        wal = _wal_header(path)
-    except OSError as exc:
-        raise LcmUnavailable("cannot read %s: %s" % (path, exc.strerror or exc))
-    live = Path(str(path) + "-wal").exists() and Path(str(path) + "-shm").exists()
-    if not wal:
-        mode = "mode=ro"                    # shared lock: a writer holding it reads as locked
-    elif live:
-        mode = "mode=ro&readonly_shm=1"     # hermes-lcm still has it open: read its WAL, write nothing
-    else:
-        mode = "immutable=1"                # at rest: no lock, no -wal/-shm created
-    try:
-        return sqlite3.connect(uri(path) + mode, uri=True, timeout=BUSY_S, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise LcmUnavailable("cannot open %s: %s" % (path, exc))
+class _Timed:
+    """A text's chunks under the call's deadline; ``ascii``: every chunk read so far was ASCII
+    (a char offset there is a byte offset)."""
 
+    def __init__(self, pieces: Generator[str, None, None], passed: Callable[[], bool]) -> None:
+        self.pieces, self.passed, self.ascii = pieces, passed, True
 
-def _terms(query: str) -> List[str]:
-    return [t for t in query.split() if t][:MAX_TERMS]
+    def __iter__(self) -> Iterator[str]:
+        for piece in self.pieces:
+            if self.passed():
+                raise _TimeUp()
+            self.ascii = self.ascii and piece.isascii()
+            yield piece
 
-
-def _fts_query(terms: List[str]) -> str:
-    """Every term as a quoted FTS5 prefix phrase, all required."""
-    return " AND ".join('"%s"*' % t.replace('"', '""') for t in terms)
-
-
-def _snippet(text: str, terms: List[str]) -> str:
-    folded = text.casefold()
-    at = min([i for i in (folded.find(t.casefold()) for t in terms) if i >= 0] or [0])
-    start = max(0, at - SNIPPET_BEFORE)
-    return ("…" if start else "") + text[start:start + SNIPPET] + ("…" if start + SNIPPET < len(text) else "")
+    def close(self) -> None:
+        self.pieces.close()
 
 
 def _when(ts: Any) -> str:
@@ -128,6 +101,14 @@ def _hot_journal(path: Path) -> bool:
         return False
 
 
+def _in_sessions(sessions: Optional[Collection[str]]) -> Tuple[str, List[str]]:
+    """The SQL condition and its values for rows of ``sessions`` (None: every row)."""
+    if sessions is None:
+        return "1", []
+    ids = sorted(sessions)
+    return "session_id IN (%s)" % ",".join("?" * len(ids)), ids
+
+
 class LcmHistory:
     """Read-only search and read of one hermes-lcm store; a connection per call, none kept."""
 
@@ -143,16 +124,24 @@ class LcmHistory:
         return self.path.is_file()
 
     def _run(self, work: Any) -> Any:
-        """``work(conn, columns)`` on a read-only connection under the deadline."""
-        conn = open_readonly(self.path)
-        deadline = time.monotonic() + DEADLINE_S
-        conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 2_000)
+        """``work(conn, columns, passed)`` on a read-only connection under the deadline
+        (``passed()``: it has passed); a dict answer carries ``incomplete`` when the store's
+        newest writes could not be read."""
+        deadline = time.monotonic() + DEADLINE_S          # a private copy's time counts too
+        conn, incomplete = open_readonly(self.path)
+        passed = lambda: time.monotonic() > deadline        # noqa: E731
+        conn.set_progress_handler(lambda: 1 if passed() else 0, 2_000)
         try:
             cols = {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
             if not NEEDED <= cols:
                 raise LcmUnavailable("%s is not a hermes-lcm store (no messages table with %s)"
                                      % (self.path, ", ".join(sorted(NEEDED))))
-            return work(conn, cols)
+            found = work(conn, cols, passed)
+            if incomplete and isinstance(found, dict):
+                found["incomplete"] = "; ".join(filter(None, (found.get("incomplete"), incomplete)))
+            return found
+        except _TimeUp:
+            raise LcmUnavailable("reading %s took longer than %.1f s" % (self.path, DEADLINE_S))
         except sqlite3.OperationalError as exc:
             if "interrupt" in str(exc):
                 raise LcmUnavailable("reading %s took longer than %.1f s" % (self.path, DEADLINE_S))
@@ -166,61 +155,126 @@ class LcmHistory:
 
     def counts(self) -> Dict[str, int]:
         """Messages and sessions in the store (for doctor)."""
-        def work(conn: sqlite3.Connection, _cols: Any) -> Dict[str, int]:
+        def work(conn: sqlite3.Connection, _cols: Any, _passed: Any) -> Dict[str, int]:
             n, s = conn.execute("SELECT count(*), count(DISTINCT session_id) FROM messages").fetchone()
             return {"messages": int(n or 0), "sessions": int(s or 0)}
         return self._run(work)
 
-    def search(self, query: str, limit: int, offset: int = 0) -> Dict[str, Any]:
-        """Messages holding every word, newest first: ``{"results": [...], "next_offset"}``."""
-        terms = _terms(query)
+    def search(self, query: str, limit: int, offset: int = 0,
+               sessions: Optional[Collection[str]] = None) -> Dict[str, Any]:
+        """Messages of ``sessions`` (None: all) holding every word, newest first:
+        ``{"results": [...], "next_offset"}``, and ``incomplete`` when the deadline stopped it
+        before the oldest message."""
+        words = [fold(w) for w in words_of(query)] or [""]
 
-        def work(conn: sqlite3.Connection, cols: Any) -> Dict[str, Any]:
-            rows = self._matches(conn, cols, terms, limit + 1, offset)
-            results = [self._hit(row, terms) for row in rows[:limit]]
-            return {"results": results, "next_offset": offset + limit if len(rows) > limit else None}
+        def work(conn: sqlite3.Connection, cols: Any, passed: Callable[[], bool]) -> Dict[str, Any]:
+            hits: List[Dict[str, Any]] = []
+            seen, skipped, more, stopped = 0, 0, False, False
+            try:
+                for row, at, ascii_head in self._matches(conn, cols, words, sessions, passed):
+                    seen += 1
+                    if not at:
+                        continue
+                    if skipped < offset:
+                        skipped += 1
+                    elif len(hits) == limit:
+                        more = True
+                        break
+                    else:
+                        hits.append(self._hit(conn, row, at, ascii_head, passed))
+            except (_TimeUp, sqlite3.OperationalError) as exc:
+                if isinstance(exc, sqlite3.OperationalError) and "interrupt" not in str(exc):
+                    raise
+                stopped = True
+            out: Dict[str, Any] = {"results": hits, "next_offset": offset + limit if more else None}
+            if stopped:
+                out["incomplete"] = ("searched the newest %d messages in %.1f s, the bound of one "
+                                     "search; older ones were not searched (add words to narrow it)"
+                                     % (seen, DEADLINE_S))
+            return out
+        if sessions is not None and not sessions:
+            return {"results": [], "next_offset": None}
         return self._run(work)
 
-    def _matches(self, conn: sqlite3.Connection, cols: Any, terms: List[str], limit: int,
-                 offset: int) -> List[tuple]:
-        tool = "m.tool_name" if "tool_name" in cols else "''"      # older stores lack it
-        select = "SELECT m.store_id, m.session_id, m.role, %s, m.timestamp, m.content FROM messages m " % tool
-        fts = conn.execute("SELECT 1 FROM sqlite_master WHERE name='messages_fts'").fetchone()
-        if fts and all(re.fullmatch(r"[A-Za-z0-9_]+", t) for t in terms):
-            # FTS5 tokens are words: an ASCII word is found by prefix in the index
-            return conn.execute(select + "JOIN messages_fts f ON f.rowid = m.store_id WHERE "
-                                "messages_fts MATCH ? ORDER BY m.store_id DESC LIMIT ? OFFSET ?",
-                                (_fts_query(terms), limit, offset)).fetchall()
-        # Chinese runs and symbols are not separate FTS tokens: a substring scan (LIKE folds ASCII)
-        where = " AND ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
-        likes = ["%" + re.sub(r"([\\%_])", r"\\\1", t) + "%" for t in terms]
-        return conn.execute(select + "WHERE " + where + " ORDER BY m.store_id DESC LIMIT ? OFFSET ?",
-                            (*likes, limit, offset)).fetchall()
+    def _matches(self, conn: sqlite3.Connection, cols: Any, words: List[str],
+                 sessions: Optional[Collection[str]], passed: Callable[[], bool]) -> Any:
+        """(row, 1 + where the first word is or 0, whether the text up to there is ASCII) for
+        each message, newest first. A message's first ``SMALL`` chars come with its row; a
+        longer one is folded a chunk at a time."""
+        tool = "tool_name" if "tool_name" in cols else "''"         # older stores lack it
+        where, ids = _in_sessions(sessions)
+        cur = conn.execute("SELECT store_id, session_id, role, %s, timestamp, substr(content, 1, ?) "
+                           "FROM messages WHERE %s ORDER BY store_id DESC" % (tool, where),
+                           (SMALL + 1, *ids))
+        try:
+            for rows in iter(lambda: cur.fetchmany(BATCH), []):
+                for row in rows:
+                    head = row[5] if isinstance(row[5], str) else ""
+                    at, text = found_in(fold(head), words), None
+                    if not at and len(head) > SMALL:
+                        text = _Timed(chunks(conn, row[0], "messages", CHUNK), passed)
+                        at = locate_in(text, words)      # type: ignore[arg-type]
+                    yield row, at, text.ascii if text is not None else head.isascii()
+        finally:
+            cur.close()
 
     @staticmethod
-    def _hit(row: tuple, terms: List[str]) -> Dict[str, Any]:
-        store_id, session, role, tool_name, ts, content = row
-        text = content if isinstance(content, str) else ""
+    def _hit(conn: sqlite3.Connection, row: tuple, at: int, ascii_head: bool,
+             passed: Callable[[], bool]) -> Dict[str, Any]:
+        store_id, session, role, tool_name, ts, head = row
+        head = head if isinstance(head, str) else ""
+        start = snippet_start(at)
+        if len(head) <= SMALL:          # the whole message came with its row
+            text = head[start:start + SNIPPET]
+            more, size = start + len(text) < len(head), {"chars": len(head)}
+        elif ascii_head and hasattr(conn, "blobopen"):     # a char offset is a byte offset there
+            with conn.blobopen("messages", "content", store_id, readonly=True) as blob:
+                blob.seek(start)
+                text = blob.read(SNIPPET).decode("utf-8", "ignore")
+            more, size = True, {"chars_over": SMALL}
+        else:
+            text = walk(_Timed(chunks(conn, store_id, "messages", CHUNK), passed), start, SNIPPET)  # type: ignore
+            more, size = True, {"chars_over": SMALL}
         return {"key": KEY_PREFIX + str(store_id), "source": LABEL, "session": str(session or ""),
                 "time": _when(ts), "role": str(role or ""), "tool_name": str(tool_name or ""),
-                "chars": len(text), "snippet": _snippet(text, terms)}
+                **size, "snippet": ("…" if start else "") + text + ("…" if more else "")}
 
-    def read(self, key: str, offset: int, limit: int) -> Optional[Dict[str, Any]]:
-        """``limit`` chars from ``offset`` of the message ``lcm-<store_id>``; None when absent."""
+    def read(self, key: str, offset: int, limit: int,
+             sessions: Optional[Collection[str]] = None) -> Optional[Dict[str, Any]]:
+        """``limit`` chars from ``offset`` of the message ``lcm-<store_id>``; None when absent
+        or not among ``sessions`` (None: all). Read a chunk at a time, whatever its size."""
         match = KEY.fullmatch(key)
-        if match is None:
+        if match is None or sessions is not None and not sessions:
             return None
 
-        def work(conn: sqlite3.Connection, cols: Any) -> Optional[Dict[str, Any]]:
+        def work(conn: sqlite3.Connection, cols: Any, passed: Callable[[], bool]) -> Optional[Dict[str, Any]]:
             tool = "tool_name" if "tool_name" in cols else "''"
-            row = conn.execute("SELECT session_id, role, %s, timestamp, length(content), "
-                               "substr(content, ?, ?) FROM messages WHERE store_id=?" % tool,
-                               (offset + 1, limit, int(match.group(1)))).fetchone()
+            where, ids = _in_sessions(sessions)
+            row = conn.execute("SELECT store_id, session_id, role, %s, timestamp, typeof(content) "
+                               "FROM messages WHERE store_id=? AND %s" % (tool, where),
+                               (int(match.group(1)), *ids)).fetchone()
             if row is None:
                 return None
-            session, role, tool_name, ts, total, page = row
+            store_id, session, role, tool_name, ts, kind = row
+            page, total = ("", 0) if kind not in ("text", "blob") else _page_and_total(
+                _Timed(chunks(conn, store_id, "messages", CHUNK), passed), offset, limit)  # type: ignore[arg-type]
             return {"key": key, "kind": "message", "role": str(role or ""), "tool_call_id": "",
-                    "tool_name": str(tool_name or ""), "content": page if isinstance(page, str) else "",
-                    "total_chars": int(total or 0), "source": LABEL, "session": str(session or ""),
-                    "time": _when(ts)}
+                    "tool_name": str(tool_name or ""), "content": page, "total_chars": total,
+                    "source": LABEL, "session": str(session or ""), "time": _when(ts)}
         return self._run(work)
+
+
+def _page_and_total(pieces: Generator[str, None, None], offset: int, limit: int) -> Tuple[str, int]:
+    """``limit`` chars from ``offset`` and the length of the whole text, a chunk in memory."""
+    out: List[str] = []
+    total = kept = 0
+    try:
+        for text in pieces:
+            if kept < limit and total + len(text) > offset:
+                part = text[max(0, offset - total):][:limit - kept]
+                out.append(part)
+                kept += len(part)
+            total += len(text)
+    finally:
+        pieces.close()
+    return "".join(out), total

@@ -135,10 +135,10 @@ def page_of(conn: sqlite3.Connection, rowid: int, chars: int, offset: int, limit
             if len(blob) == chars:            # one byte per char (ASCII): seek straight there
                 blob.seek(offset)
                 return blob.read(limit).decode("utf-8", "replace")
-    return _walk(chunks(conn, rowid), offset, limit)
+    return walk(chunks(conn, rowid), offset, limit)
 
 
-def _walk(pieces: Generator[str, None, None], offset: int, limit: int) -> str:
+def walk(pieces: Generator[str, None, None], offset: int, limit: int) -> str:
     """Skip ``offset`` chars of ``pieces``, keep ``limit``. Memory: a chunk."""
     skip, out, kept = offset, [], 0
     try:
@@ -156,16 +156,18 @@ def _walk(pieces: Generator[str, None, None], offset: int, limit: int) -> str:
     return "".join(out)
 
 
-def chunks(conn: sqlite3.Connection, rowid: int) -> Generator[str, None, None]:
-    """An archived text decoded a chunk at a time through SQLite's incremental blob I/O; before
-    Python 3.11 (no ``blobopen``) the whole value in one piece."""
+def chunks(conn: sqlite3.Connection, rowid: int, table: str = "archive",
+           size: int = _CHUNK) -> Generator[str, None, None]:
+    """An archived text (or ``table``'s ``content`` of that rowid: hermes-lcm's messages)
+    decoded a chunk at a time through SQLite's incremental blob I/O; before Python 3.11 (no
+    ``blobopen``) the whole value in one piece."""
     if not hasattr(conn, "blobopen"):
-        yield str(conn.execute("SELECT content FROM archive WHERE id=?", (rowid,)).fetchone()[0])
+        yield str(conn.execute("SELECT content FROM %s WHERE rowid=?" % table, (rowid,)).fetchone()[0])
         return
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    with conn.blobopen("archive", "content", rowid, readonly=True) as blob:
+    with conn.blobopen(table, "content", rowid, readonly=True) as blob:
         while True:
-            data = blob.read(_CHUNK)
+            data = blob.read(size)
             text = decoder.decode(data, final=not data)
             if text:
                 yield text
@@ -186,18 +188,20 @@ def prefix(conn: sqlite3.Connection, rowid: int, max_bytes: int) -> str:
 
 
 def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
-    """1 + where the first word starts in the folded text when every word occurs, else 0.
+    """1 + where the first word starts in the folded text when every word occurs, else 0."""
+    return locate_in(chunks(conn, rowid), words)
 
-    Big values are folded a chunk at a time (the last few chars carried over, so a word
-    across a chunk edge is still found): memory stays at a chunk whatever the row's size.
-    """
+
+def locate_in(pieces: Generator[str, None, None], words: List[str]) -> int:
+    """1 + where the first (folded) word starts in the folded ``pieces`` when every word
+    occurs, else 0. Folded a chunk at a time (the last few chars carried over, so a word
+    across a chunk edge is still found): memory stays at a chunk whatever the text's size."""
     missing = set(range(len(words)))
     first, base, tail = -1, 0, ""
     keep = max(len(w) for w in words)
-    pieces = chunks(conn, rowid)
     try:
         for chunk in pieces:
-            text = tail + chunk.casefold()
+            text = tail + fold(chunk)
             for i in sorted(missing):
                 at = text.find(words[i])
                 if at >= 0:
@@ -212,7 +216,13 @@ def _locate(conn: sqlite3.Connection, rowid: int, words: List[str]) -> int:
     return first + 1 if not missing else 0
 
 
-def _found(folded: str, words: List[str]) -> int:
+def fold(text: str) -> str:
+    """``text`` as search compares it: ``str.casefold`` (any case in every script: ß is ss);
+    ASCII text by the faster ``lower``, which folds it the same."""
+    return text.lower() if text.isascii() else text.casefold()
+
+
+def found_in(folded: str, words: List[str]) -> int:
     """1 + where the first word starts when every word is in ``folded``, else 0."""
     at = folded.find(words[0])
     return at + 1 if at >= 0 and all(w in folded for w in words[1:]) else 0
@@ -232,7 +242,7 @@ def words_of(query: str) -> List[str]:
 def search(conn: sqlite3.Connection, conversation: str, words: List[str],
            limit: int) -> List[Dict[str, Any]]:
     """Items of this conversation containing every word (any case), newest first, with snippets."""
-    folded = [w.casefold() for w in words if w] or [""]
+    folded = [fold(w) for w in words if w] or [""]
     # ids first (no content: ordering them sorts small rows), then the rows until ``limit``
     # match; the ids are read as they are needed: hits among the newest of 100,000 items
     # need not turn every item's row into Python
@@ -252,7 +262,7 @@ def search(conn: sqlite3.Connection, conversation: str, words: List[str],
                     at = _locate(conn, row[0], folded) if len(out) < limit else 0
                     if at:
                         out.append(dict(zip(_KEYS, row), snippet=page_of(
-                            conn, row[0], row[5], _snippet_start(at), _SNIPPET)))
+                            conn, row[0], row[5], snippet_start(at), _SNIPPET)))
                 else:
                     small.append(row)
                     size += row[5]
@@ -279,15 +289,24 @@ def _search_small(conn: sqlite3.Connection, batch: List[tuple], folded: List[str
                               % ",".join("?" * len(batch)), [r[0] for r in batch]))
     for row in batch:
         text = str(texts.get(row[0]) or "")
-        at = _found(text.casefold(), folded)
+        at = found_in(fold(text), folded)
         if at and len(out) < limit:
-            start = _snippet_start(at)
+            start = snippet_start(at)
             out.append(dict(zip(_KEYS, row), snippet=text[start:start + _SNIPPET]))
 
 
-def _snippet_start(at: int) -> int:
+def snippet_start(at: int) -> int:
     # folding rarely changes lengths (ß -> ss), so the folded position is near enough
     return max(0, at - 1 - SNIPPET_BEFORE)
+
+
+def aliased_ids(conn: sqlite3.Connection, conversations: List[str]) -> List[str]:
+    """The Hermes session ids aliased to ``conversations`` (one's lineage: a handful)."""
+    keys = conversations[:64]
+    if not keys:
+        return []
+    return [r[0] for r in conn.execute("SELECT session_id FROM aliases WHERE conversation IN (%s) "
+                                       "LIMIT 4096" % ",".join("?" * len(keys)), keys)]
 
 
 def reused_ids(conn: sqlite3.Connection, conversation: str, ids: List[str]) -> Set[str]:

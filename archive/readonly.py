@@ -169,14 +169,24 @@ class StoreReader:
             "events", "SELECT ts,session,kind,data FROM events WHERE %s ORDER BY id DESC LIMIT ?"
             % where, args + (limit,))]
 
-    def each_event(self, kind: str) -> Iterator[Dict[str, Any]]:
-        """Every event of ``kind``, newest first, one at a time (a store may hold any number:
-        status counts them all without holding them)."""
+    def each_event(self, kind: str, session: Optional[str] = None,
+                   oldest_first: bool = False) -> Iterator[Dict[str, Any]]:
+        """Every event of ``kind`` (one conversation's when ``session`` is given), newest first
+        unless ``oldest_first``, one at a time (a store may hold any number: status and report
+        count them all without holding them)."""
         if "events" not in self.tables:
             return
-        for row in self.conn.execute("SELECT ts,session,kind,data FROM events WHERE kind=? "
-                                     "ORDER BY id DESC", (kind,)):
+        where, args = ("kind=?", (kind,)) if session is None else ("kind=? AND session=?",
+                                                                   (kind, session))
+        for row in self.conn.execute("SELECT ts,session,kind,data FROM events WHERE %s ORDER BY "
+                                     "id %s" % (where, "ASC" if oldest_first else "DESC"), args):
             yield decode_event(*row)
+
+    def count_events(self, kind: str, session: str) -> int:
+        """How many events of ``kind`` one conversation has."""
+        rows = self._rows("events", "SELECT count(*) FROM events WHERE kind=? AND session=?",
+                          (kind, session))
+        return rows[0][0] if rows else 0
 
     def conversation_of(self, session_id: str) -> Optional[str]:
         """The conversation a (Hermes 0.17 rotated) session id belongs to, if recorded."""

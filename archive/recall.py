@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ..common.peer_text import plugin_logger
 from ..common.text import clean_text
@@ -20,6 +20,7 @@ from ..context.read_backs import RECALL_TOOL as READ
 from ..memory_gateway.session_ids import gateway_session_id
 from .lcm_history import KEY as LCM_KEY, LcmHistory, LcmUnavailable, unavailable
 from .store import Store
+from .visibility import Scope, scope_of
 
 log = plugin_logger("tencentdb_offload.recall")
 
@@ -65,8 +66,9 @@ SCHEMAS: List[Dict[str, Any]] = [
             "for something said or returned earlier in this conversation that is no longer in "
             "the context. Returns matching items with a snippet and the key to read in full "
             "with " + READ + ". " + SCOPE + " After a switch from hermes-lcm, its old history "
-            "(every earlier session, read-only) is searched too and returned apart, under "
-            "lcm_history, each hit with its session and time and an lcm-... key for " + READ + "."),
+            "(read-only; in a messaging gateway only this conversation's own sessions) is "
+            "searched too and returned apart, under lcm_history, each hit with its session and "
+            "time and an lcm-... key for " + READ + "."),
         "parameters": {
             "type": "object",
             "properties": {
@@ -152,25 +154,30 @@ class RecallTools:
         self.read_ref = read_ref
         self.history = history          # hermes-lcm's lcm.db, read-only (None: off)
 
-    def handle(self, name: str, args: Any, session_key: str, gateway_session: str,
+    def handle(self, name: str, args: Any, reader: Union[Scope, str], gateway_session: str,
                parents: Sequence[str] = (), window: int = 0) -> str:
-        """``parents``: the conversations this one was branched from (``host/lineage.py``),
-        read after its own: its copied history points into their archive. ``window``: the
+        """``reader``: what the calling conversation may read (``archive/visibility.py``), or
+        its key in a single-user host (``parents``: the conversations it was branched from,
+        read after its own: its copied history points into their archive). ``window``: the
         model's context length (the host's limit on one tool answer follows it)."""
+        scope = reader if isinstance(reader, Scope) else scope_of(reader, parents, shared_host=False)
         if not isinstance(args, dict):
             return _error("arguments must be a JSON object")
+        if not scope.conversations:         # the operator's scope is not a conversation's
+            return _error("recall answers a conversation only")
         try:
             if name == READ:
-                return self._read(args, (session_key, *parents), gateway_session, window)
+                return self._read(args, scope, gateway_session, window)
             if name == SEARCH:
-                return self._search(args, (session_key, *parents))
+                return self._search(args, scope)
         except Exception as exc:  # a tool call must always get an answer, the log the cause
             log.warning("tencentdb-offload: the %s tool failed: %s", name, exc, exc_info=True)
             return _error("%s failed: %s" % (name, _echo(str(exc))))
         return _error("unknown tool %s" % _echo(name))
 
-    def _read(self, args: Dict[str, Any], keys: Sequence[str], gateway_session: str,
+    def _read(self, args: Dict[str, Any], scope: Scope, gateway_session: str,
               window: int = 0) -> str:
+        keys = scope.conversations or ()
         call_id = _text(args.get("key")) or _text(args.get("tool_call_id"))
         path = _text(args.get("path"))
         ref_id = ref_of_session(path, gateway_session) if path else ""
@@ -189,7 +196,7 @@ class RecallTools:
         item = None
         if self.history is not None and LCM_KEY.fullmatch(wanted):
             try:
-                item = self.history.read(wanted, offset, limit)
+                item = self.history.read(wanted, offset, limit, scope.lcm_sessions)
             except LcmUnavailable as exc:
                 return _error(unavailable(str(exc)))
         flushed = None
@@ -228,7 +235,8 @@ class RecallTools:
                 "content": text[offset:offset + limit], "total_chars": len(text),
                 "source": "gateway"}
 
-    def _search(self, args: Dict[str, Any], keys: Sequence[str]) -> str:
+    def _search(self, args: Dict[str, Any], scope: Scope) -> str:
+        keys = scope.conversations or ()
         query = _text(args.get("query"))
         if not query:
             # a list of words or phrases is not an empty query: say what to pass instead
@@ -236,7 +244,7 @@ class RecallTools:
         if len(query) > MAX_QUERY:
             return _error("query is %d chars; use at most %d (a few words)"
                           % (len(query), MAX_QUERY))
-        history = self._history(query, args)
+        history = self._history(query, args, scope)
         if self.store is None and not history:
             return _error("the archive is unavailable (see /tencentdb-offload status)")
         limit = _int(args.get("limit"), 5, 1, 20)
@@ -259,20 +267,22 @@ class RecallTools:
                            "scope": "this conversation's compacted tool outputs and messages",
                            **held, **history})
 
-    def _history(self, query: str, args: Dict[str, Any]) -> Dict[str, Any]:
+    def _history(self, query: str, args: Dict[str, Any], scope: Scope) -> Dict[str, Any]:
         """hermes-lcm's history for the answer: results, or why it cannot be read; {} when
         there is none. Never raises: a broken lcm.db must not cost the turn."""
         if self.history is None or not self.history.exists():
             return {}
         limit = _int(args.get("limit"), 5, 1, 20)
         try:
-            found = self.history.search(query, limit, _int(args.get("history_offset"), 0, 0, 1 << 31))
+            found = self.history.search(query, limit, _int(args.get("history_offset"), 0, 0, 1 << 31),
+                                        scope.lcm_sessions)
         except LcmUnavailable as exc:
             return {"lcm_history_unavailable": unavailable(str(exc))}
         except Exception as exc:  # whatever the file holds, the turn goes on
             return {"lcm_history_unavailable": unavailable(_echo(str(exc)))}
+        whose = scope.lcm_note or "every earlier session"
         return {"lcm_history": {"source": "hermes-lcm history (read-only, before the switch; "
-                                          "every earlier session)",
+                                          "%s)" % whose,
                                 "count": len(found["results"]), **found}}
 
 
@@ -293,7 +303,7 @@ def _page_answer(item: Dict[str, Any], offset: int, room: int) -> str:
              "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
              "offset": offset, "returned": 0, "total_chars": total, "next_offset": None,
              "source": item.get("source", "archive"), "content": "",
-             **{k: item[k] for k in ("session", "time") if k in item}, **_reused(item)}
+             **{k: item[k] for k in ("session", "time", "incomplete") if k in item}, **_reused(item)}
     while True:
         nxt = offset + len(page)
         value.update(content=page, returned=len(page), next_offset=nxt if nxt < total else None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from .browse import BUSY_S, writer
 
@@ -19,6 +19,16 @@ from .browse import BUSY_S, writer
 def requeue_command(plugin_dir: Any) -> str:
     """The command that re-queues refused rows, safe to paste into a shell."""
     return "python3 %s outbox requeue" % shlex.quote(str(plugin_dir))
+
+
+def refusals_line(rows_by_reason: Mapping[str, int]) -> str:
+    """The one log line for the rows refused for good in one sending pass, however many."""
+    reason = max(rows_by_reason, key=lambda r: rows_by_reason[r])
+    others = len(rows_by_reason) - 1
+    return ("Gateway refused %d outbox row(s) for good: %s%s; status lists why, %s re-queues "
+            "them" % (sum(rows_by_reason.values()), reason,
+                      " (and %d other reason(s))" % others if others else "",
+                      requeue_command(Path(__file__).resolve().parent.parent)))
 
 
 def refused_by_reason(conn: sqlite3.Connection, limit: int = 5) -> List[Dict[str, Any]]:

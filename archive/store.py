@@ -64,8 +64,7 @@ CREATE TABLE IF NOT EXISTS counters(
 
 SCHEMA_VERSION = repair.SCHEMA_VERSION
 # Hermes 0.17 resumes a rotated session id for months: its alias goes only with its rows
-_ALIAS_IN_USE = (" AND conversation NOT IN (SELECT session FROM archive UNION "
-                 "SELECT conversation FROM handover)")
+_ALIAS_IN_USE = " AND conversation NOT IN (SELECT session FROM archive UNION SELECT conversation FROM handover)"
 
 
 @dataclass
@@ -154,7 +153,7 @@ class Store(Outbox):
         self._identity = repair.identity(self.path)
 
     def _create(self) -> None:
-        conn = self._conn()
+        conn = self._conn(create=True)
         self._refuse(conn, SCHEMA)          # a store we do not know is left as it is
         conn.executescript(SCHEMA + OUTBOX_SCHEMA)
         migrate_outbox(conn)
@@ -175,17 +174,21 @@ class Store(Outbox):
                            % (exc, aside or "(nothing to move)"))
         log.warning("tencentdb-offload: %s", self.last_error)
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self, create: bool = False) -> sqlite3.Connection:
         entry = self._conns.get()
         if entry is not None and entry[1] == self.generation:
             return entry[0]
-        self.check()                # a new connection: the file must still be the one we use
-        conn = self._connect()
-        self._conns.put((conn, self.generation))
+        with self._repairing:       # a new connection never opens while a recovery swaps files
+            self.check()            # and the file must still be the one we use
+            conn = self._connect(create)
+            self._conns.put((conn, self.generation))
         return conn
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), timeout=self.BUSY_TIMEOUT_S,
+    def _connect(self, create: bool = False) -> sqlite3.Connection:
+        # only opening or recovering creates the file: an empty store.db a reader made would be
+        # taken for the store ("no such table") and SQLite deletes a WAL beside an empty file
+        where = str(self.path) if create else self.path.absolute().as_uri() + "?mode=rw"
+        conn = sqlite3.connect(where, uri=not create, timeout=self.BUSY_TIMEOUT_S,
                                isolation_level=None, check_same_thread=False)
         # switching to WAL answers "locked" at once (no busy wait) while another process
         # creates or recovers the file: a second process starting is normal, so wait
@@ -222,9 +225,9 @@ class Store(Outbox):
             if damaged and now[0] is not None and now[0] == self._produced:
                 self.last_error = "%s; the store recovered here is damaged too" % reason
                 return False
+            self.generation += 1    # first: no connection to the old file is handed out again
             self._identity = None
             done = self._replace_file(replaced)
-            self.generation += 1
             self._start()
             self._produced = self._identity[0] if self._identity else None
             text = "%s %s: %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), reason, done)
@@ -322,8 +325,7 @@ class Store(Outbox):
         return lookup.reused_ids(self._conn(), conversation, list(ids))
 
     def count_archived(self, session: str) -> int:
-        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?",
-                                        (session,)).fetchone()[0])
+        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?", (session,)).fetchone()[0])
 
     # -- aliases: one conversation across Hermes' session-id rotations ------------------
     def set_alias(self, session_id: str, conversation: str) -> None:
@@ -332,9 +334,11 @@ class Store(Outbox):
             (session_id, conversation, time.time()))])
 
     def get_alias(self, session_id: str) -> Optional[str]:
-        row = self._conn().execute("SELECT conversation FROM aliases WHERE session_id=?",
-                                   (session_id,)).fetchone()
+        row = self._conn().execute("SELECT conversation FROM aliases WHERE session_id=?", (session_id,)).fetchone()
         return row[0] if row else None
+
+    def aliases_of(self, conversations: Iterable[str]) -> List[str]:
+        return lookup.aliased_ids(self._conn(), list(conversations))
 
     # -- what one process leaves for the next on the same conversation (canvas pin,
     #    calibration): a restarted gateway or the next --resume turn starts where it stopped
@@ -364,14 +368,9 @@ class Store(Outbox):
                                    (now, session, kind, text))
 
     def events(self, kind: Optional[str] = None, limit: int = 20) -> List[Dict[str, Any]]:
-        if kind:
-            rows = self._conn().execute(
-                "SELECT ts,session,kind,data FROM events WHERE kind=? ORDER BY id DESC LIMIT ?",
-                (kind, limit)).fetchall()
-        else:
-            rows = self._conn().execute(
-                "SELECT ts,session,kind,data FROM events ORDER BY id DESC LIMIT ?",
-                (limit,)).fetchall()
+        where, args = ("WHERE kind=? ", (kind, limit)) if kind else ("", (limit,))
+        rows = self._conn().execute("SELECT ts,session,kind,data FROM events %sORDER BY id DESC "
+                                    "LIMIT ?" % where, args).fetchall()
         return [decode_event(*r) for r in rows]
 
     # -- housekeeping -----------------------------------------------------------------

@@ -52,6 +52,18 @@ def content_key(m: Any) -> str:
                        m.get("tool_call_id")], sort_keys=True, default=str, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class Aim:
+    """What a Gateway compaction is asked for, fixed when it is asked: a pool thread never reads
+    the live engine (another call on it may land deeper, its window may change meanwhile)."""
+    target: int
+    context_length: int
+
+    @classmethod
+    def of(cls, engine: CompactingEngine, target: int) -> "Aim":
+        return cls(target, engine.context_length or 128_000)
+
+
 @dataclass
 class _Job:
     keys: List[str]
@@ -67,8 +79,10 @@ class AheadOfNeed:
     100 conversations queue, they do not each get a thread. A queued job that no longer
     matters (dropped for a newer conversation, or the runtime closed) is never sent."""
 
-    def __init__(self, ask: Callable[..., GatewayAttempt], max_sessions: int = 20) -> None:
+    def __init__(self, ask: Callable[..., GatewayAttempt], max_sessions: int = 20,
+                 on_error: Callable[..., None] = lambda _what, _whose="": None) -> None:
         self._ask = ask                     # runtime.gateway_attempt
+        self._on_error = on_error           # runtime.note_fault: in an except block, once each
         self._jobs: "OrderedDict[str, _Job]" = OrderedDict()
         self._lock = threading.Lock()
         self._queue: Deque[Tuple[str, _Job, Tuple[Any, ...]]] = deque()
@@ -76,7 +90,7 @@ class AheadOfNeed:
         self._max = max(1, max_sessions)
         self.closed = False
         self.used = self.started_jobs = self.skipped = 0
-        self.later = Later(self.start, self._max)   # preparations due after a pause
+        self.later = Later(self.start, self._max, on_error)     # preparations due after a pause
 
     def busy(self, key: str) -> bool:
         """No new job for this conversation now (one is running, or the runtime closed):
@@ -91,7 +105,7 @@ class AheadOfNeed:
                 and job.attempt is not None and job.attempt.messages is not None
                 and tail_tokens <= target * REFRESH_TAIL_SHARE)
 
-    def start(self, state: SessionState, clean: List[Message], engine: CompactingEngine, overhead: int,
+    def start(self, state: SessionState, clean: List[Message], aim: Aim, overhead: int,
               count: Callable[[Any], int]) -> bool:
         """Prepare a compaction of ``clean`` unless a usable one exists or is under way."""
         if self.busy(state.key):
@@ -102,7 +116,7 @@ class AheadOfNeed:
             if self.closed or (job is not None and not job.done.is_set()):
                 return False
             if job is not None and self._still_usable(job, keys, _tail(clean, job, count),
-                                                      engine.compaction_target()):
+                                                      aim.target):
                 return False
             job = _Job(keys)
             self._jobs[state.key] = job
@@ -111,7 +125,7 @@ class AheadOfNeed:
                 _key, dropped = self._jobs.popitem(last=False)
                 dropped.done.set()          # whoever waits on it stops waiting
             self.started_jobs += 1
-            self._queue.append((state.key, job, (state, list(clean), engine, overhead)))
+            self._queue.append((state.key, job, (state, list(clean), aim, overhead)))
             self._threads = [t for t in self._threads if t.is_alive()]
             if len(self._threads) < MAX_RUNNING:
                 worker = threading.Thread(target=self._work, name="tdo-compact-ahead", daemon=True)
@@ -136,19 +150,21 @@ class AheadOfNeed:
             found = self._next()
             if found is None:
                 return
-            job, (state, snapshot, engine, overhead) = found
+            job, (state, snapshot, aim, overhead) = found
             try:
-                job.attempt = self._ask(state, snapshot, engine, overhead, None)
-            except Exception as exc:        # the runtime's own guard logs; never kill a thread
+                job.attempt = self._ask(state, snapshot, aim, overhead, None)
+            except Exception as exc:        # a failure of ours: said, never kills the thread
+                self._on_error("a compaction prepared ahead failed in the plugin", state.key)
                 job.attempt = GatewayAttempt.failed("prepared compaction failed: %s" % exc)
             finally:
                 job.done.set()
 
     def take(self, state: SessionState, clean: List[Message], wait_s: float,
              forget: bool = False) -> Optional[GatewayAttempt]:
-        """The prepared result applied to ``clean`` (its messages, then what came since), or
-        None when there is none for this list within ``wait_s``; with ``forget`` (the caller
-        compacts without it now) a job still queued then is dropped, never sent."""
+        """The prepared result applied to ``clean`` (its messages, then what came since), the
+        failed attempt (its error), or None when there is none for this list within
+        ``wait_s``; with ``forget`` (the caller compacts without it now) a job still queued
+        then is dropped, never sent."""
         with self._lock:
             job = self._jobs.get(state.key)
         keys = [content_key(m) for m in clean]
@@ -162,8 +178,8 @@ class AheadOfNeed:
                         job.done.set()
             return None
         got = job.attempt
-        if got is None or got.messages is None:
-            return None
+        if got is None or got.messages is None:     # failed: why, not "not ready"
+            return got
         with self._lock:
             if self._jobs.get(state.key) is job:
                 del self._jobs[state.key]   # a result is applied once

@@ -21,8 +21,10 @@ IDLE_EXIT_S = 30.0      # the thread ends after this long with nothing booked
 
 
 class Later:
-    def __init__(self, start: Callable[..., bool], most: int) -> None:
+    def __init__(self, start: Callable[..., bool], most: int,
+                 on_error: Callable[[str], None] = lambda _what: None) -> None:
         self._start = start
+        self._on_error = on_error       # in an except block: the error is said once
         self._most = max(1, most)
         self._booked: "OrderedDict[str, Booking]" = OrderedDict()
         self._cond = threading.Condition()
@@ -86,5 +88,5 @@ class Later:
                 if wanted() and self._start(*args):
                     with self._cond:
                         self.fired += 1
-            except Exception:       # the runtime's own guard logs; never kill the thread
-                continue
+            except Exception:       # a failure of ours: said, never kills the thread
+                self._on_error("a compaction booked for after a pause failed to start")

@@ -16,7 +16,7 @@ class CompactingEngine(Protocol):
     threshold_tokens: int       # the trigger that applies on this window
     runtime: Any                # runtime/process.Runtime, which imports this package
 
-    def compaction_target(self) -> int: ...
+    def compaction_target(self, deep: bool = False) -> int: ...     # deep: an idle landing
 
     def story_target(self) -> int: ...      # the target the digest is sized for
 

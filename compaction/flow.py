@@ -13,17 +13,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .ahead import GatewayAttempt
+from . import durable
+from .ahead import Aim, GatewayAttempt
 from .record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session import SessionState
 from ..host.compat import HOST_SELECTS_CONTEXT, in_fleet
 from ..host.thresholds import fleet_landing
-from ..context import canvas, departures, durable_pointers, focus, read_backs, recall_blocks
+from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
 from ..context import digest as D
 from ..context import messages as M
-from ..context.fallback import local_compact, trim_result
+from ..context.fallback import local_compact
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 from ..common.peer_text import plugin_logger
@@ -39,8 +40,6 @@ FORCED_FLOOR = 2_048            # a forced compaction never aims below this many
 # share of the trigger (estimates err, and the answer still follows): trimmed, a read-back
 # would only point to itself.
 CEILING_SHARE = 0.9
-UNHELD_HINT = ("the rest could not be archived (the plugin's store is not writable), so "
-               "tdai_read_cos cannot return it")
 
 
 @dataclass(frozen=True)
@@ -90,8 +89,9 @@ class CompactionRun:
 
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
                  memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True,
-                 state: Optional[SessionState] = None):
+                 state: Optional[SessionState] = None, target: Optional[int] = None):
         self.engine, self.rt = engine, engine.runtime
+        self.target = engine.compaction_target() if target is None else target  # this call's
         self.wait_gateway = wait_gateway                # False: a prepared result, or local now
         self.memory_context = memory_context            # a memory provider's, for the model
         self.memory = ""
@@ -109,6 +109,7 @@ class CompactionRun:
         self.left: List[str] = []                       # read-back keys of what left
         self.digest_cap: Optional[int] = None            # set on a landing below the ordinary target
         self.archive_by: Optional[float] = None          # the one archive wait's end (both flushes)
+        self.gone: Optional[departures.Departures] = None     # what left, as archived
 
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
@@ -123,7 +124,7 @@ class CompactionRun:
         room = max(256, budget.for_messages - shown)
         # the story (the digest) is sized for the ordinary target, even on a deeper landing
         story = self.engine.story_target()
-        self.digest_cap = None if story <= self.engine.compaction_target() else D.budget_for(
+        self.digest_cap = None if story <= self.target else D.budget_for(
             max(256, self.state.calibrator.to_estimate(story) - budget.overhead - shown))
         def list_room(tokens: int) -> int:     # what a request of ``tokens`` leaves the list
             return self.state.calibrator.to_estimate(tokens) - budget.overhead - shown
@@ -156,7 +157,7 @@ class CompactionRun:
         if self.cancelled():                        # a discarded attempt publishes nothing
             return self.messages, None
         archived = self.publish(clean, result, attempt)
-        result = self.only_durable_pointers(clean, result, ceiling)
+        result, lost = durable.only_durable(self, clean, result, ceiling, self.gone)
         after = self.state.calibrator.to_real(budget.overhead + sum(map(self.count, result)))
         record = Compaction(
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
@@ -165,7 +166,7 @@ class CompactionRun:
             canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.now(),
             trigger=self.engine.threshold_tokens, model_ratio=self.model_ratio(),
             ms=round((time.monotonic() - self.started) * 1000, 1),
-            left=tuple(self.left[:MAX_LEFT]))
+            left=tuple([k for k in self.left if k not in lost][:MAX_LEFT]))
         return result, record
 
     # -- steps ------------------------------------------------------------------------
@@ -174,7 +175,7 @@ class CompactionRun:
         is already under it gets half of what is there: they asked for a smaller context."""
         args = (self.state, self.messages, current_tokens)
         tail = (self.rt.last_overhead_estimate, self.count, force)
-        budget = plan_budget(*args, self.engine.compaction_target(), *tail)
+        budget = plan_budget(*args, self.target, *tail)
         if force and budget.before <= budget.target:
             budget = plan_budget(*args, max(FORCED_FLOOR, budget.before // 2), *tail)
         return budget
@@ -183,17 +184,17 @@ class CompactionRun:
         """A Gateway result for ``clean``: one prepared ahead, or one asked for now (on a
         pooled host only as long as ``POOL_GATEWAY_WAIT_S``); without ``wait_gateway`` (an idle
         turn start, a request cut) only a prepared one, else the local compaction at once."""
-        rt = self.rt
+        rt, aim = self.rt, Aim.of(self.engine, self.target)
         if rt.client is None:                       # local mode: nothing went wrong
             return GatewayAttempt(None)
         if not rt.client.available:
             return GatewayAttempt.failed("Gateway unavailable")
-        ready = rt.ahead.take(self.state, clean, 0.0)
-        if ready is not None or not self.wait_gateway:
+        ready = rt.ahead.take(self.state, clean, 0.0)       # (a failed one says why)
+        if (ready is not None and ready.messages is not None) or not self.wait_gateway:
             return ready or GatewayAttempt(None)
         if not HOST_SELECTS_CONTEXT:        # 0.17/0.19: no pool to starve, ask and wait
-            return rt.gateway_attempt(self.state, clean, self.engine, budget.overhead, self.count)
-        rt.ahead.start(self.state, clean, self.engine, budget.overhead, self.count)
+            return rt.gateway_attempt(self.state, clean, aim, budget.overhead, self.count)
+        rt.ahead.start(self.state, clean, aim, budget.overhead, self.count)
         return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
@@ -263,7 +264,7 @@ class CompactionRun:
                 if ours.tokens_after < done.tokens_after:
                     done, route = ours, Route.LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
-            rt.note_error(self.why_over(done.tokens_after, local_room))
+            rt.note_error(self.why_over(done.tokens_after, local_room), self.state.key)
         self.args_gone = list(done.departed) + (departures.merged_only(   # (args: trimmed ones)
             clean, replied, done.messages, rt.seal) if route is Route.GATEWAY_THEN_LOCAL else [])
         return done.messages, route, done.notes_placed
@@ -287,8 +288,8 @@ class CompactionRun:
                 if self.rt.store is not None:
                     self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
                         tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
-            except Exception:   # unreadable: this process's knowledge stands
-                log.debug("reused call ids unread", exc_info=True)
+            except Exception:   # unreadable: this process's knowledge stands (said once)
+                self.rt.note_fault("reading the archive's reused call ids failed", self.state.key)
         with self.state.lock:       # (archive_departures may add some during the run)
             return set(self.state.reused_ids) | self.listed_reuse
 
@@ -307,6 +308,7 @@ class CompactionRun:
             gone = departures.Departures(gone.items + extra + self.args_gone, gone.left_ids,
                                          gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
+        self.gone = gone
         self.left = departures.read_keys(gone, self.reused(clean))
         if gone.items:
             self.rt.flush_writes(self.archive_wait())
@@ -318,49 +320,6 @@ class CompactionRun:
         if self.archive_by is None:
             self.archive_by = time.monotonic() + ARCHIVE_BEFORE_RETURN_S
         return max(0.0, self.archive_by - time.monotonic())
-
-
-    def only_durable_pointers(self, clean: List[Message], result: List[Message],
-                              room: int) -> List[Message]:
-        """A trimmed result keeps its recall pointer only when the archive durably holds its
-        text (committed, read back); else it goes back whole, newest first, while the list
-        stays within ``room``: past it, a trim that promises no recall (Hermes' own session
-        store keeps the text) so that the next requests are not refused."""
-        rt = self.rt
-        if not durable_pointers.pointed(result, rt.seal):
-            return result
-        rt.flush_writes(self.archive_wait())    # at once when the store is failing
-
-        def held(tid: str) -> bool:
-            try:
-                return rt.store is not None and rt.store.holds(self.state.key, tid)
-            except Exception:                       # unreadable: not promised
-                return False
-        size = [sum(map(self.count, result))]
-        left: List[Message] = []
-
-        def fits(now: Message, original: Message) -> bool:
-            grow = self.count(original) - self.count(now)
-            if size[0] + grow > room:
-                return False
-            size[0] += grow
-            return True
-
-        def unheld(original: Message) -> Optional[Message]:
-            short = trim_result(original, rt.settings.trim_chars, seal=rt.seal, hint=UNHELD_HINT)
-            if short is not None:
-                left.append(short)
-            return short
-        result, restored = durable_pointers.restore(result, clean, rt.seal, held,
-                                                    self.reused(clean), fits, unheld)
-        why = rt.writer.last_error or "not written"
-        if restored:
-            rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
-                          "them (%s)" % (restored, why))
-        if left:
-            rt.note_error("%d tool result(s) trimmed without recall: the archive does not hold "
-                          "them (%s) and whole they would not fit the window" % (len(left), why))
-        return result
 
 
 def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:
@@ -377,23 +336,29 @@ def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:
 
 
 def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callable[[], bool],
-                state: Optional[SessionState] = None) -> List[Any]:
-    """The plain local compaction when the full flow failed, so the host does not loop on us;
-    ``messages`` itself when even that fails or the attempt was cancelled."""
+                state: Optional[SessionState] = None, target: Optional[int] = None) -> List[Any]:
+    """The plain local compaction (under ``target``, default the engine's) when the full flow
+    failed, so the host does not loop on us; ``messages`` itself when even that fails or the
+    attempt was cancelled."""
     rt = engine.runtime
     try:
         clean = [m for m in messages if isinstance(m, dict)]
-        plain = local_compact(clean, int(engine.compaction_target() * 0.8),
+        plain = local_compact(clean, int((target or engine.compaction_target()) * 0.8),
                               keep_first=rt.settings.keep_first, seal=rt.seal)
         if plain.changed and not cancelled():
             # what leaves stays recallable here too: the flow that failed did not archive it
             gone = departures.find(clean, plain.messages, seal=rt.seal)
-            rt.archive_departures(state or engine.current_state(), gone._replace(
-                items=gone.items + list(plain.departed)))
-            if gone.items or plain.departed:
+            gone = gone._replace(items=gone.items + list(plain.departed))
+            state = state or engine.current_state()
+            rt.archive_departures(state, gone)
+            if gone.items:
                 rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
-            return [M.fresh(m) for m in plain.messages]
+            # and what it says can be read back is in the archive, or says it was not kept
+            out, _lost = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
+                                          durable.named(gone, set(), plain.messages, rt.seal))
+            return [M.fresh(m) for m in out]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)
-        rt.note_error("plain local compaction failed too (%s); messages kept" % exc)
+        rt.note_error("plain local compaction failed too (%s); messages kept" % exc,
+                      (state or engine.current_state()).key)
     return messages

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from . import idle
+from .ahead import Aim
 from .engine_view import CompactingEngine
 from .flow import without_our_blocks
 from ..context.tokens import TokenMemo
-from ..common.peer_text import plugin_logger
 
-log = plugin_logger("tencentdb_offload.compaction")
 PREPARE_FROM = 0.8          # of the trigger: prepared at once from here
 PREPARE_AFTER_PAUSE = 0.8   # of the cache TTL: when an idle turn start's compaction is prepared
 
@@ -42,11 +41,11 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
         if not (now or later):
             return
         clean, _removed, _copies = without_our_blocks(messages, rt.seal)
-        args = (state, clean, engine, state.overhead_estimate, TokenMemo())
+        args = (state, clean, Aim.of(engine, engine.compaction_target()), state.overhead_estimate,
+                TokenMemo())
         if now:
             rt.ahead.start(*args)
         else:
             rt.ahead.later.book(state.key, ttl * PREPARE_AFTER_PAUSE, args, idle.pause_unused(state))
-    except Exception as exc:
-        log.debug("prepare ahead failed", exc_info=True)
-        rt.note_error("preparing a compaction failed (%s)" % exc)
+    except Exception:
+        rt.note_fault("preparing a compaction failed", engine.current_state().key)

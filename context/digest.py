@@ -40,7 +40,6 @@ FLOOR, CEILING = 400, 6000  # tokens
 REQUEST_CHARS, ARG_CHARS, PATH_CHARS, DETAIL_CHARS, RULE_CHARS = 100, 80, 240, 200, 800
 PATH_KEYS = ("path", "file_path", "filepath", "file", "url", "uri")
 COLLAPSE_TO = 0.5           # a collapse leaves half the budget free: the next ones append
-QUOTE_SLACK = 80            # chars read past a quote's limit: a secret across it is masked whole
 SHORT_LINE = 90             # chars of an old turn line shortened at the cap (last resort)
 MAX_CALLS = 12              # per turn line; the rest are counted (their ids stay in detail)
 HEADER = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the context by "
@@ -50,8 +49,12 @@ HEADER = ("[tencentdb-offload] Digest of earlier turns. They were moved out of t
           "tdai_offload_search(query) finds any archived text.")
 HEADER_HELD = ("[tencentdb-offload] Digest of earlier turns. They were moved out of the "
                "context by a local compaction; no summary model was used. The archive cannot "
-               "be written right now: the full texts are held and retried, and the recall "
-               "tools return them only once it recovers.")
+               "be written right now: tdai_read_cos(tool_call_id=\"<id in brackets>\") reads "
+               "the texts it holds; one it does not hold is marked [not kept].")
+NOT_KEPT = fold.NOT_KEPT
+LOST = ("Marked [%s]: %%d text(s) that could not be archived (%%s); no recall tool returns "
+        "them." % NOT_KEPT)
+LOST_BEFORE = "A text marked [%s] could not be archived: no recall tool returns it." % NOT_KEPT
 CONTINUED = "Digest of earlier turns, continued:"
 NOTE_HEADER = ("[tencentdb-offload] This conversation was compacted; what left it is archived: "
                "tdai_offload_search(query) finds any archived text, tdai_read_cos reads it in full.")
@@ -75,18 +78,17 @@ def message_key(role: str, text: str) -> str:
 _LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")   # what splitlines() splits on
 
 
-def one_line(text: str, limit: int) -> str:
-    """The first non-empty line of ``text``, control characters removed, secrets masked as
-    Hermes masks its summaries (``strict``: a digest persists and re-enters every prompt), at
-    most ``limit``. Reads no further than it needs: a digest lists hundreds of results of
-    megabytes each; a token crossing the limit is read whole (``QUOTE_SLACK``) to be masked."""
+def one_line(text: str, limit: int, slack: int = 80) -> str:
+    """The first non-empty line of ``text``, control characters removed, secrets masked as Hermes
+    masks its summaries (``strict``: a digest persists and re-enters every prompt), at most ``limit``
+    (a token across it read whole: ``slack`` more are read). Reads no further: results may be MBs."""
     text = (text or "").lstrip()
     end = _LINE_END.search(text)
     kept: List[str] = []
     for ch in (text[:end.start()] if end else text).strip():
         if ch >= " " and ch != "\x7f" and not "\u202a" <= ch <= "\u202e":
             kept.append(ch)
-            if len(kept) > limit + QUOTE_SLACK:
+            if len(kept) > limit + slack:
                 break
     line = strict("".join(kept))
     return line if len(line) <= limit else line[:limit - 1] + "…"
@@ -233,8 +235,7 @@ def render_turn(n: int, turn: Turn) -> str:
 def rule_line(text: str, key: str) -> str:
     """A rule on one line: its own line breaks would read, at the next collapse, as digest
     structure (a turn line, a memory note); the whole text stays readable by its key."""
-    return "! %s (%s)" % (M.trim_text(" ".join(strict(text).split()), RULE_CHARS,
-                                      "full text: " + key), key)
+    return "! %s (%s)" % (M.trim_text(" ".join(strict(text).split()), RULE_CHARS, "full text: " + key), key)
 
 
 def render(turns: Sequence[Turn], rules: Sequence[Tuple[str, str]], first: int, *,
@@ -330,6 +331,32 @@ def note_pair(messages: Sequence[Message], notes: Notes, *, seal: Seal) -> List[
     return pair(seal, body, free_number(messages))
 
 
+def unkept(body: str, lost: AbstractSet[str], why: str) -> str:
+    """``body`` with each key of ``lost`` (texts the archive does not hold) replaced by
+    ``[not kept]`` where a digest names it (a call's ``[id]``, a message's ``(key)``, a rule's
+    "full text: key"), and a line saying why; ``body`` itself when it names none."""
+    if not lost:
+        return body
+    keys = "|".join(re.escape(k) for k in sorted(lost, key=len, reverse=True))
+    named = re.compile(r"\[(%s)\]|\((%s)\)|full text: (%s)(?![\w~.-])" % (keys, keys, keys))
+    hit: set = set()
+
+    def mark(m: "re.Match[str]") -> str:
+        hit.add(next(g for g in m.groups() if g))
+        return {"[": "[%s]", "(": "(%s)"}.get(m.group()[0], "full text %s") % NOT_KEPT
+    # a range or rules line folded in this compaction may hold some: it no longer says all
+    new = "\n".join(map(fold.partly_kept, named.sub(mark, body).split("\n")))
+    if not hit:
+        return new
+    head, _nl, rest = new.partition("\n")
+    return "\n".join([_honest(head), LOST % (len(hit), why)] + ([rest] if rest else []))
+
+
+def _honest(header: str) -> str:
+    """A section's header (its first line) that promises nothing of texts marked not kept."""
+    return header.replace(" Nothing is lost: ", " ", 1)
+
+
 def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str, str]],
                first: int, cap: int, recallable: bool, note_lines: Sequence[str] = ()) -> str:
     """One digest within ``cap``: earlier turns one line each, then the newest turns in full
@@ -344,6 +371,8 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
         old_lines.extend(lines)
     new_rules = [rule_line(t, k) for t, k in rules]
     header = HEADER if recallable else HEADER_HELD
+    if fold.some_lost(old_lines + old_rules):
+        header = _honest(header) + " " + LOST_BEFORE
 
     def head(rule_lines: List[str]) -> List[str]:
         return ([header] + ([RULES] + rule_lines if rule_lines else []) + list(note_lines)

@@ -15,12 +15,29 @@ from typing import Callable, List, Optional, Sequence, Tuple
 LINE_RE = re.compile(r"^#(\d+)(?:–(\d+))? ")          # a turn line or a range line
 _TOOLS_RE = re.compile(r"\(([\d,]+) used tools\)")
 _RULES_RE = re.compile(r"^! ([\d,]+) earlier rules ")
+NOT_KEPT = "not kept"        # stands where a text's key would: the archive does not hold it
+ALL_KEPT = ("all of them are archived: tdai_offload_search(query) finds their text, "
+            "tdai_read_cos reads it in full.")
+SOME_KEPT = ("tdai_offload_search(query) finds the text of those the archive holds, "
+             "tdai_read_cos reads it in full; it may not hold them all (it could not be written).")
 RANGE = ("#%d–%d %s earlier turns (%s used tools) folded into this line to keep the digest "
-         "small; all of them are archived: tdai_offload_search(query) finds their text, "
-         "tdai_read_cos reads it in full.")
+         "small; %s")
 RULES_SHARE = 0.5       # of the cap the rules may keep when folding: the turns keep the rest
-RULES_FOLDED = ("! %s earlier rules of this session folded to keep the digest small; they are "
-                "archived: tdai_offload_search(query) finds them.")
+RULES_ALL_KEPT = "they are archived: tdai_offload_search(query) finds them."
+RULES_SOME_KEPT = ("tdai_offload_search(query) finds those the archive holds; it may not hold "
+                   "them all (it could not be written).")
+RULES_FOLDED = "! %s earlier rules of this session folded to keep the digest small; %s"
+
+
+def some_lost(lines: Sequence[str]) -> bool:
+    """Whether ``lines`` name a text the archive does not hold (or fold some)."""
+    return any("[%s]" % NOT_KEPT in ln or "(%s)" % NOT_KEPT in ln or SOME_KEPT in ln
+               or RULES_SOME_KEPT in ln for ln in lines)
+
+
+def partly_kept(line: str) -> str:
+    """A range or rules line that no longer says all it folds is archived."""
+    return line.replace(ALL_KEPT, SOME_KEPT).replace(RULES_ALL_KEPT, RULES_SOME_KEPT)
 
 
 def span_of(line: str) -> Optional[Tuple[int, int]]:
@@ -47,7 +64,8 @@ def fold_turns(lines: Sequence[str]) -> List[str]:
         counted = _TOOLS_RE.search(line) if last > first else None
         tools += _number(counted.group(1)) if counted else int(" · " in line)
     first, last = min(s[0] for s in spans), max(s[1] for s in spans)
-    return [RANGE % (first, last, "{:,}".format(turns), "{:,}".format(tools))]
+    return [RANGE % (first, last, "{:,}".format(turns), "{:,}".format(tools),
+                     SOME_KEPT if some_lost(lines) else ALL_KEPT)]
 
 
 def fold_rules(lines: Sequence[str]) -> List[str]:
@@ -56,7 +74,8 @@ def fold_rules(lines: Sequence[str]) -> List[str]:
     for line in lines:
         counted = _RULES_RE.match(line)
         total += _number(counted.group(1)) if counted else 1
-    return [RULES_FOLDED % "{:,}".format(total)] if total else []
+    return [RULES_FOLDED % ("{:,}".format(total), RULES_SOME_KEPT if some_lost(lines)
+                            else RULES_ALL_KEPT)] if total else []
 
 
 def fewest(fits: Callable[[int], bool], most: int) -> int:

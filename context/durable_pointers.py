@@ -1,16 +1,21 @@
 """A recall pointer only for text the archive durably holds: every tool result the plugin
-trimmed (or replaced by a summary) behind a ``tdai_read_cos`` pointer whose full text is not
-held goes back whole, as it was before the compaction.
+trimmed (or replaced by a summary, or the Gateway cut) behind a ``tdai_read_cos`` pointer
+whose full text is not held goes back whole, as it was before the compaction; any other mark
+that names a text the archive does not hold (a digest's ``[id]``, a trim's pointer that could
+not go back whole, a call's arguments) says in its place that the text was not kept.
 
 On a full disk the archive fails after the compaction already chose what to trim; giving the
-pointer anyway would promise text that is gone after a restart. Pure: the caller says what
-the archive holds.
+pointer anyway would promise text that is gone after a restart (writes held in memory for a
+retry do not survive one). Pure: the caller says what the archive holds.
 """
 
 from __future__ import annotations
 
+import re
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import digest as D
+from . import gateway_cuts
 from . import messages as M
 from . import result_keys
 from .provenance import Seal
@@ -21,10 +26,58 @@ POINTER_KINDS = ("trim", "summary")      # our texts that point at the archive f
 
 def pointed(result: Sequence[Message], seal: Seal) -> List[str]:
     """Keys the trim or summary pointers of ours in ``result`` name (the call id, or its
-    ``result_keys`` key when the id is reused)."""
+    ``result_keys`` key when the id is reused), and those ending a result the Gateway cut."""
     return [result_keys.pointer_in(tid, text) or tid
             for m in result for tid, text in M.tool_results(m)     # (beside text too)
-            if (seal.open_text(text) or ("",))[0] in POINTER_KINDS]
+            if (seal.open_text(text) or ("",))[0] in POINTER_KINDS or text.endswith(
+                "\n" + gateway_cuts.HINT % (result_keys.pointer_in(tid, text) or "\0"))]
+
+
+def unkept(messages: Sequence[Any], lost: AbstractSet[str], why: str, seal: Seal
+           ) -> Tuple[List[Any], int]:
+    """``messages`` with every mark naming a key of ``lost`` rewritten to say the text was
+    not kept (and ``why``): a ``tdai_read_cos(…)`` pointer anywhere, also inside call
+    arguments, and a digest's keys (``digest.unkept``); our sealed texts sealed again. And how
+    many messages changed."""
+    if not lost:
+        return list(messages), 0
+    keys = "|".join(re.escape(k) for k in sorted(lost, key=len, reverse=True))
+    call = re.compile(r'(full (?:text|arguments): )?tdai_read_cos\((?:tool_call_id|key)=(\\?)"'
+                      r'(?:%s)\2"\)' % keys)
+    why = re.sub(r'["\\]', "", why)
+
+    def pointers(text: str) -> str:
+        return call.sub(lambda m: "%snot kept (%s)" % (
+            (m.group(1) or "")[:-2] + " " if m.group(1) else "", why), text)
+
+    def fix(text: str) -> str:
+        opened = seal.open_text(text)
+        if opened is None:
+            return pointers(text)
+        kind, body = opened
+        new = pointers(body)
+        new = D.unkept(new, lost, why) if kind == D.KIND else new
+        return text if new == body else seal.seal_text(kind, new)
+
+    out, changed = [], 0
+    for m in messages:
+        new = _strings(m, fix) if isinstance(m, dict) else m
+        if new != m:
+            changed += 1
+            new = {k: v for k, v in new.items() if k != "api_content" and not k.startswith("_")}
+        out.append(new)
+    return out, changed
+
+
+def _strings(value: Any, fix: Callable[[str], str]) -> Any:
+    """``value`` with ``fix`` applied to every string in it (dicts and lists rebuilt)."""
+    if isinstance(value, str):
+        return fix(value)
+    if isinstance(value, dict):
+        return {k: _strings(v, fix) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strings(v, fix) for v in value]
+    return value
 
 
 def restore(result: List[Message], before: Sequence[Message], seal: Seal,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..common.humanize import count, plural, printable
-from .compat import in_messaging_gateway
 from ..status.model import GatewayView
 from ..status.render import NO_GATEWAY, render
 
@@ -80,7 +79,7 @@ def make_command(runtime: "Runtime") -> Callable[[str], str]:
         sub = words[0].lower() if words else "status"
         try:
             if sub == "status":
-                return render(runtime.status_record(), private=in_messaging_gateway())
+                return render(runtime.status_record())      # as whoever sent it may read it
             if sub == "help":
                 return HELP
             if sub == "health":

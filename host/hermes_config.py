@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,14 +48,30 @@ class ConfigFile:
 
 
 def hermes_home(env: Mapping[str, str] = os.environ) -> Path:
-    """Hermes' home: ``$HERMES_HOME`` or ``~/.hermes`` (same rule as the host)."""
+    """Hermes' home: ``$HERMES_HOME`` or ``~/.hermes``, expanded as Hermes 0.22 expands it
+    (``os.path.expandvars`` then ``expanduser``, against ``env``: ``$VAR`` and ``${VAR}``, an
+    unset one left as written)."""
     raw = env.get("HERMES_HOME", "").strip()
     if not raw:
         return Path.home() / ".hermes"
+    raw = expand_vars(raw, env)
     try:
         return Path(raw).expanduser()
     except RuntimeError:            # ~user with no such user: the host would not expand it either
         return Path(raw)
+
+
+_VAR = re.compile(r"\$(\w+|\{[^}]*\})", re.ASCII)      # posixpath.expandvars' own pattern
+
+
+def expand_vars(text: str, env: Mapping[str, str]) -> str:
+    """``os.path.expandvars(text)`` with ``env`` for the environment."""
+    def one(found: "re.Match[str]") -> str:
+        name = found.group(1)
+        if name.startswith("{") and name.endswith("}"):
+            name = name[1:-1]
+        return env[name] if name in env else found.group(0)
+    return _VAR.sub(one, text)
 
 
 def _yaml_loader() -> Tuple[Optional[Callable[[str], Any]], str]:

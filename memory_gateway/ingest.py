@@ -20,12 +20,14 @@ import os
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
 
 from .client import (GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
 from ..archive.outbox import OutboxHead, OutboxRow
+from ..archive.refused import refusals_line
 from ..archive.store import Store
 from .pair_cut import args_text, cut_args
 from .timestamps import gateway_timestamp
@@ -97,6 +99,7 @@ class IngestWorker:
         self._wake = threading.Event()
         self._cond = threading.Condition()
         self._passes = 0
+        self._refusals: "Counter[str]" = Counter()      # rows refused for good this pass, by why
         self._retry_at: Dict[str, float] = {}     # session -> monotonic time of its next try
         self._retry_lock = threading.Lock()         # kick()/flush() change it on other threads
         self._boundary: Dict[str, str] = {}     # session -> when its last prompt was accepted
@@ -208,6 +211,9 @@ class IngestWorker:
         finally:
             for session in sessions:        # not reached (outage): free them for others
                 self.store.release(session, self.owner)
+            if self._refusals:              # one line per pass, however many rows
+                log.warning("tencentdb-offload: %s", refusals_line(self._refusals))
+                self._refusals.clear()
         if more:
             self._wake.set()     # more rows are waiting
         self._refresh_canvases(refreshed)
@@ -291,7 +297,7 @@ class IngestWorker:
                 if len(batch) > 1:      # find the row the Gateway refuses, deliver the rest
                     return self._one_by_one(gid, batch, session)
                 self.store.mark_failed(ids, str(exc), dead=True)
-                log.warning("tencentdb-offload: Gateway refused an outbox row for good: %s", exc)
+                self._refusals[str(exc)] += len(ids)
                 return True
         self._backoff(session, batch)
         self.store.mark_failed(ids, str(exc), dead=False)

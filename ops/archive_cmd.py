@@ -185,10 +185,7 @@ def _export(args: argparse.Namespace, conn: Any, directory: Path) -> int:
         sys.stderr.write(_secrets_note(secrets))
         return 0
     out = Path(args.out).expanduser()
-    store = directory.resolve()
-    if out.resolve() == store or store in out.resolve().parents:
-        raise CliError("%s is inside the store %s: export elsewhere" % (out, store))
-    n = write_out(out, lambda f: browse.export(conn, args.session, f.write, secrets))
+    n = write_out(out, lambda f: browse.export(conn, args.session, f.write, secrets), [directory])
     sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), out) + _secrets_note(secrets))
     return 0
 

@@ -11,6 +11,7 @@ import json
 from typing import Any, Dict, List, Tuple
 
 from ..archive.lcm_history import KEY, LABEL, LcmHistory, LcmUnavailable, unavailable
+from ..archive.visibility import OPERATOR
 from ..common.humanize import count, printable
 from .env import CliError, resolve_settings
 
@@ -27,7 +28,7 @@ def search(query: str, limit: int) -> Tuple[List[Dict[str, Any]], List[str]]:
     if history is None:
         return [], []
     try:
-        found = history.search(query, limit)
+        found = history.search(query, limit, sessions=OPERATOR.lcm_sessions)   # the host's operator: all
     except LcmUnavailable as exc:
         return [], [unavailable(str(exc))]
     lines = ["%s %s, session %s, %s: %s" % (h["key"], LABEL, printable(h["session"], 120, False),
@@ -35,6 +36,8 @@ def search(query: str, limit: int) -> Tuple[List[Dict[str, Any]], List[str]]:
              for h in found["results"]]
     if found["next_offset"] is not None:
         lines.append("(more %s matches: add words or raise --limit)" % LABEL)
+    if found.get("incomplete"):
+        lines.append("(%s incomplete: %s)" % (LABEL, found["incomplete"]))
     return found["results"], lines
 
 
@@ -50,7 +53,7 @@ def show(args: argparse.Namespace) -> int:
                        "or $HERMES_HOME/lcm.db)")
     offset, limit = max(0, args.offset), max(1, args.limit)
     try:
-        item = history.read(args.ident, offset, limit)
+        item = history.read(args.ident, offset, limit, OPERATOR.lcm_sessions)
     except LcmUnavailable as exc:
         raise CliError(unavailable(str(exc)))
     if item is None:

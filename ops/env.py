@@ -26,31 +26,59 @@ class CliError(Exception):
 
 # --- environment and .env (stdlib only) ------------------------------------
 
-def read_dotenv(path: Path, errors: Optional[List[str]] = None) -> Dict[str, str]:
+def read_dotenv(path: Path, errors: Optional[List[str]] = None,
+                environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """``KEY=VALUE`` lines of a .env file, read as Hermes' python-dotenv reads them (a BOM,
-    ``export``, quotes, comments after a value). A file that exists but cannot be read is
-    appended to ``errors`` (no file is not an error: Hermes needs none)."""
-    out: Dict[str, str] = {}
+    ``export``, quotes, comments after a value) and expanded as Hermes 0.17-0.22 load it
+    (``_expand``). ``environ``: the environment Hermes starts in (default: this process's).
+    A file that exists but cannot be read is appended to ``errors`` (no file is not an error:
+    Hermes needs none)."""
     try:
         text = path.read_text(encoding="utf-8-sig", errors="replace")
     except FileNotFoundError:
-        return out
+        return {}
     except OSError as exc:
         if errors is not None:
             errors.append("%s cannot be read (%s)" % (path, exc.strerror or exc))
-        return out
+        return {}
+    environ = os.environ if environ is None else environ
+    out: Dict[str, Optional[str]] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("export ") or line.startswith("export\t"):
             line = line[7:].lstrip()
         key, eq, value = line.partition("=")
         key = key.strip()
-        if not eq or not key or key.startswith("#"):
+        if not eq:
+            if _BARE.fullmatch(re.sub(r"\s+#.*", "", key)):
+                out[key] = None         # python-dotenv: a name with no value, "" to ${NAME}
+            continue
+        if not key or key.startswith("#"):
             continue
         value = _dotenv_value(value.strip())
         if value is not None:
-            out[key] = value
-    return out
+            out[key] = _expand(value, out, environ)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# python-dotenv's variables (dotenv/variables.py): only ``${NAME}`` and ``${NAME:-default}``;
+# ``$NAME`` stays as written, in any quotes (single quotes too: the parser keeps no quoting)
+_VARIABLE = re.compile(r"\$\{(?P<name>[^\}:]*)(?::-(?P<default>[^\}]*))?\}")
+_BARE = re.compile(r"[^=#\s]+")
+
+
+def _expand(value: str, above: Mapping[str, Optional[str]], environ: Mapping[str, str]) -> str:
+    """``value`` with each variable replaced as Hermes loads ``$HERMES_HOME/.env`` (python-dotenv
+    with override, 0.17-0.22): a name set above in the file first, then the environment Hermes
+    started in, else the default (or ""). A name that is set, even to "", never takes the default."""
+    def one(found: "re.Match[str]") -> str:
+        name, default = found.group("name"), found.group("default")
+        if name in above:
+            got = above[name]
+        else:
+            got = environ.get(name, default if default is not None else "")
+        return got if got is not None else ""
+    return _VARIABLE.sub(one, value)
 
 
 _QUOTED = {q: re.compile(r"%s((?:\\.|[^%s\\])*)%s\s*(?:#.*)?$" % (q, q, q)) for q in "'\""}
@@ -76,7 +104,7 @@ def _dotenv_value(text: str) -> Optional[str]:
 def effective_env(base: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """The environment Hermes would give the plugin: ``$HERMES_HOME/.env`` wins (override)."""
     env = dict(os.environ if base is None else base)
-    env.update(read_dotenv(hermes_home(env) / ".env"))
+    env.update(read_dotenv(hermes_home(env) / ".env", environ=env))
     return env
 
 

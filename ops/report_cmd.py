@@ -1,6 +1,7 @@
 """``report``: write one conversation's picture (``report_html``) from the store to an HTML file.
 
-Read-only on the store; the page is written as ``ops/out_file`` writes (whole or not at all).
+Read-only on the store; the page is written as ``ops/out_file`` writes every file (whole or not at
+all, never into the store).
 """
 
 from __future__ import annotations
@@ -39,19 +40,17 @@ def add_parser(sub: Any) -> None:
                     help="also print the page's figures as JSON")
 
 
-def _write(path: Path, text: str) -> None:
-    write_out(path, lambda out: out.write(text), DEFAULT_OUT)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, _config, settings, _warnings = resolve_settings(overrides)
     try:
-        fig = figures(settings.resolved_store_dir(env), settings, args.conversation)
+        store = settings.resolved_store_dir(env)
+        fig = figures(store, settings, args.conversation)
     except NothingYet as exc:     # as status: nothing recorded yet is not an error
         print("%s; no page written" % exc)
         return 0
-    _write(Path(args.out), render_page(fig))
+    page = render_page(fig)
+    write_out(Path(args.out), lambda out: out.write(page), [store], DEFAULT_OUT)
     if args.json:
         print(json.dumps(dict(fig, out=str(Path(args.out).expanduser().resolve())),
                          ensure_ascii=False, indent=2, default=str))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import html
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ..common.humanize import count, kilo, plural, printable
 
 WIDTH, LEFT, RIGHT, TOP = 1000, 70, 20, 40
 MAIN_H, CACHE_H, BOTTOM = 360, 110, 34
+LABELLED = 24               # compaction marks labelled on the chart (more: tooltips only)
 SHOWN_KEYS = 40             # keys listed per compaction; the rest are one `archive list` away
 
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2330;background:#fff}
@@ -79,9 +80,10 @@ def _axes(sc: Scale, n_requests: int) -> List[str]:
 
 def _limit_line(sc: Scale, requests: List[Dict[str, Any]], field: str, css: str, name: str) -> str:
     points = []
-    for i, r in enumerate(requests):
+    for r in requests:
         if r[field]:
-            points += ["%s,%s" % (sc.x(i), sc.y(r[field])), "%s,%s" % (sc.x(i + 1), sc.y(r[field]))]
+            points += ["%s,%s" % (sc.x(r["n"] - 1), sc.y(r[field])),
+                       "%s,%s" % (sc.x(r["last"]), sc.y(r[field]))]
     if not points:
         return ""
     last = requests[-1][field]
@@ -91,22 +93,37 @@ def _limit_line(sc: Scale, requests: List[Dict[str, Any]], field: str, css: str,
                sc.y(last) - 4, name, kilo(last)))
 
 
+def _slot(sc: Scale, r: Dict[str, Any]) -> Tuple[float, float]:
+    """(x, width) of the bar of requests ``n`` to ``last``."""
+    span = sc.step * (r["last"] - r["n"] + 1)
+    width = max(0.6, span * 0.8)
+    return round(sc.x(r["n"] - 1) + (span - width) / 2, 2), round(width, 2)
+
+
+def _which(r: Dict[str, Any]) -> str:
+    if r["last"] == r["n"]:
+        return "request %d, %s" % (r["n"], _when(r["ts"]))
+    return "requests %d–%d, %s to %s, the largest" % (r["n"], r["last"], _when(r["ts"]),
+                                                      _when(r["ts_last"]))
+
+
 def _request_bars(sc: Scale, requests: List[Dict[str, Any]]) -> List[str]:
-    out, width = [], max(0.6, sc.step * 0.8)
-    for i, r in enumerate(requests):
-        over = r["threshold_tokens"] and r["prompt_tokens"] >= r["threshold_tokens"]
+    out = []
+    for r in requests:
+        x, width = _slot(sc, r)
         y = sc.y(r["prompt_tokens"])
         cached = "" if r["cached_share"] is None else ' data-cached="%s"' % r["cached_share"]
-        out.append('<rect class="request" data-n="%d" data-tokens="%d"%s x="%s" y="%s" width="%s" '
-                   'height="%s" fill="%s"><title>request %d, %s: %s tokens</title></rect>'
-                   % (r["n"], r["prompt_tokens"], cached, sc.x(i) + (sc.step - width) / 2, y,
-                      round(width, 2), round(sc.y(0) - y, 2), "#e8913a" if over else "#4a78c2",
-                      r["n"], _when(r["ts"]), count(r["prompt_tokens"])))
+        out.append('<rect class="request" data-n="%d" data-last="%d" data-tokens="%d"%s x="%s" '
+                   'y="%s" width="%s" height="%s" fill="%s"><title>%s: %s tokens</title></rect>'
+                   % (r["n"], r["last"], r["prompt_tokens"], cached, x, y, width,
+                      round(sc.y(0) - y, 2), "#e8913a" if r["over"] else "#4a78c2", _which(r),
+                      count(r["prompt_tokens"])))
     return out
 
 
 def _compaction_marks(sc: Scale, compactions: List[Dict[str, Any]]) -> List[str]:
     out = []
+    labelled = len(compactions) <= LABELLED      # more would overlap: their tooltips name them
     for c in compactions:
         x = sc.x(c["after_request"])
         label_y = TOP - 26 + 12 * (c["n"] % 2)
@@ -115,27 +132,26 @@ def _compaction_marks(sc: Scale, compactions: List[Dict[str, Any]]) -> List[str]
             'data-after="%d" data-after-request="%d"><title>compaction %d: %s</title>'
             '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-dasharray="3 3"/>'
             '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-width="2.5" '
-            'marker-end="url(#down)"/><text x="%s" y="%s" text-anchor="middle" fill="#7a3fb0">'
-            '#%d %s %s→%s</text></g>'
+            'marker-end="url(#down)"/>%s</g>'
             % (c["n"], esc(c["level"], 40), esc(c["route"], 40), c["tokens_before"],
                c["tokens_after"], c["after_request"], c["n"], esc(c["describe"]),
                x, TOP, x, sc.y(0), x, sc.y(c["tokens_before"]), x, sc.y(c["tokens_after"]),
-               x, label_y, c["n"], esc(c["level"], 40), kilo(c["tokens_before"]),
-               kilo(c["tokens_after"])))
+               '<text x="%s" y="%s" text-anchor="middle" fill="#7a3fb0">#%d %s %s→%s</text>'
+               % (x, label_y, c["n"], esc(c["level"], 40), kilo(c["tokens_before"]),
+                  kilo(c["tokens_after"])) if labelled else ""))
     return out
 
 
 def main_chart(fig: Dict[str, Any]) -> str:
     requests, compactions = fig["requests"], fig["compactions"]
-    top = max([r["prompt_tokens"] for r in requests] + [r["context_length"] for r in requests]
-              + [c["tokens_before"] for c in compactions] + [1000])
-    sc = Scale(len(requests), int(top * 1.05), TOP, MAIN_H)
+    total = fig["summary"]["requests"]
+    sc = Scale(total, int(fig["top_tokens"] * 1.05), TOP, MAIN_H)
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" class="context-chart" '
              'width="%d" height="%d" viewBox="0 0 %d %d"><defs><marker id="down" markerWidth="8" '
              'markerHeight="8" refX="8" refY="4" orient="auto"><path d="M0,0 L8,4 L0,8 z" '
              'fill="#7a3fb0"/></marker></defs>' % (WIDTH, TOP + MAIN_H + BOTTOM, WIDTH,
                                                    TOP + MAIN_H + BOTTOM)]
-    parts += _axes(sc, len(requests)) + _request_bars(sc, requests)
+    parts += _axes(sc, total) + _request_bars(sc, requests)
     parts.append(_limit_line(sc, requests, "context_length", 'stroke="#c0392b" stroke-width="2"',
                              "window"))
     parts.append(_limit_line(sc, requests, "threshold_tokens", 'stroke="#e8913a" stroke-width="2" '
@@ -149,7 +165,7 @@ def cache_chart(fig: Dict[str, Any]) -> str:
     if not any(r["cached_share"] is not None for r in requests):
         return ('<p class="muted" data-cache-reported="0">The host reported no cached tokens for '
                 'these requests (Hermes reports them from 0.22 on, where the provider does).</p>')
-    sc = Scale(len(requests), 100, 16, CACHE_H)
+    sc = Scale(fig["summary"]["requests"], 100, 16, CACHE_H)
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" class="cache-chart" width="%d" '
              'height="%d" viewBox="0 0 %d %d">' % (WIDTH, CACHE_H + 16 + BOTTOM, WIDTH,
                                                    CACHE_H + 16 + BOTTOM)]
@@ -157,15 +173,16 @@ def cache_chart(fig: Dict[str, Any]) -> str:
         parts.append('<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#e4e6ee"/><text x="%d" y="%s" '
                      'text-anchor="end">%d%%</text>' % (LEFT, sc.y(tick), WIDTH - RIGHT, sc.y(tick),
                                                       LEFT - 6, sc.y(tick) + 4, tick))
-    width = max(0.6, sc.step * 0.8)
-    for i, r in enumerate(requests):
+    for r in requests:
         if r["cached_share"] is None:
             continue
+        x, width = _slot(sc, r)
         y = sc.y(100 * r["cached_share"])
-        parts.append('<rect class="cached" data-n="%d" data-share="%s" x="%s" y="%s" width="%s" '
-                     'height="%s" fill="#2e9e6a"><title>request %d: %.0f%% cached</title></rect>'
-                     % (r["n"], r["cached_share"], sc.x(i) + (sc.step - width) / 2, y,
-                        round(width, 2), round(sc.y(0) - y, 2), r["n"], 100 * r["cached_share"]))
+        parts.append('<rect class="cached" data-n="%d" data-last="%d" data-share="%s" x="%s" '
+                     'y="%s" width="%s" height="%s" fill="#2e9e6a"><title>%s: %.0f%% cached'
+                     '</title></rect>'
+                     % (r["n"], r["last"], r["cached_share"], x, y, width, round(sc.y(0) - y, 2),
+                        _which(r).replace(", the largest", ""), 100 * r["cached_share"]))
     return "".join(parts) + "</svg>"
 
 
@@ -222,7 +239,29 @@ def compaction_table(fig: Dict[str, Any]) -> str:
                     % (c["n"], c["n"], _when(c["ts"]), c["after_request"], esc(c["describe"], 400),
                        count(c["tokens_before"]), count(c["tokens_after"]), count(c["target"]) if c["target"] else "–",
                        count(c["saved"]), _left_cell(c, fig["conversation"])))
-    return '<table class="compactions">%s%s</table>' % (head, "".join(rows))
+    return '<table class="compactions">%s%s</table>%s' % (head, "".join(rows), _not_listed(fig))
+
+
+def _not_listed(fig: Dict[str, Any]) -> str:
+    """The line that says how many compactions the page leaves out, and where they all are."""
+    more = fig["compactions_not_listed"]
+    if not more:
+        return ""
+    every = more + len(fig["compactions"])
+    return ('<p class="muted not-listed" data-not-listed="%d">Listed and drawn: the %s of %s '
+            'compactions that saved the most tokens, in order; %s more are not. Every compaction, '
+            'newest first: <code>python3 &lt;plugin dir&gt; status --recent %d</code> (add '
+            '<code>--json</code> for the keys that left at each).</p>'
+            % (more, count(len(fig["compactions"])), count(every), count(more), every))
+
+
+def _bars_note(fig: Dict[str, Any]) -> str:
+    per = fig["requests_per_bar"]
+    if per <= 1:
+        return ""
+    return ('<p class="muted bars-note" data-per-bar="%d">%s requests: each bar is the largest of '
+            'up to %s consecutive requests (its tooltip names them); the cached share, their '
+            'share together.</p>' % (per, count(fig["summary"]["requests"]), count(per)))
 
 
 def render_page(fig: Dict[str, Any]) -> str:
@@ -235,7 +274,7 @@ def render_page(fig: Dict[str, Any]) -> str:
             "request.</p>%s<h2>Context size of every request</h2><p class=\"muted\">Bars: each "
             "request (orange: at or over the trigger). Red line: the window; dashed orange: the "
             "compaction trigger; purple arrows: each compaction, from its size before to after."
-            "</p>%s<h2>Cached share per request</h2>%s<h2>Compactions: what left the context</h2>"
+            "</p>%s%s<h2>Cached share per request</h2>%s<h2>Compactions: what left the context</h2>"
             "%s</body></html>\n"
             % (conv, STYLE, conv, esc(fig["store_dir"]), _when(time.time()), _summary(fig),
-               main_chart(fig), cache_chart(fig), compaction_table(fig)))
+               _bars_note(fig), main_chart(fig), cache_chart(fig), compaction_table(fig)))

@@ -12,6 +12,7 @@ does not hold (a trimmed result stays whole), and status and the log say why.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import Any, Callable, List
 
@@ -56,7 +57,7 @@ def disarm(rt: Any) -> None:
                             on_start=lambda: log.error("tencentdb-offload: %s", FORKED))
     rt.store = None
     rt.registry.forget_store()
-    rt.client, rt.worker = None, None
+    rt.client, rt.worker, rt._wiring = None, None, threading.Lock()
     rt.ahead = type(rt.ahead)(rt.gateway_attempt, rt.settings.max_sessions)
     rt.tools = RecallTools(None, rt.flush_writes)
     rt.store_error = FORKED

@@ -8,18 +8,17 @@ deep-copied state.
 
 from __future__ import annotations
 
-import collections
-import sqlite3
 import sys
+import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
-from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
+from ..memory_gateway.client import GatewayClient, GatewayError
 from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
 from . import after_fork, redaction
+from .gateway_link import client_for, probe
 from .ingest_policy import SessionIngestPolicy
 from ..session import SessionRegistry, SessionState
 from .reclaimer import Reclaimer
@@ -28,19 +27,20 @@ from ..archive.store import ArchiveItem, Store, StoreError
 from ..archive.writer import StoreWriter
 from ..archive.recall import RecallTools
 from ..archive.lcm_history import LcmHistory
-from ..archive.refused import requeue_command
+from ..archive.visibility import Scope, scope_of
 from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
-from ..host.compat import HOST_IMPORT_ERROR
-from ..compaction.ahead import AheadOfNeed, GatewayAttempt
-from ..compaction.engine_view import CompactingEngine
+from ..host.compat import HOST_IMPORT_ERROR, in_messaging_gateway
+from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
 from ..compaction.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
-from ..status.model import (GatewayView, HeldSession, ProcessView, StatusReport, prompt_cache,
-                            read_store_view)
+from ..status.model import StatusReport
 from ..common.peer_text import plugin_logger
+from ..common.once_per_error import OncePerError
 from ..common.tally import Tally
+from .noted_errors import RecentErrors
+from . import status_view
 
 log = plugin_logger("tencentdb_offload")
 FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
@@ -55,10 +55,12 @@ class Runtime:
         if HOST_IMPORT_ERROR:               # Hermes is there but rejects this engine: say so
             self.warnings.append(HOST_IMPORT_ERROR)
         self.started, self.at_rest = time.time(), redaction.at_rest(settings)     # (mask at rest or None)
-        self.errors: "collections.deque[str]" = collections.deque(maxlen=20)
+        self.errors = RecentErrors(20)
         self.counters = Tally()          # bumped on hook threads
+        self.note_fault = OncePerError(self.note_error)     # our own code failed: once each
         self.last_overhead_estimate = 0
         self.closed = False
+        self._wiring = threading.Lock()     # the Gateway client and its sender appear together
         self.store: Optional[Store] = None
         self.store_error = ""
         store_dir = settings.resolved_store_dir(env if env is not None else os.environ)
@@ -84,7 +86,7 @@ class Runtime:
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
-        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions)
+        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions, self.note_fault)
         self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
             settings, env if env is not None else os.environ))
         if store is not None:
@@ -103,15 +105,8 @@ class Runtime:
         self.store = store
         self.tools.store = store
         if self.settings.gateway_enabled and self.client is None:
-            self.client = GatewayClient(
-                self.settings.gateway_url, self.settings.api_key, self.settings.instance_id,
-                timeout_ms=self.settings.timeout_ms,
-                ingest_timeout_ms=self.settings.ingest_timeout_ms,
-                body_limit=self.settings.body_limit, breaker=CircuitBreaker(),
-                probe_timeout_s=min(1.0, self.settings.ingest_timeout_ms / 1000.0),
-                shared_dir=store.directory, **redaction.gateway_redaction(self))
-            self.tools.read_ref = self._read_ref
-            self.worker = self.new_worker()
+            client = client_for(self.settings, store.directory, **redaction.gateway_redaction(self))
+            self._wire(client, self.new_worker(client, store))
         if self.store_error in self.warnings:       # said at start; no longer true
             self.warnings.remove(self.store_error)
         self.store_error = ""
@@ -138,12 +133,20 @@ class Runtime:
                            on_idle=self.reclaimer.maybe_run,
                            opener=None if self.store else self._open_store)
 
-    def new_worker(self) -> Optional[IngestWorker]:
-        if self.client is None or self.store is None:
-            return None
-        return IngestWorker(self.client, self.store,
-                            SessionIngestPolicy(self.registry, canvas=self.settings.canvas,
-                                                on_answer=self._gateway_answered))
+    def new_worker(self, client: GatewayClient, store: Store) -> IngestWorker:
+        return IngestWorker(client, store, SessionIngestPolicy(
+            self.registry, canvas=self.settings.canvas, on_answer=self._gateway_answered))
+
+    def _wire(self, client: GatewayClient, worker: IngestWorker) -> None:
+        """The client and its sender for every thread (the sender first: whoever sees the
+        client finds it); a runtime closed meanwhile stops them, nothing outlives close()."""
+        with self._wiring:
+            if not self.closed:
+                self.tools.read_ref = self._read_ref
+                self.worker, self.client = worker, client
+                return
+        worker.stop()
+        client.close()
 
     # -- helpers used by hooks and engines --------------------------------------------
     def now(self) -> float:
@@ -166,13 +169,28 @@ class Runtime:
         return ("local (gateway unavailable)" if self.settings.gateway_configured or self.client.answered
                 else "local (no Gateway configured)")
 
-    def note_error(self, message: str) -> None:
+    def note_error(self, message: str, conversation: str = "") -> None:
         """A guard caught something: keep the line for status, count it, and log it (with
-        the traceback when called from an ``except`` block: the cause must be findable)."""
-        stamp = time.strftime("%H:%M:%S")
-        self.errors.append("%s %s" % (stamp, message))
+        the traceback when called from an ``except`` block: the cause must be findable).
+        ``conversation``: whose it is, never put in ``message`` (status decides who reads it)."""
+        self.errors.add(message, conversation)
         self.counters.add("errors_caught")
-        log.warning("tencentdb-offload: %s", message, exc_info=sys.exc_info()[0] is not None)
+        log.warning("tencentdb-offload: %s%s", message, " (conversation %s)" % conversation
+                    if conversation else "", exc_info=sys.exc_info()[0] is not None)
+
+    def scope_for(self, conversation: str, lineage: Any = ()) -> Scope:
+        """What ``conversation`` may read ('': whoever runs the slash command), decided by
+        ``archive/visibility.py`` for this host."""
+        return scope_of(conversation, tuple(lineage), shared_host=in_messaging_gateway(),
+                        lcm_shared=self.settings.lcm_history_shared, session_ids=self._session_ids)
+
+    def _session_ids(self, keys: Any) -> List[str]:
+        """Hermes session ids aliased to the conversations ``keys`` (0.17's rotations)."""
+        try:
+            return self.store.aliases_of(keys) if self.store is not None else []
+        except Exception as exc:        # unreadable: the conversations' own ids only
+            self.note_error("session aliases unreadable (%s)" % exc)
+            return []
 
     @staticmethod
     def near_threshold(state: SessionState) -> bool:
@@ -242,16 +260,16 @@ class Runtime:
             log.debug("tencentdb-offload: Gateway compaction failed in the plugin", exc_info=True)
             raise
 
-    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], engine: CompactingEngine,
+    def gateway_attempt(self, state: SessionState, clean: List[Dict[str, Any]], aim: Aim,
                         overhead: int, count: Optional[Callable[[Any], int]]) -> GatewayAttempt:
-        """Ask the Gateway to compact ``clean`` for ``engine``'s target; keep what its reply
-        taught us (canvas, L1 summaries). Never raises."""
+        """Ask the Gateway to compact ``clean`` for ``aim`` (fixed by the caller); keep what its
+        reply taught us (canvas, L1 summaries). Never raises."""
         outcome, error = self.gateway_compact(
-            state, clean, target=engine.compaction_target(), context_length=engine.context_length or 128_000,
+            state, clean, target=aim.target, context_length=aim.context_length,
             overhead=overhead, count=count or TokenMemo())
         if outcome is None:
             if self.settings.gateway_configured or self.client.answered:
-                self.note_error("gateway compaction failed, compacting locally: %s" % error)
+                self.note_error("gateway compaction failed, compacting locally: %s" % error, state.key)
             else:       # nobody configured a Gateway and none answers: local mode, not an outage
                 log.debug("tencentdb-offload: no Gateway at the default URL: %s", error)
             return GatewayAttempt.failed(error)
@@ -290,14 +308,14 @@ class Runtime:
         try:
             found = self.store.get_handover(state.key)
         except Exception as exc:        # unreadable: only a cache saving and a first estimate
-            self.note_error("what an earlier process left for %r is unreadable (%s)"
-                            % (state.key[:80], exc))
+            self.note_error("what an earlier process left for this conversation is unreadable "
+                            "(%s)" % exc, state.key)
             return
         ignored = state.inherit(found.get("calibration"),
                                 found.get("pin") if self.settings.canvas else None,
                                 found.get("cache_clock"))
         if ignored:                     # a damaged row or another process's nonsense
-            self.note_error("%s for %r" % (ignored, state.key[:80]))
+            self.note_error(ignored, state.key)
 
     def hand_over(self, key: str, name: str, value: Any) -> None:
         if self.store is not None:
@@ -320,76 +338,23 @@ class Runtime:
             return None
 
     def health(self) -> Dict[str, Any]:
-        """Probe the Gateway now (for ``/tencentdb-offload health`` and doctor), answering
-        within the probe timeout (at most 1 s) whatever the Gateway does."""
-        if self.client is None:
-            return {"ok": False, "reason": "no Gateway configured (local mode)"}
-        started = time.monotonic()
-        try:
-            data = self.client.health(force=True, timeout=self.client.probe_timeout)
-        except GatewayError as exc:
-            return {"ok": False, "reason": str(exc), "shared": self.client.shared_status()}
-        if not self.client.available:
-            self.client.breaker.record_success()
-            self.worker.wake()
-        return {"ok": True, "status": data.get("status"), "version": data.get("version", ""),
-                "latency_ms": round((time.monotonic() - started) * 1000, 1)}
+        return probe(self.client, self.worker)      # (the client first: see ``_wire``)
 
-    def status(self) -> Dict[str, Any]:
-        """The status as a dict (what Hermes' ``get_status`` carries): built from the record."""
-        totals = self.registry.totals.as_dict()
-        out: Dict[str, Any] = {
-            "mode": self.mode, "settings": self.settings.public(),
-            "sessions_in_memory": len(self.registry), "sessions_evicted": self.registry.evictions,
-            "compactions_ahead": self.ahead.status(), "totals": totals,
-            "prompt_cache": prompt_cache(totals, self.settings.cache_ttl_s),
-            "counters": self.counters.as_dict(), "pending_writes": self.writer.pending(),
-            "writer": self.writer.stats(), "store_error": self.store_error or self.writer.last_error,
-            "warnings": list(self.warnings), "recent_errors": list(self.errors),
-            "reclaim": {"retention_days": self.reclaimer.retention_days,
-                        "last_result": self.reclaimer.last_result,
-                        "last_error": self.reclaimer.last_error,
-                        "clock_warning": self.reclaimer.clock_warning}}
-        if self.store is not None:
-            try:
-                out["store"] = self.store.stats().as_dict()
-                if out["store"].get("outbox_dead"):
-                    out["outbox_refused"] = {
-                        "rows": out["store"]["outbox_dead"], "reasons": self.store.refused(),
-                        "requeue": requeue_command(Path(__file__).resolve().parent.parent)}
-            except Exception as exc:
-                out["store"] = {"error": str(exc)}
-        if self.client is not None:
-            out["gateway"] = self.client.status()
-            out["gateway"]["delivered_this_process"] = self.worker.delivered if self.worker else 0
-            out["gateway"]["worker_error"] = self.worker.last_error if self.worker else ""
-        return out
+    def status(self, scope: Optional[Scope] = None) -> Dict[str, Any]:
+        """The status as a dict (what Hermes' ``get_status`` carries), as ``scope`` (default:
+        whoever runs the slash command) may read it."""
+        return status_view.as_dict(self, scope or self.scope_for(""))
 
-    def status_record(self, recent: int = 10) -> StatusReport:
-        """The status the slash command renders: this process, the store as every process left
-        it (read as ``status`` reads it, after this process's writes are on disk), the Gateway."""
-        self.flush_writes()
-        report = StatusReport(self.settings, str(self.store.directory) if self.store else "",
-                              trigger=self.registry.newest_trigger(),
-                              warnings=list(self.warnings), recent_errors=list(self.errors))
-        report.process = ProcessView(
-            self.mode, len(self.registry), self.registry.evictions,
-            [HeldSession(x.key, x.processed_ids.count, x.stats.compactions) for x in self.registry.all()],
-            self.registry.totals.as_dict(), self.writer.stats(), self.store_error or self.writer.last_error)
-        report.store_problem = report.process.store_error
-        if self.store is not None and not report.store_problem:
-            try:
-                report.store = read_store_view(self.store.directory, recent)
-            except sqlite3.Error as exc:
-                report.store_problem = "cannot read %s: %s" % (self.store.path, exc)
-        if self.client is not None:
-            report.gateway = GatewayView.of(self.client, self.settings)
-        return report
+    def status_record(self, recent: int = 10, scope: Optional[Scope] = None) -> StatusReport:
+        """The status the slash command renders, as ``scope`` (default: whoever runs the slash
+        command) may read it."""
+        return status_view.record(self, recent, scope or self.scope_for(""))
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
+        with self._wiring:      # a client and sender wired after this are stopped by ``_wire``
+            if self.closed:
+                return
+            self.closed = True
         self.ahead.close()
         if self.worker is not None:
             self.worker.stop()

@@ -1,13 +1,11 @@
 """Settings: read from the environment and an optional ``tencentdb_offload:`` block.
 
-Hermes loads ``$HERMES_HOME/.env`` into ``os.environ`` before plugins register, so the
-environment is the primary source. A ``tencentdb_offload:`` block in config.yaml (read
-with Hermes' own loader when it is importable) fills in what the environment does not set.
-No value stops the plugin from loading: a bad one produces one warning naming the variable
-(secrets by name only) and what is used instead. A malformed Gateway URL, or an API key /
-instance id that cannot be sent in an HTTP header, turns the Gateway off (local compaction)
-rather than silently talking to the default URL or sending a mangled credential.
-"""
+Hermes loads ``$HERMES_HOME/.env`` into ``os.environ`` before plugins register, so the environment is
+the primary source; a ``tencentdb_offload:`` block in config.yaml (read with Hermes' own loader when
+importable) fills in what it does not set. No value stops the plugin from loading: a bad one gives one
+warning naming the variable (secrets by name only) and what is used instead. A malformed Gateway URL,
+or an API key / instance id that cannot go in an HTTP header, turns the Gateway off (local compaction)
+rather than silently talking to the default URL or sending a mangled credential."""
 
 from __future__ import annotations
 
@@ -48,6 +46,7 @@ class Settings:
     canvas: bool = True                 # inject the Gateway's task canvas
     max_context_tokens: int = 0         # 0 = no cap; else compaction starts here whatever the window
     lcm_history: str = "auto"           # hermes-lcm's lcm.db searched read-only: auto | off | a path
+    lcm_history_shared: bool = False    # messaging gateway: every conversation reads all of lcm.db
     cache_ttl_s: int = 300              # the provider's prompt-cache idle expiry; 0 = no idle compaction
     redact: bool = True; redact_archive: bool = False   # secrets masked: sent to the Gateway; at rest
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
@@ -310,6 +309,7 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "CANVAS": ("canvas", _parse_bool),
     "MAX_CONTEXT_TOKENS": ("max_context_tokens", _token_cap),
     "LCM_HISTORY": ("lcm_history", _lcm_history),
+    "LCM_HISTORY_SHARED": ("lcm_history_shared", _parse_bool),
     "CACHE_TTL_S": ("cache_ttl_s", _ranged_int(0, 86_400)),
     "REDACT": ("redact", _parse_bool), "REDACT_ARCHIVE": ("redact_archive", _parse_bool),
 }

@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from ..archive import readonly
 from ..archive.stats import StoreStats
+from ..archive.visibility import OPERATOR, Scope
 from ..compaction.record import Compaction
 from ..host.thresholds import Trigger
 from ..memory_gateway.client import GatewayClient
@@ -185,4 +186,5 @@ class StatusReport:
     store_problem: str = ""     # why the store could not be used ("" when it could)
     gateway_sources: str = ""
     warnings: List[str] = field(default_factory=list)
-    recent_errors: List[str] = field(default_factory=list)
+    recent_errors: List[str] = field(default_factory=list)     # as ``scope`` may read them
+    scope: Scope = OPERATOR     # who reads it (``archive/visibility.py``): the host's operator by default

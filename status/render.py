@@ -4,12 +4,15 @@ store line and the 0.22 compaction line print with these functions, so they show
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
 from ..archive.stats import StoreStats
+from ..archive.visibility import OPERATOR, Scope
 from ..common.humanize import count, kilo, plural, printable, size
 from ..compaction.record import Compaction
 from ..host.thresholds import landing_text, trigger_text
+from ..memory_gateway.session_ids import gateway_session_id
 from ..settings.config import Settings, gateway_text
 from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView, prompt_cache
 
@@ -22,11 +25,14 @@ def when(ts: Any, unknown: str = "-") -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else unknown
 
 
-def describe_compaction(ev: Dict[str, Any], private: bool = False) -> str:
+def describe_compaction(ev: Dict[str, Any], scope: Scope = OPERATOR) -> str:
     """One line about a stored compaction event: when, the record's own description, whose
-    (``private``: not whose)."""
-    text = "%s, %s" % (when(ev.get("ts"), "?"), Compaction.from_json(ev).describe())
-    if ev.get("session") and not private:
+    (not to a private reader; a conversation it may not see without the Gateway's words)."""
+    rec = Compaction.from_json(ev)
+    if not scope.sees(ev.get("session")):
+        rec = replace(rec, error="")
+    text = "%s, %s" % (when(ev.get("ts"), "?"), rec.describe())
+    if ev.get("session") and not scope.private:
         text += " (session %s)" % ev["session"]
     return printable(text + "; " + RECALL, newlines=False)      # level, error: the Gateway's words
 
@@ -62,15 +68,17 @@ PRIVATE = ("  conversations are not named here: in Hermes' messaging gateway any
            "message it can run this command; `python3 <plugin dir> status` on the host names them")
 
 
-def render(report: StatusReport, private: bool = False) -> str:
-    """``private``: no conversation's id or figures (the messaging gateway's slash command
-    answers whoever sends it; its session ids carry other users' chat ids)."""
-    s = report.settings
+def render(report: StatusReport) -> str:
+    """As ``report.scope`` may read it (``archive/visibility.py``): a private reader (the
+    messaging gateway's slash command answers whoever sends it; its session ids carry other
+    users' chat ids) reads no other conversation's id, figures or error text."""
+    s, scope = report.settings, report.scope
+    private = scope.private
     store = report.store
     last = store.compactions.last if store else None
     lines: List[str] = [
         "tencentdb-offload status — mode: %s; store %s" % (mode_text(report), report.store_dir),
-        "  last compaction: %s" % (describe_compaction(last, private) if last else "none yet"),
+        "  last compaction: %s" % (describe_compaction(last, scope) if last else "none yet"),
         "  %s, %s; keep first %s; trim results over %s"
         % (trigger_text(s, report.trigger), landing_text(s, report.trigger), plural(s.keep_first, "message"),
            plural(s.trim_chars, "char"))]
@@ -82,7 +90,21 @@ def render(report: StatusReport, private: bool = False) -> str:
     lines += _gateway_lines(report)
     lines += ["  warning: %s" % w for w in report.warnings[-3:]]
     lines += ["  error: %s" % e for e in report.recent_errors[-3:]]
+    if private:
+        lines = hide_others(lines, report)
     return "\n".join(printable(line, newlines=False) for line in lines)   # peers' text, one line each
+
+
+def hide_others(lines: List[str], report: StatusReport) -> List[str]:
+    """The lines with every conversation the reader may not see unnamed, in case a peer's
+    words (a Gateway's error) quote one: its key and its Gateway session id."""
+    known = {r.session for r in report.store.sessions} if report.store else set()
+    known |= {h.session for h in report.process.held} if report.process else set()
+    names = sorted({n for k in known if k and not report.scope.sees(k)
+                    for n in (k, gateway_session_id(k))}, key=len, reverse=True)
+    for name in names:
+        lines = [line.replace(name, "<another conversation>") for line in lines]
+    return lines
 
 
 def _process_lines(p: ProcessView, s: Settings, known: int, private: bool = False) -> List[str]:
@@ -154,8 +176,10 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
                     count(comp.tokens_saved)))
     lines.append(masked_line(report.settings, store))
     lines += [PRIVATE] if private else _sessions_and_recent(store)
-    lines += ["  error (%s, %s): %s" % (e["source"], when(e["ts"]), str(e["error"])[:200])
-              for e in store.errors[:5]]
+    seen = [e for e in store.errors[:5] if report.scope.sees(e.get("session"))]
+    lines += ["  error (%s, %s): %s" % (e["source"], when(e["ts"]), str(e["error"])[:200]) for e in seen]
+    if len(seen) < len(store.errors[:5]):
+        lines.append("  %d error(s) of other conversations not shown here" % (len(store.errors[:5]) - len(seen)))
     return lines
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Dict, List
@@ -34,6 +35,33 @@ def wait_for(pred, timeout: float = 5.0, interval: float = 0.02) -> bool:
             return True
         time.sleep(interval)
     return bool(pred())
+
+
+class FullDisk:
+    """The store's disk full for the runtime's writer: SQLite's own "database or disk is
+    full" (its connection may not grow the file past its size now), until ``free`` deletes
+    the ``ballast`` put in the file first, as an operator freeing space would; the writes
+    held in memory meanwhile then land."""
+
+    def __init__(self, rt: Any, ballast: int = 0) -> None:
+        self.rt, self.full = rt, True
+        with sqlite3.connect(str(rt.store.path)) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS ballast(b BLOB)")
+            conn.execute("INSERT INTO ballast VALUES (zeroblob(?))", (ballast,))
+        conn.close()
+
+        def cap(c: sqlite3.Connection) -> None:
+            c.execute("PRAGMA max_page_count=%d" % c.execute("PRAGMA page_count").fetchone()[0])
+        rt.writer.submit(cap)
+        assert rt.writer.flush(30), rt.writer.last_flush
+
+    def free(self) -> None:
+        with sqlite3.connect(str(self.rt.store.path)) as conn:
+            conn.execute("DELETE FROM ballast")
+        conn.close()
+        self.rt.writer.submit(lambda c: c.execute("PRAGMA max_page_count=2147483646"))
+        assert wait_for(lambda: self.rt.writer.flush(5), timeout=60), self.rt.writer.last_flush
+        self.full = False
 
 
 def env_for(tmp: Path, **overrides: str) -> Dict[str, str]:

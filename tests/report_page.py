@@ -57,3 +57,29 @@ def elements(page: Path, css_class: str) -> List[Dict[str, Any]]:
 def figures(page: Path) -> Dict[str, str]:
     """The summary's ``data-name`` → ``data-value``."""
     return {e["data-name"]: e["data-value"] for e in elements(page, "figure")}
+
+
+def long_lived_store(directory: Path, requests: int, every: int, keys: int = 200,
+                     session: str = "conv-long") -> None:
+    """A store of one conversation of ``requests`` requests with a compaction after every
+    ``every``-th (its ``keys`` keys recorded, as the plugin records up to 200), written in one
+    transaction. Sizes rise towards the trigger and fall at each compaction; the compaction
+    after request ``i`` saves ``i % 997`` + 60,000 tokens, so the ones that saved most are known."""
+    import sqlite3
+    import time
+    from tencentdb_offload.archive.store import Store
+    Store(directory).close()
+    start, rows = time.time() - 10 * requests, []
+    for i in range(requests):
+        rows.append((start + i, session, "request", json.dumps({
+            "prompt_tokens": 20_000 + (i % every) * 90_000 // every, "context_length": 128_000,
+            "threshold_tokens": 108_800, "cache_read_tokens": 10_000})))
+        if i % every == every - 1:
+            rows.append((start + i + 0.5, session, "compaction", json.dumps({
+                "route": "gateway", "level": "mild", "tokens_before": 110_000 + i % 997,
+                "tokens_after": 50_000, "target": 57_600, "archived": keys, "trigger": 108_800,
+                "context_length": 128_000, "left": ["call_%d_%d" % (i, k) for k in range(keys)]})))
+    conn = sqlite3.connect(str(directory / "store.db"))
+    with conn:
+        conn.executemany("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)", rows)
+    conn.close()

@@ -1,17 +1,26 @@
 """On a full disk, a tool result is trimmed behind a ``tdai_read_cos`` pointer only when its
 full text is durable; otherwise it stays whole (issue 27, item 10)."""
 
+import contextlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-import tencentdb_offload as plugin
-from tencentdb_offload.context import messages as M
-from tencentdb_offload.context.durable_pointers import pointed, restore
-from tencentdb_offload.context.provenance import Seal
+import pytest
 
-from helpers import conversation, env_for
+import tencentdb_offload as plugin
+from fakes.gateway import FakeGateway
+from tencentdb_offload.context import digest as D
+from tencentdb_offload.context import digest_fold as fold
+from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.durable_pointers import pointed, restore, unkept
+from tencentdb_offload.context.provenance import Seal
+from tencentdb_offload.ops.driver import Driver, read_whole
+
+from helpers import FullDisk, conversation, env_for, tool_turn
+from test_long_session_property import DIGEST_KEY
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -67,3 +76,88 @@ def test_restore_puts_back_only_the_results_the_archive_lacks():
     assert restored == 1
     tools = {m["tool_call_id"]: m["content"] for m in out if m.get("role") == "tool"}
     assert tools["call_0_1"] == before[3]["content"] and "short call_0_0" in tools["call_0_0"]
+
+
+RECALL_CALL = re.compile(r'tdai_read_cos\((?:tool_call_id|key)=\\?"([^"\\<]+)\\?"\)')
+
+
+def shown_keys(messages, seal):
+    """Every key a recall call or a digest of ours names in ``messages``."""
+    keys = set()
+    for m in messages:
+        for text in [json.dumps(m, ensure_ascii=False)] + [t for _i, t in M.tool_results(m)]:
+            keys |= set(RECALL_CALL.findall(text.replace('\\\\"', '\\"')))
+            opened = seal.open_text(text)
+            if opened is not None and opened[0] == D.KIND:
+                keys |= {a or b for a, b in DIGEST_KEY.findall(opened[1])}
+    return keys
+
+
+@pytest.mark.parametrize("with_gateway", [False, True])
+def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_kept(
+        tmp_path, with_gateway):
+    """Results archived while the disk is full wait in memory; the compactions meanwhile
+    trim and remove them, and the process ends. After the restart every recall the context
+    names (a trim's or a Gateway cut's pointer, a digest's key, a call's arguments), and every
+    key a compaction's record lists, reads its text; what the archive never held is marked
+    not kept instead (issue 51, item 9)."""
+    with contextlib.ExitStack() as stack:
+        extra = {}
+        if with_gateway:
+            gw = stack.enter_context(FakeGateway(api_key="k1"))
+            extra = dict(gateway_url=gw.url, api_key="k1", instance_id="svc")
+        rt = plugin.build_runtime(env=env_for(tmp_path, **extra))
+        d = Driver(rt, "s1", 64_000, "You are helpful.", [], host="0.19")
+
+        def turn(i):
+            msgs = tool_turn(i, 6_000, calls=3)
+            msgs[0]["content"] += " " + "write docs " * (300 if i % 4 == 0 else 1)
+            d.run_turn(msgs[0], [(msgs[1], msgs[2:-1]), (msgs[-1], [])])
+        for i in range(3):
+            turn(i)
+        FullDisk(rt)
+        done, shown, lost = len(d.compactions), set(), 0
+        for i in range(3, 30):
+            turn(i)
+            shown |= shown_keys(d.messages, rt.seal)
+            record = d.engine.current_state().last_compaction
+            shown |= set(record.left if record else ())    # status and report list them
+            lost += any("not kept" in json.dumps(m, ensure_ascii=False) for m in d.messages)
+        assert len(d.compactions) - done >= 3 and not rt.writer.writable
+        rt.close()                                  # what waits in memory ends with it
+    rt = plugin.build_runtime(env=env_for(tmp_path))
+    try:
+        engine = plugin.open_session(rt, "s1", 64_000, model="m")
+        assert [k for k in sorted(shown) if read_whole(engine, k)[0] is None] == []
+    finally:
+        rt.close()
+    assert shown and lost               # recalls were shown, and losses said where they were
+
+
+def test_each_mark_naming_a_text_not_held_says_not_kept_in_its_place():
+    seal = Seal(b"d" * 32)
+    folded = fold.fold_turns(["#1 user: hello (msg-aaaaaaaaaaaa)", "#2 user: more · x [c]"])[0]
+    body = (D.HEADER + "\nTurns:\n" + folded + "\n#3 user: fix it (msg-0123456789ab) · read_file "
+            "/a [call_1], read_file /b [call_2]\n   [call_1] error: boom")
+    cut_args = json.dumps({"path": "/p", "content": "head [... 9 chars cut; full arguments: "
+                           'tdai_read_cos(tool_call_id="call_3.arguments") ...] tail'})
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "call_3", "type": "function",
+            "function": {"name": "write_file", "arguments": cut_args}}]}
+    trim = {"role": "tool", "tool_call_id": "call_3", "content": seal.seal_text(
+        "trim", 'head\n\n[... 5 chars cut; full text: tdai_read_cos(tool_call_id="call_3") ...]\n\nt')}
+    lost = {"call_1", "msg-0123456789ab", "call_3.arguments", "call_3"}
+    out, changed = unkept(D.pair(seal, body, 1) + [call, trim], lost, "disk full", seal)
+    assert changed == 3
+    kind, digest = seal.open_text(out[1]["content"])
+    assert kind == D.KIND and "[call_2]" in digest and "Nothing is lost" not in digest
+    assert "[call_1]" not in digest and "msg-0123456789ab" not in digest
+    assert "(not kept)" in digest and "[not kept] error: boom" in digest
+    assert D.LOST % (2, "disk full") in digest.splitlines()[1]
+    # a range folded now may hold texts not kept: it no longer says all of them are archived
+    ranged = next(ln for ln in digest.splitlines() if fold.span_of(ln) == (1, 2))
+    assert fold.ALL_KEPT not in ranged and fold.SOME_KEPT in fold.fold_turns([ranged])[0]
+    args = json.loads(out[2]["tool_calls"][0]["function"]["arguments"])
+    assert "full arguments not kept (disk full)" in args["content"] and "tdai_read_cos" not in args["content"]
+    kind, text = seal.open_text(out[3]["content"])
+    assert kind == "trim" and "full text not kept (disk full)" in text and "tdai_read_cos" not in text
+    assert unkept(out, {"call_2"}, "disk full", seal)[1] == 1       # the rest stays as it was

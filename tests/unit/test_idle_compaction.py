@@ -217,7 +217,7 @@ def test_copies_for_other_agents_share_the_conversation_clock(tmp_path):
     answered(eng, conv)
     clock.pause(TTL + 1)
     twin = copy.deepcopy(eng)                   # the messaging gateway: a new agent per request
-    assert twin.should_compress_preflight(conv) and not twin._landing_deep
+    assert twin.should_compress_preflight(conv)
 
 
 def test_the_record_keeps_its_reason_and_reads_old_rows():

@@ -13,7 +13,7 @@ import pytest
 
 import tencentdb_offload as plugin
 from fakes import lcm_store
-from tencentdb_offload.archive import lcm_history
+from tencentdb_offload.archive import lcm_history, lcm_open
 from tencentdb_offload.settings.config import load_settings
 
 from helpers import env_for
@@ -139,7 +139,7 @@ def test_foreign_store_is_unavailable(tmp_path):
 
 
 def test_huge_store_is_unavailable(tmp_path, lcm_dir, monkeypatch):
-    monkeypatch.setattr(lcm_history, "MAX_BYTES", 1 << 16)
+    monkeypatch.setattr(lcm_open, "MAX_BYTES", 1 << 16)
     _unavailable_within_a_second(tmp_path, lcm_dir, "MB, more than")
 
 

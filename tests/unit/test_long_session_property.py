@@ -28,7 +28,7 @@ from tencentdb_offload.context import messages as M
 from tencentdb_offload.context import validate as V
 from tencentdb_offload.ops.driver import Driver
 
-from helpers import env_for
+from helpers import FullDisk, env_for
 
 WINDOW = 64_000
 MARKS = ["[CONTEXT SUMMARY]", "tdo_digest_1", "<current_task_context>x</current_task_context>",
@@ -135,10 +135,13 @@ def read_whole(engine: Any, key: str) -> Optional[str]:
 
 
 class Checks:
-    """The invariants, each failure one line naming the turn."""
+    """The invariants, each failure one line naming the turn. With a ``reader`` (a second
+    runtime on the same home: what a restarted process reads), every key shown must read
+    back there, from what the archive holds on disk."""
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, reader: Any = None) -> None:
         self.d, self.problems, self.canvases, self.seen = driver, [], 0, 0
+        self.reader = reader
         sent = Driver._as_sent
 
         def as_sent(request: Dict[str, Any]) -> Dict[str, Any]:
@@ -188,10 +191,13 @@ class Checks:
         size = sum(map(D.tokens_of, digest))
         if size > DIGEST_TOKENS:
             self.problems.append("turn %d: digest of %d tokens" % (turn, size))
+        said_lost = any("[%s]" % D.NOT_KEPT in t or "not kept (" in t for t in texts)
+        if said_lost and self.reader is None:       # (no disk fault: every text was archived)
+            self.problems.append("turn %d: a mark says not kept, the store writable" % turn)
         keys = {k for t in ours for k in POINTER.findall(t)}
         keys |= {a or b for t in digest for a, b in DIGEST_KEY.findall(t)}
         for key in sorted(k for k in keys if not k.endswith("\u2026") and k != "zz_typed"):
-            text = read_whole(d.engine, key)
+            text = read_whole(self.reader or d.engine, key)
             original = d.originals.get(key)
             if text is None or (original is not None and text != original[1]):
                 self.problems.append("turn %d: key %s shown but %s" % (
@@ -208,7 +214,9 @@ class Checks:
 
 def run_session(seed: int, host: str, gateway: Optional[FakeGateway] = None,
                 turns: int = 65, tmp=None, window: int = WINDOW,
-                settings: Optional[Dict[str, str]] = None) -> List[str]:
+                settings: Optional[Dict[str, str]] = None, disk: bool = False) -> List[str]:
+    """``disk``: the store's disk fills and is freed at random turns (``FullDisk``), and
+    every key shown is read as a restarted process would (writes held in memory are not)."""
     import tempfile
     from pathlib import Path
     rng = random.Random(seed)
@@ -218,22 +226,31 @@ def run_session(seed: int, host: str, gateway: Optional[FakeGateway] = None,
     rt = plugin.build_runtime(env=env_for(home, **extra))
     kind = Host017 if host == "0.17" else Host
     d = kind(rt, "s1", window, "You are helpful.", [], host="0.19" if host == "0.17" else host)
-    checks, talk = Checks(d), Conversation(rng)
-    fault = None
+    after_restart = plugin.build_runtime(env=env_for(home)) if disk else None
+    reader = after_restart and plugin.open_session(after_restart, d.engine.current_state().key,
+                                                   window, model="m")
+    checks, talk = Checks(d, reader), Conversation(rng)
+    fault = full = None
     try:
         for turn in range(turns):
             if gateway is not None and rng.random() < 0.15:
                 fault = rng.choice(FAULTS + [None, None])
                 gateway.set_fault(fault, every=rng.randint(1, 3)) if fault else gateway.clear_fault()
-            d.gateway_well = gateway is not None and fault is None
+            if disk and rng.random() < (0.3 if full else 0.1):
+                full = full.free() if full else FullDisk(rt, ballast=16 << 20)
+            d.gateway_well = gateway is not None and fault is None and not full
             user = talk.user()
             d.run_turn(user, talk.steps())
             checks.turn(turn, user)
+        if full:
+            full.free()
         checks.departed()
         if len(d.compactions) < 20:
             checks.problems.append("only %d compactions" % len(d.compactions))
     finally:
         rt.close()
+        if after_restart is not None:
+            after_restart.close()
     return checks.problems
 
 
@@ -246,6 +263,18 @@ def test_long_session_keeps_every_invariant(tmp_path, seed, host, with_gateway):
         return
     with FakeGateway(api_key="k1") as gw:
         assert run_session(seed, host, gw, tmp=tmp_path) == []
+
+
+@pytest.mark.parametrize("seed,host,with_gateway", [(11, "0.19", False), (12, "0.22", True)])
+def test_long_sessions_on_a_disk_that_fills_show_only_keys_a_restart_reads(tmp_path, seed, host,
+                                                                          with_gateway):
+    """The store's disk fills and is freed at random turns: every key shown reads back from
+    what is on disk (a restarted process's view); what is not there was marked not kept."""
+    if not with_gateway:
+        assert run_session(seed, host, tmp=tmp_path, disk=True) == []
+        return
+    with FakeGateway(api_key="k1") as gw:
+        assert run_session(seed, host, gw, tmp=tmp_path, disk=True) == []
 
 
 @pytest.mark.parametrize("seed,host,window,settings", [

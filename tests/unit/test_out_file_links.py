@@ -19,7 +19,7 @@ def test_a_link_to_a_file_is_written_through_and_kept(tmp_path):
     os.chmod(str(real), 0o640)
     link = tmp_path / "report.html"
     link.symlink_to(os.path.join("www", "report.html"))
-    write_out(link, lambda out: out.write("new page"))
+    write_out(link, lambda out: out.write("new page"), [])
     assert link.is_symlink() and os.readlink(str(link)) == os.path.join("www", "report.html")
     assert real.read_text() == "new page"
     assert oct(real.stat().st_mode & 0o777) == oct(0o640)
@@ -31,7 +31,7 @@ def test_a_dangling_link_creates_the_file_it_names(tmp_path):
     (tmp_path / "www").mkdir()
     link = tmp_path / "new.html"
     link.symlink_to(os.path.join("www", "new.html"))
-    write_out(link, lambda out: out.write("page"))
+    write_out(link, lambda out: out.write("page"), [])
     assert link.is_symlink() and (tmp_path / "www" / "new.html").read_text() == "page"
 
 
