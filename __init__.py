@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .host.command import HELP, make_command
-from .host.compat import HOST_SELECTS_CONTEXT
+from .hermes.compat import HOST_SELECTS_CONTEXT
 from .engine import NAME, TencentDBOffloadEngine
 from .hooks import HookHandlers
 from .host.wiring import build_runtime, first_time, first_time_for, open_session, shared_runtime

@@ -13,18 +13,17 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .archive.recall import SCHEMAS
-from .host import lineage
-from .host.command import explain_unchanged
+from .hermes import lineage
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
 from .compaction import cut_memo, idle, prepare, request_cut
-from .host.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_fleet, in_messaging_gateway
+from .hermes.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_fleet, in_messaging_gateway
 from .context.fallback import has_compressible
 from .context.tokens import messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
 from .runtime.process import Runtime
-from .session import SessionState
-from .status.render import announce_line
-from .host.thresholds import applying_trigger, landing_tokens, model_threshold
+from .session.state import SessionState
+from .status.render import announce_line, explain_unchanged
+from .settings.thresholds import applying_trigger, landing_tokens, model_threshold
 from .common.peer_text import plugin_logger
 
 log = plugin_logger("tencentdb_offload.engine")

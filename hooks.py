@@ -14,7 +14,7 @@ import math
 import uuid
 from typing import Any, Dict, List, Optional
 
-from .host.compat import HOST_SELECTS_CONTEXT
+from .hermes.compat import HOST_SELECTS_CONTEXT
 from .context import canvas, recall_blocks, result_keys
 from .context import messages as M
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt

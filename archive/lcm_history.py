@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Collection, Dict, Generator, Iterator, List, Mapping, Optional, Tuple
 
-from ..host.hermes_config import hermes_home
+from ..hermes.config import hermes_home
 from .lcm_open import LcmUnavailable, open_readonly
 from .lookup import chunks, fold, found_in, locate_in, snippet_start, walk, words_of
 

@@ -6,7 +6,7 @@ the recall tools (``tdai_read_cos``, ``tdai_offload_search``), hermes-lcm's old 
 ``archive``, ``report``), which is the operator's.
 
 - A conversation reads its own archive and its lineage's (the conversations it was branched
-  from, ``host/lineage.py``), never another's.
+  from, ``hermes/lineage.py``), never another's.
 - hermes-lcm's rows are keyed by Hermes' session id. In the CLI the whole ``lcm.db`` is the one
   user's own history and stays readable. In Hermes' messaging gateway one home serves many
   people: a conversation reads only the rows of its own lineage's session ids (its key, the ids

@@ -20,9 +20,9 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from .ahead_later import Later
 
-from .record import Level
+from ..session.record import Level
 from .engine_view import CompactingEngine
-from ..session import SessionState
+from ..session.state import SessionState
 
 Message = Dict[str, Any]
 REFRESH_TAIL_SHARE = 0.25   # a ready result stays usable while what came since is this small

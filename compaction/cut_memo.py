@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .engine_view import CompactingEngine
-from .record import Compaction
+from ..session.record import Compaction
 from ..context import messages as M
 
 Message = Dict[str, Any]

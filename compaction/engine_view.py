@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..session import SessionState
+from ..session.state import SessionState
 
 
 class CompactingEngine(Protocol):

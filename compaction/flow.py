@@ -15,11 +15,11 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import durable
 from .ahead import Aim, GatewayAttempt
-from .record import MAX_LEFT, Compaction, Level, Route
+from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
-from ..session import SessionState
-from ..host.compat import HOST_SELECTS_CONTEXT, in_fleet
-from ..host.thresholds import fleet_landing
+from ..session.state import SessionState
+from ..hermes.compat import HOST_SELECTS_CONTEXT, in_fleet
+from ..settings.thresholds import fleet_landing
 from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
 from ..context import digest as D

@@ -21,8 +21,8 @@ from . import cut_memo
 from .engine_view import CompactingEngine
 from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
-from ..host.compat import in_fleet
-from ..host.thresholds import fleet_trigger, fleet_window
+from ..hermes.compat import in_fleet
+from ..settings.thresholds import fleet_trigger, fleet_window
 from ..context import messages as M
 
 Message = Dict[str, Any]

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .ahead import content_key
 from ..context.provenance import Seal
-from ..session import SessionState
+from ..session.state import SessionState
 from ..context import canvas, recall_blocks
 from ..context import messages as M
 

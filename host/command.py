@@ -23,23 +23,6 @@ In `hermes chat -q` this text goes to the model as a prompt; for a one-shot stat
 `python3 <plugin dir> status` instead."""
 
 
-def explain_unchanged(tokens: int, target: int, trigger: int, messages: int) -> str:
-    """Why a compaction the user asked for (``/compress``) left the context as it was.
-
-    ``tokens``: the context now (our estimate); ``target``/``trigger``: the engine's target
-    and trigger in tokens; ``messages``: how many messages the context holds.
-    """
-    if tokens <= target:
-        return ("tencentdb-offload: nothing to compact — the context (~%s tokens, %s) is already "
-                "under the target of %s tokens by %s; compaction starts by itself at %s tokens"
-                % (count(tokens), plural(messages, "message"), count(target), count(target - tokens),
-                   count(trigger)))
-    return ("tencentdb-offload: nothing could be removed — the context (~%s tokens, %s) is %s "
-            "tokens over the target of %s, but what is left is the protected start of the "
-            "conversation and the current turn" % (count(tokens), plural(messages, "message"),
-                                                  count(tokens - target), count(target)))
-
-
 def saved_text(runtime: "Runtime") -> str:
     """Whether the archive's writes are on disk now (a missing, busy or failing store holds
     them in memory, retried): never claimed when they are not."""

@@ -19,8 +19,8 @@ import weakref
 from typing import Any, Mapping, Optional
 
 from ..settings.config import hermes_home, load_settings
-from .hermes_config import read_config
-from .prompt_cache import with_host_ttl
+from ..hermes.config import read_config
+from ..hermes.prompt_cache import with_host_ttl
 from ..engine import TencentDBOffloadEngine
 from ..runtime.process import Runtime
 

@@ -18,7 +18,7 @@ from ..common.humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
-from ..host.hermes_config import ConfigFile
+from ..hermes.config import ConfigFile
 from ..archive.readonly import connect
 from .env import MIN_WINDOW, CliError, resolve_settings, value_origin
 from .replay import load_source

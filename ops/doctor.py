@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ..settings.config import GATEWAY_OFF, PREFIX, SPEC, Settings
 from ..engine import NAME
-from ..host.hermes_config import ConfigFile, hermes_home, read_config
+from ..hermes.config import ConfigFile, hermes_home, read_config
 from ..common.humanize import count, plural, printable
 from .doctor_copies import check_copies, manifest as _manifest
 from .doctor_memory import memory_checks

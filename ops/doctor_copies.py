@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 from ..engine import NAME
-from ..host.hermes_config import mini_yaml
+from ..hermes.config import mini_yaml
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 TRUTHY = ("1", "true", "yes", "on")         # Hermes' own truthy words for an env switch

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 from ..archive.lcm_history import PATH_VARS, LcmHistory, LcmUnavailable, store_path, unavailable
-from ..host.hermes_config import ConfigFile
+from ..hermes.config import ConfigFile
 from ..settings.config import PREFIX
 
 NAME, PASS, WARN, FAIL = "lcm", "pass", "warn", "fail"

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from ..settings.gateway_env import (PROVIDER_HOST, PROVIDER_KEYS, PROVIDER_PORT, provider_key, provider_port, provider_url,
                            sources_line)
-from ..host.hermes_config import ConfigFile
+from ..hermes.config import ConfigFile
 
 PROVIDER = "memory_tencentdb"
 ALIASES = ("memory-tencentdb", "tdai")          # accepted only by a Hermes checkout that bundles it

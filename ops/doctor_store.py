@@ -9,7 +9,7 @@ from shlex import quote
 from typing import Any, Mapping
 
 from ..archive import readonly, refused, repair
-from ..host.hermes_config import hermes_home
+from ..hermes.config import hermes_home
 from ..common.humanize import plural, printable
 from ..status.render import store_figures
 

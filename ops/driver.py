@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..compaction.record import Compaction
+from ..session.record import Compaction
 from ..archive.recall import READ
 from ..context import messages as M
 from ..context.heartbeat import is_heartbeat_call

@@ -1,5 +1,5 @@
 """What the operator commands share: the environment Hermes would give the plugin
-(process env + ``$HERMES_HOME/.env``), config.yaml (``host/hermes_config``), settings,
+(process env + ``$HERMES_HOME/.env``), config.yaml (``hermes/config``), settings,
 ``CliError`` (read-only SQLite is ``archive.readonly``), the ``--store``/``--json`` options."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import PREFIX, Settings, in_block, load_settings
-from ..host.hermes_config import ConfigFile, hermes_home, read_config
+from ..hermes.config import ConfigFile, hermes_home, read_config
 
 
 PROG = "python3 <plugin dir>"

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..host.hermes_config import hermes_home
+from ..hermes.config import hermes_home
 from ..common.humanize import plural
 from ..archive.readonly import connect
 from ..archive.seal_key import read_seal

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..host.thresholds import Trigger
+from ..settings.thresholds import Trigger
 from .host_emulation import HOST_0_22
 from ..common.humanize import count, kilo, plural
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..archive import readonly
-from ..compaction.record import Compaction
+from ..session.record import Compaction
 from ..settings.config import Settings
 from .env import CliError
 from .status import status_data, status_report

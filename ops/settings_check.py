@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..settings.config import PREFIX, SPEC, Settings, in_block, load_settings, setting_text, shown_value
-from ..host.thresholds import landing_text, trigger_text
+from ..settings.thresholds import landing_text, trigger_text
 from .env import read_dotenv
 from .settings_source import misnamed, source_of, sources
 from .status import known_trigger

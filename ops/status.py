@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..archive import readonly
-from ..compaction.record import Compaction
-from ..host.hermes_config import hermes_home
-from ..host.prompt_cache import with_host_ttl
-from ..host.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
+from ..session.record import Compaction
+from ..hermes.config import hermes_home
+from ..hermes.prompt_cache import with_host_ttl
+from ..settings.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
 from ..settings.config import Settings
 from ..settings.gateway_env import sources_line
 from ..status.model import StatusReport, StoreView, read_store_view

@@ -18,7 +18,7 @@ from typing import Any, Callable, List
 
 from ..archive.recall import RecallTools
 from ..archive.writer import StoreWriter
-from ..session import new_stats_lock
+from ..session.state import new_stats_lock
 from ..common.peer_text import plugin_logger
 
 log = plugin_logger("tencentdb_offload")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..memory_gateway.client import CircuitBreaker, GatewayClient, GatewayError
-from ..memory_gateway.ingest import IngestWorker
+from .ingest import IngestWorker
 from ..settings.config import Settings
 
 

@@ -1,6 +1,6 @@
 """Session policy for the ingest worker: what it sends for a session, what a canvas changes.
 
-The worker (``memory_gateway/ingest.py``) only does the Gateway I/O. What accompanies a
+The worker (``runtime/ingest.py``) only does the Gateway I/O. What accompanies a
 session's tool pairs (the turn's prompt and recent messages the hooks recorded), when a
 session's canvas is worth asking for (rows of it were accepted, or the hooks asked), and
 where a fetched canvas goes (the session's current canvas block) is decided here, from the
@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Set
 
 from ..context import canvas as canvas_block
-from ..memory_gateway.ingest import Canvas, CanvasDue, Outgoing
+from .ingest import Canvas, CanvasDue, Outgoing
 from ..memory_gateway.session_ids import gateway_session_id
-from ..session import SessionRegistry
+from ..session.state import SessionRegistry
 
 
 class SessionIngestPolicy:

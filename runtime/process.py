@@ -16,11 +16,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import GatewayClient, GatewayError
 from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
-from ..memory_gateway.ingest import IngestWorker
+from .ingest import IngestWorker
 from . import after_fork, redaction
 from .gateway_link import client_for, probe
 from .ingest_policy import SessionIngestPolicy
-from ..session import SessionRegistry, SessionState
+from ..session.state import SessionRegistry, SessionState
 from .reclaimer import Reclaimer
 from ..context.tokens import TokenMemo
 from ..archive.store import ArchiveItem, Store, StoreError
@@ -30,9 +30,9 @@ from ..archive.lcm_history import LcmHistory
 from ..archive.visibility import Scope, scope_of
 from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
-from ..host.compat import HOST_IMPORT_ERROR, in_messaging_gateway
+from ..hermes.compat import HOST_IMPORT_ERROR, in_messaging_gateway
 from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
-from ..compaction.record import Compaction, Level
+from ..session.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
 from ..status.model import StatusReport

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .gateway_env import resolve as gateway_sources
-from ..host.hermes_config import hermes_home
+from ..hermes.config import hermes_home
 from ..memory_gateway.transport import BaseURL, header_safe, unsafe_credentials
 
 PREFIX = "TENCENTDB_OFFLOAD_"
@@ -48,7 +48,7 @@ class Settings:
     lcm_history: str = "auto"           # hermes-lcm's lcm.db searched read-only: auto | off | a path
     lcm_history_shared: bool = False    # messaging gateway: every conversation reads all of lcm.db
     cache_ttl_s: int = 300              # the provider's prompt-cache idle expiry; 0 = no idle compaction
-    cache_ttl_from: str = ""            # where cache_ttl_s came from (host/prompt_cache.py)
+    cache_ttl_from: str = ""            # where cache_ttl_s came from (hermes/prompt_cache.py)
     redact: bool = True                 # secrets masked in what is sent to the Gateway
     redact_archive: bool = False        # and in the local archive, at rest
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default

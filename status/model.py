@@ -10,8 +10,8 @@ from typing import Any, Dict, Iterable, List, Optional
 from ..archive import readonly
 from ..archive.stats import StoreStats
 from ..archive.visibility import OPERATOR, Scope
-from ..compaction.record import Compaction
-from ..host.thresholds import Trigger
+from ..session.record import Compaction
+from ..settings.thresholds import Trigger
 from ..memory_gateway.client import GatewayClient
 from ..settings.config import Settings
 

@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Optional
 from ..archive.stats import StoreStats
 from ..archive.visibility import OPERATOR, Scope
 from ..common.humanize import count, kilo, plural, printable, size
-from ..compaction.record import Compaction
-from ..host.thresholds import landing_text, trigger_text
+from ..session.record import Compaction
+from ..settings.thresholds import landing_text, trigger_text
 from ..memory_gateway.session_ids import gateway_session_id
 from ..settings.config import Settings, gateway_text
 from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView, prompt_cache
@@ -265,3 +265,20 @@ def announce_line(approx: Any, target: int, via_gateway: bool, last: Optional[Co
             % (size, "through the Gateway%s" % gateway_note if via_gateway else "locally",
                kilo(target)))
     return line + (". Last: " + last.describe() if last else "")
+
+
+def explain_unchanged(tokens: int, target: int, trigger: int, messages: int) -> str:
+    """Why a compaction the user asked for (``/compress``) left the context as it was.
+
+    ``tokens``: the context now (our estimate); ``target``/``trigger``: the engine's target
+    and trigger in tokens; ``messages``: how many messages the context holds.
+    """
+    if tokens <= target:
+        return ("tencentdb-offload: nothing to compact — the context (~%s tokens, %s) is already "
+                "under the target of %s tokens by %s; compaction starts by itself at %s tokens"
+                % (count(tokens), plural(messages, "message"), count(target), count(target - tokens),
+                   count(trigger)))
+    return ("tencentdb-offload: nothing could be removed — the context (~%s tokens, %s) is %s "
+            "tokens over the target of %s, but what is left is the protected start of the "
+            "conversation and the current turn" % (count(tokens), plural(messages, "message"),
+                                                  count(tokens - target), count(target)))

@@ -198,7 +198,7 @@ def test_readme_update_and_uninstall(tmp_path):
         print("uninstall path:", path)
         assert not plugin.exists()
         config = (home / "config.yaml").read_text()
-        from tencentdb_offload.host.hermes_config import parse
+        from tencentdb_offload.hermes.config import parse
         data, _ = parse(config)
         assert "tencentdb-offload" not in ((data.get("plugins") or {}).get("enabled") or []), config
         assert (data.get("context") or {}).get("engine") == "compressor", config

@@ -1,7 +1,7 @@
 """End-to-end, Hermes 0.22's messaging gateway on a 100K window (issue 29's held-out shape, fewer
 conversations): where the plugin's defaults trigger at 0.85, land at 0.35, keep the newest
 unread results whole and cut a request the pool lets through past 0.88 of the window
-(``host/thresholds.py``). The built-in, the plugin without a Gateway and with the real one run
+(``settings/thresholds.py``). The built-in, the plugin without a Gateway and with the real one run
 at once on the same workload as tests/e2e/test_messaging_gateway.py's side-by-side (three
 ~25 KB reads a turn, a restart halfway). Asked of the plugin: every turn answered, every
 request at most 0.90 of the window, no more rewrites than the built-in, no more reads hidden.

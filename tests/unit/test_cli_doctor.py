@@ -162,7 +162,7 @@ def test_wrong_plugin_kind_and_outbox_warning(tmp_path, gateway):
 
 
 def test_stdlib_yaml_reader_reads_what_hermes_configs_hold():
-    from tencentdb_offload.host.hermes_config import mini_yaml
+    from tencentdb_offload.hermes.config import mini_yaml
     text = ("model:\n  default: \"gpt-x\"   # comment\n  context_length: 128000\n"
             "toolsets:\n  - name: a\n    enabled: true\n  - plain\n"
             "context: {engine: tencentdb-offload}\n"
@@ -488,7 +488,7 @@ def test_on_0_22_the_fixes_are_config_commands_and_the_engine_is_said_to_load(tm
     """0.22 loads the engine named by context.engine from plugins/<name> without plugins.enabled
     (agent_init._select_context_engine → plugins.context_engine.load_context_engine), but the
     hooks and tools only when enabled; and its `plugins enable` refuses without network."""
-    from tencentdb_offload.host.hermes_config import read_config
+    from tencentdb_offload.hermes.config import read_config
     from tencentdb_offload.ops.doctor import Checks, check_config
     home = tmp_path / "home"
     home.mkdir()
@@ -599,7 +599,7 @@ def test_plugins_enabled_as_a_bare_string_is_no_list_to_hermes(tmp_path):
     """`plugins.enabled: tencentdb-offload` (a hand edit, no dash): Hermes 0.17-0.22 read only a
     list there and list the plugin 'not enabled'; doctor passed 'contains tencentdb-offload'.
     A bare string under plugins.disabled disables nothing either."""
-    from tencentdb_offload.host.hermes_config import read_config
+    from tencentdb_offload.hermes.config import read_config
     from tencentdb_offload.ops.doctor import Checks, check_config
     home = tmp_path / "home"
     home.mkdir()

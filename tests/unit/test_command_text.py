@@ -14,7 +14,8 @@ from pathlib import Path
 from fakes.gateway import FakeGateway
 from fakes.hostile import HostilePeer, envelope
 from tencentdb_offload.archive.store import Store
-from tencentdb_offload.host.command import explain_unchanged, make_command
+from tencentdb_offload.host.command import make_command
+from tencentdb_offload.status.render import explain_unchanged
 from tencentdb_offload.hooks import HookHandlers
 
 from helpers import conversation, make_engine

@@ -13,7 +13,7 @@ import pytest
 
 from fakes.gateway import FakeGateway
 from tencentdb_offload.archive.store import ArchiveItem, Store
-from tencentdb_offload.compaction.record import Route
+from tencentdb_offload.session.record import Route
 from tencentdb_offload.context import digest as D
 from tencentdb_offload.context import focus as F
 from tencentdb_offload.context import messages as M

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tencentdb_offload.settings.config import load_settings
-from tencentdb_offload.host.hermes_config import read_config
+from tencentdb_offload.hermes.config import read_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import pytest
 
 from test_cli_doctor import checks, doctor, install, setup_home, unused_port
 
-from tencentdb_offload.host.hermes_config import ConfigFile
+from tencentdb_offload.hermes.config import ConfigFile
 from tencentdb_offload.ops import doctor as D
 
 COMMANDS = ("hermes ", "sed ", "echo ", "export ", "unset ", "chmod ", "mv ", "mkdir ", "rm ",

@@ -61,7 +61,7 @@ def test_no_trace_of_lcm_no_rows(tmp_path, gateway):
 def test_the_enable_fix_does_not_put_hermes_lcm_back(tmp_path):
     # 0.22, hermes-lcm still listed and this plugin not: the lcm row says drop hermes-lcm, so
     # the plugins.enabled fix must not list it again (two fixes that undo each other)
-    from tencentdb_offload.host.hermes_config import read_config
+    from tencentdb_offload.hermes.config import read_config
     from tencentdb_offload.ops.doctor import Checks, check_config
     home = tmp_path / "home"
     home.mkdir()

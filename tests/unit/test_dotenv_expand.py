@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tencentdb_offload.archive.store import ArchiveItem, Store
-from tencentdb_offload.host.hermes_config import hermes_home
+from tencentdb_offload.hermes.config import hermes_home
 from tencentdb_offload.ops.env import effective_env, read_dotenv
 
 from test_cli import run_cli

@@ -380,7 +380,7 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     the user or a model table set is used as set."""
     import tencentdb_offload.engine as E
     from tencentdb_offload.settings.config import load_settings
-    from tencentdb_offload.host.thresholds import small_window_trigger
+    from tencentdb_offload.settings.thresholds import small_window_trigger
     assert [small_window_trigger(w, int(w * 0.75)) for w in (32_000, 64_000, 80_000, 100_000, 200_000)] \
         == [24_000, 54_400, 64_000, 75_000, 150_000]
     rt, eng = make_engine(tmp_path)
@@ -396,7 +396,7 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     monkeypatch.setenv("_HERMES_GATEWAY", "1")
     eng.update_model(model="m", context_length=64_000)
     assert eng.threshold_tokens == 48_000, "the messaging gateway keeps the headroom at 64K"
-    import tencentdb_offload.host.compat as compat
+    import tencentdb_offload.hermes.compat as compat
     monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
     eng.update_model(model="m", context_length=100_000)
     assert eng.threshold_tokens == 85_000, "and triggers later on an 85K-128K window"
@@ -419,7 +419,7 @@ def test_the_messaging_gateway_lands_lower_unless_the_ratio_is_set():
     landing; a ratio the user set, or one corrected below a low threshold, as it is; elsewhere
     the settings' target."""
     from tencentdb_offload.settings.config import load_settings
-    from tencentdb_offload.host.thresholds import FLEET_LANDING_RATIO, landing_tokens, landing_text
+    from tencentdb_offload.settings.thresholds import FLEET_LANDING_RATIO, landing_tokens, landing_text
     unset = load_settings({})[0]
     assert landing_tokens(unset, 100_000, True) == int(100_000 * FLEET_LANDING_RATIO) \
         < unset.target_tokens(100_000)
@@ -438,7 +438,7 @@ def test_a_cap_that_does_not_bind_leaves_the_hosts_rules_and_one_that_does_is_a_
     """MAX_CONTEXT_TOKENS is a ceiling: 5M on a 64K window changes nothing (0.22's floor stays);
     under 0.22's later triggers it still caps them."""
     from tencentdb_offload.settings.config import load_settings
-    from tencentdb_offload.host.thresholds import applying_trigger
+    from tencentdb_offload.settings.thresholds import applying_trigger
     plain = load_settings({})[0]
     for window, floor, fleet in ((64_000, True, False), (100_000, False, True), (200_000, True, False)):
         huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]
@@ -448,7 +448,7 @@ def test_a_cap_that_does_not_bind_leaves_the_hosts_rules_and_one_that_does_is_a_
         capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": str(cap)})[0]
         trigger = applying_trigger(capped, window, host_floor=floor, fleet=fleet)
         assert trigger.tokens == cap and "MAX_CONTEXT_TOKENS" in trigger.why, (cap, window)
-    from tencentdb_offload.host.thresholds import landing_tokens
+    from tencentdb_offload.settings.thresholds import landing_tokens
     huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]
     assert landing_tokens(huge, 100_000, True) == landing_tokens(plain, 100_000, True)
     capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "80000"})[0]

@@ -113,7 +113,7 @@ FLEET_WINDOW = 100_000
 def _landing_low(tmp_path, before, monkeypatch):
     """A compaction in 0.22's messaging gateway on a 100K window, with its defaults (trigger
     0.85, landing 0.35), no Gateway, no canvas."""
-    import tencentdb_offload.host.compat as compat
+    import tencentdb_offload.hermes.compat as compat
     monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
     monkeypatch.setenv("_HERMES_GATEWAY", "1")
     rt, eng = make_engine(tmp_path, context_length=FLEET_WINDOW, gateway_url="off")

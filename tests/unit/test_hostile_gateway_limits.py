@@ -149,7 +149,7 @@ def test_a_compact_reply_far_larger_than_the_request_is_not_read():
 
 
 def test_prompt_boundaries_stay_bounded_across_many_conversations(tmp_path, monkeypatch):
-    from tencentdb_offload.memory_gateway import ingest
+    from tencentdb_offload.runtime import ingest
     monkeypatch.setattr(ingest, "BOUNDARY_KEEP", 50)
     with HostilePeer() as peer:
         rt, eng = make_engine(tmp_path, gateway_url=peer.url, api_key="k1")

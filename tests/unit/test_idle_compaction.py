@@ -7,7 +7,8 @@ import time
 import pytest
 
 from tencentdb_offload.compaction import idle
-from tencentdb_offload.compaction.record import Compaction
+from tencentdb_offload.session import cache_clock
+from tencentdb_offload.session.record import Compaction
 from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import conversation, make_engine
@@ -230,9 +231,9 @@ def test_the_record_keeps_its_reason_and_reads_old_rows():
 @pytest.mark.parametrize("raw", [None, [], "x", {"at": "nan"}, {"at": float("inf"), "spent": -5},
                                  {"at": True, "warm_after": 1e300}])
 def test_an_edited_handover_row_is_checked(raw):
-    clock = idle.CacheClock()
+    clock = cache_clock.CacheClock()
     clock.seed(raw)
-    assert clock.last_wall >= 0 and clock.warm_after <= idle.LEARNED_CAP_S
+    assert clock.last_wall >= 0 and clock.warm_after <= cache_clock.LEARNED_CAP_S
     assert clock.pause(1e9, 1.0) is None or clock.pause(1e9, 1.0) >= 0
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from fakes.gateway import FakeGateway
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.runtime.ingest_policy import SessionIngestPolicy
-from tencentdb_offload.memory_gateway.ingest import Canvas, Outgoing, current_canvas
-from tencentdb_offload.session import SessionRegistry
+from tencentdb_offload.runtime.ingest import Canvas, Outgoing, current_canvas
+from tencentdb_offload.session.state import SessionRegistry
 
 from helpers import make_engine, wait_for
 
@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_worker_imports_no_session_or_canvas_policy():
-    tree = ast.parse((ROOT / "memory_gateway" / "ingest.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "runtime" / "ingest.py").read_text(encoding="utf-8"))
     imported = {(n.level, n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for level, m in imported if level == 2 and m in ("session", "context", "context.canvas")}
-    assert "registry" not in (ROOT / "memory_gateway" / "ingest.py").read_text(encoding="utf-8")
+    assert "registry" not in (ROOT / "runtime" / "ingest.py").read_text(encoding="utf-8")
 
 
 class Recording:

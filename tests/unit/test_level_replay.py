@@ -3,7 +3,7 @@ recorded as level ``replay`` (docs/behaviour.md, "Levels in status"); the record
 level it did not know, and status said "compacted through the Gateway (unknown)" and
 "levels: unknown 1"."""
 
-from tencentdb_offload.compaction.record import Compaction, Level, Route
+from tencentdb_offload.session.record import Compaction, Level, Route
 from tencentdb_offload.memory_gateway.compaction import effective_level
 
 

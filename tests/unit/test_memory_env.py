@@ -17,7 +17,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from tencentdb_offload.settings.config import load_settings  # noqa: E402
 from tencentdb_offload.settings.gateway_env import resolve  # noqa: E402
-from tencentdb_offload.host.hermes_config import ConfigFile  # noqa: E402
+from tencentdb_offload.hermes.config import ConfigFile  # noqa: E402
 from tencentdb_offload.ops.doctor_memory import memory_checks  # noqa: E402
 from tests.fakes.gateway import FakeGateway  # noqa: E402
 from tests.fakes import memory_tencentdb as fake_provider  # noqa: E402
@@ -237,7 +237,7 @@ def test_v3_routes_check_the_key(gw_and_provider):
 # --- the README's combined configuration -------------------------------------------------
 
 def _readme_section():
-    from tencentdb_offload.host.hermes_config import mini_yaml
+    from tencentdb_offload.hermes.config import mini_yaml
     from tests.fakes.memory_tencentdb import readme
     return readme.parse(readme.FIXTURE.read_text(encoding="utf-8"), mini_yaml)
 

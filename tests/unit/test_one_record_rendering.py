@@ -20,7 +20,7 @@ import pytest
 from tencentdb_offload import ops
 from tencentdb_offload.archive.readonly import StoreReader
 from tencentdb_offload.host.command import make_command
-from tencentdb_offload.compaction.record import Compaction, Route
+from tencentdb_offload.session.record import Compaction, Route
 from tencentdb_offload.common.humanize import count
 from tencentdb_offload.ops import demo, driver
 

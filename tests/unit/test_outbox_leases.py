@@ -24,7 +24,7 @@ sys.path.insert(0, sys.argv[1])
 from conftest import load_plugin
 plugin = load_plugin()
 from tencentdb_offload.hooks import HookHandlers
-from tencentdb_offload.memory_gateway import ingest
+from tencentdb_offload.runtime import ingest
 ingest.LEASE_MIN_S = 1.0            # a crashed sender's sessions are taken over sooner
 env, name, sessions, pairs, mode = json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 rt = plugin.build_runtime(env=env)

@@ -180,7 +180,7 @@ def test_in_the_messaging_gateway_the_cut_starts_earlier(tmp_path, monkeypatch):
     """With the messaging gateway's later trigger (0.85 of an 85K-128K window) a request the
     pool let through is cut past FLEET_REQUEST_CEILING, so none reaches 0.90 of the window; the
     same request elsewhere goes as it is."""
-    import tencentdb_offload.host.compat as compat
+    import tencentdb_offload.hermes.compat as compat
     from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
     window = 100_000
     request = next(r for r in (_request(n) for n in range(6, 20))
@@ -207,7 +207,7 @@ def test_in_the_messaging_gateway_a_request_under_a_chosen_trigger_is_not_cut(tm
     """The earlier ceiling is for the messaging gateway's own later trigger: where the user
     set THRESHOLD (or a model's threshold applies) and it lies past that ceiling, a request
     still under the trigger goes as it is; the transcript is compacted at the trigger."""
-    import tencentdb_offload.host.compat as compat
+    import tencentdb_offload.hermes.compat as compat
     from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
     window = 100_000
     monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)

@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 
 
-from tencentdb_offload.memory_gateway.ingest import Canvas
+from tencentdb_offload.runtime.ingest import Canvas
 from tencentdb_offload.runtime.ingest_policy import SessionIngestPolicy
-from tencentdb_offload.session import SessionRegistry
+from tencentdb_offload.session.state import SessionRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 RECEIVER = re.compile(r"(^|\.)(state|current_state\(\))$")    # how the product names one
 
 
 def _fields():
-    tree = ast.parse((ROOT / "session.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "session/state.py").read_text(encoding="utf-8"))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SessionState")
     return {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)} - {"lock"}
 
@@ -45,7 +45,7 @@ def test_every_write_of_a_conversations_fields_elsewhere_holds_its_lock():
     found = []
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in ("tests", "bench") or rel == Path("session.py"):
+        if rel.parts[0] in ("tests", "bench") or rel == Path("session/state.py"):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         found += ["%s:%d %s" % (rel, line, what) for line, what in _unlocked_writes(tree, fields)]

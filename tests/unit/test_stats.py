@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-from tencentdb_offload.compaction.record import Compaction, Level, Route
+from tencentdb_offload.session.record import Compaction, Level, Route
 from tencentdb_offload.context import canvas
 from tencentdb_offload.hooks import HookHandlers
-from tencentdb_offload.session import SessionRegistry
+from tencentdb_offload.session.state import SessionRegistry
 
 from helpers import conversation, make_engine
 

@@ -12,7 +12,7 @@ from tencentdb_offload import ops
 from tencentdb_offload.archive import browse, readonly
 from tencentdb_offload.archive.store import Store
 from tencentdb_offload.host.command import make_command
-from tencentdb_offload.host.thresholds import applying_trigger
+from tencentdb_offload.settings.thresholds import applying_trigger
 from tencentdb_offload.ops import doctor
 from tencentdb_offload.ops.report import _header
 from tencentdb_offload.ops.settings_check import check_settings

@@ -19,7 +19,7 @@ import json, os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from conftest import load_plugin
 plugin = load_plugin()
-import tencentdb_offload.session as S
+import tencentdb_offload.session.state as S
 from tencentdb_offload.hooks import HookHandlers
 rt = plugin.build_runtime(env=json.loads(sys.argv[2]))
 hooks = HookHandlers(rt)

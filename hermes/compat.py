@@ -92,5 +92,5 @@ def in_messaging_gateway() -> bool:
 
 def in_fleet() -> bool:
     """Hermes 0.22's messaging gateway: it checks every request before it leaves, so the later
-    trigger and lower landing of ``host/thresholds.py`` are safe there."""
+    trigger and lower landing of ``settings/thresholds.py`` are safe there."""
     return HOST_SELECTS_CONTEXT and in_messaging_gateway()

@@ -24,13 +24,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
 
-from .client import (GatewayClient, GatewayError, GatewayRejected,
+from ..memory_gateway.client import (GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
 from ..archive.outbox import OutboxHead, OutboxRow
 from ..archive.refused import refusals_line
 from ..archive.store import Store
-from .pair_cut import args_text, cut_args
-from .timestamps import gateway_timestamp
+from ..memory_gateway.pair_cut import args_text, cut_args
+from ..memory_gateway.timestamps import gateway_timestamp
 from ..common.peer_text import plugin_logger
 
 log = plugin_logger("tencentdb_offload.ingest")

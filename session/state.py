@@ -13,15 +13,15 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .compaction.idle import CacheClock
-from .compaction.record import Compaction
-from .common.held_lru import HeldLRU
-from .common.seen_ids import SeenIds, newest
-from .common.text import clean_text
-from .context import canvas
-from .host.thresholds import Trigger
-from .context.tokens import Calibrator
-from .memory_gateway.session_ids import gateway_session_id
+from .cache_clock import CacheClock
+from .record import Compaction
+from ..common.held_lru import HeldLRU
+from ..common.seen_ids import SeenIds, newest
+from ..common.text import clean_text
+from ..context import canvas
+from ..settings.thresholds import Trigger
+from ..context.tokens import Calibrator
+from ..memory_gateway.session_ids import gateway_session_id
 
 
 MAX_INHERITED_CANVAS = 100_000      # chars: a pin read back from the store beyond this is ignored
@@ -116,7 +116,7 @@ class SessionStats:
 class SessionState:
     key: str
     gateway_id: str
-    parents: Tuple[str, ...] = ()   # conversations it was branched from (host/lineage.py)
+    parents: Tuple[str, ...] = ()   # conversations it was branched from (hermes/lineage.py)
     prompt: str = ""
     recent: List[Dict[str, str]] = field(default_factory=list)
     l15_hash: str = ""

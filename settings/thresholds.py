@@ -10,10 +10,9 @@ or below our landing ratio is ignored: every compaction would trigger the next.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import Any, Optional, Tuple
 
-if TYPE_CHECKING:
-    from ..settings.config import Settings
+from .config import Settings
 
 HOST_MINIMUM_CONTEXT = 64_000   # Hermes' MINIMUM_CONTEXT_LENGTH: no window is smaller
 SMALL_WINDOW_RATIO = 0.85       # where the built-in triggers when that floor binds
