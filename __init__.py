@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .host.command import HELP, make_command
-from .hermes.compat import HOST_SELECTS_CONTEXT
+from .hermes.host import running_host
 from .engine import NAME, TencentDBOffloadEngine
 from .hooks import HookHandlers
 from .host.wiring import build_runtime, first_time, first_time_for, open_session, shared_runtime
@@ -35,7 +35,7 @@ def register(ctx: Any) -> None:
         ctx.register_hook("post_tool_call", hooks.post_tool_call)
         ctx.register_hook("pre_llm_call", hooks.pre_llm_call)
         # one canvas and one copy of each recall block per request (0.22: select_context)
-        if not HOST_SELECTS_CONTEXT and hasattr(ctx, "register_middleware"):
+        if not running_host().selects_context and hasattr(ctx, "register_middleware"):
             try:
                 ctx.register_middleware("llm_request", hooks.llm_request)
             except Exception as exc:  # an older host: canvases are still stripped at compaction

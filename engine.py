@@ -16,7 +16,8 @@ from .archive.recall import SCHEMAS
 from .hermes import lineage
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
 from .compaction import cut_memo, idle, prepare, request_cut
-from .hermes.compat import HOST_SELECTS_CONTEXT, ContextEngine, in_fleet, in_messaging_gateway
+from .hermes.compat import ContextEngine
+from .hermes.host import running_host
 from .context.fallback import has_compressible
 from .context.tokens import messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
@@ -47,7 +48,7 @@ class TencentDBOffloadEngine(ContextEngine):
         # compaction on a cold cache, right after a compaction that left a few messages). The
         # messaging gateway keeps the host's 6: there its shared pool refuses work when busy,
         # and with 0 one request in ~5 runs of its side-by-side went over the window
-        self.protect_last_n = 6 if in_messaging_gateway() else 0
+        self.protect_last_n = 6 if running_host().messaging_gateway else 0
         for attr in COUNTERS:                # the host reads last_real_prompt_tokens too
             setattr(self, attr, 0)
         self.awaiting_real_usage_after_compression = False   # 0.22 sets it after compactions
@@ -90,8 +91,9 @@ class TencentDBOffloadEngine(ContextEngine):
         named = self._threshold_for(self.model, provider)
         self.threshold_percent = s.threshold if named is None else named
         # 0.22 checks every request: the built-in's small-window trigger, later in its gateway
-        trigger = applying_trigger(s, self.context_length, model_ratio=named, fleet=in_fleet(),
-                                   host_floor=HOST_SELECTS_CONTEXT and not in_messaging_gateway())
+        host = running_host()
+        trigger = applying_trigger(s, self.context_length, model_ratio=named,
+                                   fleet=host.checks_every_request, host_floor=host.floor_applies)
         self.threshold_tokens = trigger.tokens
         self.current_state().use_trigger(trigger.tokens, trigger)
 
@@ -174,7 +176,7 @@ class TencentDBOffloadEngine(ContextEngine):
             return True, None               # its last request was cut for itself (0.22)
         if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
                 or tokens < self.threshold_tokens):
-            return (not HOST_SELECTS_CONTEXT and    # 0.17/0.19's turn start (0.22: preflight)
+            return (not running_host().selects_context and    # 0.17/0.19's turn start (0.22: preflight)
                     idle.wanted(self, tokens)), None
         if not self.runtime.settings.enabled:
             return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED=false)"
@@ -248,7 +250,8 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def story_target(self) -> int:
         """The ordinary target: the digest is sized for it even when an idle one lands deeper."""
-        return landing_tokens(self.runtime.settings, self.context_length or 128_000, in_fleet(),
+        return landing_tokens(self.runtime.settings, self.context_length or 128_000,
+                              running_host().checks_every_request,
                               self.threshold_percent)     # (a model's: whether a cap binds)
 
     def estimate_real(self, messages: List[Any]) -> int:

@@ -14,7 +14,7 @@ import math
 import uuid
 from typing import Any, Dict, List, Optional
 
-from .hermes.compat import HOST_SELECTS_CONTEXT
+from .hermes.host import running_host
 from .context import canvas, recall_blocks, result_keys
 from .context import messages as M
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
@@ -219,7 +219,7 @@ class HookHandlers:
                 state.ask_canvas()
             if rt.near_threshold(state):
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction
-        if not (rt.settings.canvas and state.canvas_hash) or HOST_SELECTS_CONTEXT:
+        if not (rt.settings.canvas and state.canvas_hash) or running_host().selects_context:
             return None         # 0.22: the canvas goes in per request (engine.select_context)
         with state.lock:
             if state.canvas_hash == state.injected_canvas_hash:

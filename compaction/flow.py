@@ -18,7 +18,7 @@ from .ahead import Aim, GatewayAttempt
 from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session.state import SessionState
-from ..hermes.compat import HOST_SELECTS_CONTEXT, in_fleet
+from ..hermes.host import running_host
 from ..settings.thresholds import fleet_landing
 from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
@@ -138,7 +138,7 @@ class CompactionRun:
         # trigger: trimmed only to reach the landing, a real model would ask for them again.
         # Elsewhere only the canvas' room is theirs (the per-turn CLI paid 1.08x otherwise).
         unread_room = room + shown
-        if fleet_landing(s, self.engine.context_length, in_fleet()):
+        if fleet_landing(s, self.engine.context_length, running_host().checks_every_request):
             unread_room = max(unread_room, ceiling)
         result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
                                             unread_room=unread_room,
@@ -150,7 +150,7 @@ class CompactionRun:
             return self.messages, None      # (nothing but orphans: no conversation to keep)
         if not placed:
             result = self.with_notes(result, notes)
-        if block and not HOST_SELECTS_CONTEXT:      # 0.22 gets it per request instead
+        if block and not running_host().selects_context:      # else it goes in per request
             result = canvas.inject(result, block, self.rt.seal)
             with self.state.lock:
                 self.state.injected_canvas_hash = canvas.digest(block)
@@ -192,7 +192,7 @@ class CompactionRun:
         ready = rt.ahead.take(self.state, clean, 0.0)       # (a failed one says why)
         if (ready is not None and ready.messages is not None) or not self.wait_gateway:
             return ready or GatewayAttempt(None)
-        if not HOST_SELECTS_CONTEXT:        # 0.17/0.19: no pool to starve, ask and wait
+        if not running_host().pools_compression:     # no pool to starve: ask and wait
             return rt.gateway_attempt(self.state, clean, aim, budget.overhead, self.count)
         rt.ahead.start(self.state, clean, aim, budget.overhead, self.count)
         return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(

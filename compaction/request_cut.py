@@ -21,7 +21,7 @@ from . import cut_memo
 from .engine_view import CompactingEngine
 from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
-from ..hermes.compat import in_fleet
+from ..hermes.host import running_host
 from ..settings.thresholds import fleet_trigger, fleet_window
 from ..context import messages as M
 
@@ -44,7 +44,7 @@ def ceiling_share(engine: CompactingEngine) -> float:
     cutting under the trigger would make the exception the rule (THRESHOLD 0.98 cut every
     request from 0.95 while status said 0.98)."""
     window = engine.context_length
-    own = in_fleet() and fleet_window(window) and engine.threshold_tokens == fleet_trigger(window, 0)
+    own = running_host().checks_every_request and fleet_window(window) and engine.threshold_tokens == fleet_trigger(window, 0)
     if own:
         return FLEET_REQUEST_CEILING
     return max(REQUEST_CEILING, min(engine.threshold_tokens / window, 1.0)) if window > 0 \

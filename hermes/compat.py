@@ -3,13 +3,11 @@
 Inside Hermes the engine must subclass the real ABC (the host checks ``isinstance``). The demo,
 the replay and the unit tests run without Hermes; they get this stand-in, which carries the
 newest host API's defaults (0.22: ``select_context``, ``on_turn_complete`` …) so the engine's
-own methods are exercised the same way. ``HOST_SELECTS_CONTEXT`` tells the plugin whether the
-host will call ``select_context`` (0.22 and later), which decides where the canvas goes.
+own methods are exercised the same way. What the host does is described in ``host.py``.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..common.peer_text import plugin_logger
@@ -80,17 +78,3 @@ class _StandIn:
 
 
 ContextEngine: Any = _HOST_BASE or _StandIn
-
-HOST_SELECTS_CONTEXT = INSIDE_HERMES and hasattr(ContextEngine, "select_context")
-
-
-def in_messaging_gateway() -> bool:
-    """This process is Hermes' messaging gateway (``hermes gateway``), which marks itself so
-    when it loads: many agents there share one compression pool that refuses work when busy."""
-    return os.environ.get("_HERMES_GATEWAY") == "1"
-
-
-def in_fleet() -> bool:
-    """Hermes 0.22's messaging gateway: it checks every request before it leaves, so the later
-    trigger and lower landing of ``settings/thresholds.py`` are safe there."""
-    return HOST_SELECTS_CONTEXT and in_messaging_gateway()

@@ -25,8 +25,8 @@ _CJK_DENSE = re.compile("[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7af\u
 
 def detected_host() -> str:
     """The host the engine set itself up for (the one this process can import)."""
-    from .. import engine
-    return HOST_0_22 if engine.HOST_SELECTS_CONTEXT else HOST_0_19
+    from ..hermes.host import running_host
+    return HOST_0_22 if running_host().selects_context else HOST_0_19
 
 
 # what 0.17-0.22 charge per image in their rough estimates (``_IMAGE_TOKEN_COST``; 0.22 before it

@@ -30,7 +30,8 @@ from ..archive.lcm_history import LcmHistory
 from ..archive.visibility import Scope, scope_of
 from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
-from ..hermes.compat import HOST_IMPORT_ERROR, in_messaging_gateway
+from ..hermes.compat import HOST_IMPORT_ERROR
+from ..hermes.host import running_host
 from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
 from ..session.record import Compaction, Level
 from ..context import departures, result_keys
@@ -181,7 +182,7 @@ class Runtime:
     def scope_for(self, conversation: str, lineage: Any = ()) -> Scope:
         """What ``conversation`` may read ('': whoever runs the slash command), decided by
         ``archive/visibility.py`` for this host."""
-        return scope_of(conversation, tuple(lineage), shared_host=in_messaging_gateway(),
+        return scope_of(conversation, tuple(lineage), shared_host=running_host().messaging_gateway,
                         lcm_shared=self.settings.lcm_history_shared, session_ids=self._session_ids)
 
     def _session_ids(self, keys: Any) -> List[str]:

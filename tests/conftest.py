@@ -27,6 +27,14 @@ def pytest_runtest_setup(item):
                     "after the parallel run, alone (-m default_port)")
 
 
+@pytest.fixture(autouse=True)
+def host_described_per_test(monkeypatch):
+    """The host is described once per process (hermes/host.py); each test starts undescribed,
+    so one test's environment or ``helpers.as_host`` never reaches the next."""
+    from tencentdb_offload.hermes import host
+    monkeypatch.setattr(host, "_current", None)
+
+
 @pytest.fixture
 def busy_switching():
     """Thread switches as often as the interpreter allows: an unlocked read-modify-write

@@ -19,6 +19,16 @@ from tencentdb_offload.settings.config import Settings
 DEFAULT_PORT = urlsplit(Settings().gateway_url).port     # the plugin's default Gateway URL's
 
 
+# what Hermes 0.22 does (docs/hosts.md); 0.17 and 0.19 do none of it
+SELECTING_HOST = dict(selects_context=True, pools_compression=True, small_window_floor=True)
+
+
+def as_host(monkeypatch, **facts: bool) -> None:
+    """Run this test in a host that does ``facts`` (``hermes.host.Host``), and nothing else."""
+    from tencentdb_offload.hermes import host
+    monkeypatch.setattr(host, "_current", host.Host(**facts))
+
+
 def assert_serial_for_default_port(port: int) -> None:
     """A test that holds the default port must run alone: runtimes in other workers use the
     default URL and would connect to it (and be counted, or hang)."""

@@ -12,7 +12,7 @@ import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
 from tencentdb_offload.compaction.ahead import MAX_RUNNING
 
-from helpers import conversation, env_for, wait_for
+from helpers import SELECTING_HOST, as_host, conversation, env_for, wait_for
 
 CONVERSATIONS = 100
 KEPT = 20                   # conversations the runtime keeps (max_sessions)
@@ -117,8 +117,7 @@ def test_a_prepared_compaction_two_callers_waited_for_is_counted_used_once(tmp_p
 def test_a_snapshot_still_queued_when_compress_compacts_locally_is_never_sent(tmp_path, monkeypatch):
     # 0.22: the pool is busy, compress() waits its 0.5 s and compacts locally; the queued
     # snapshot predates that compaction, so a /compact of it later is nobody's use
-    import tencentdb_offload.compaction.flow as flow
-    monkeypatch.setattr(flow, "HOST_SELECTS_CONTEXT", True)
+    as_host(monkeypatch, **SELECTING_HOST)
     with FakeGateway(api_key="k1") as gw:
         gate = gw.hold_compacts()
         rt = plugin.build_runtime(env=env_for(tmp_path, gateway_url=gw.url, api_key="k1"))

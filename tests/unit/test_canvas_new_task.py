@@ -64,8 +64,8 @@ def test_which_answers_clear_the_canvas():
 def test_a_canvas_back_after_a_cleared_one_is_injected_again_before_0_22(tmp_path):
     """0.17/0.19: the task's canvas comes back as current (the Gateway judged a continuation)
     after a compaction removed the old copy: it is shown again, not taken for the one shown."""
-    from tencentdb_offload.hermes.compat import HOST_SELECTS_CONTEXT
-    if HOST_SELECTS_CONTEXT:
+    from tencentdb_offload.hermes.host import running_host
+    if running_host().selects_context:
         pytest.skip("0.22 shows the canvas per request (select_context)")
     rt, eng = make_engine(tmp_path)
     try:

@@ -3,7 +3,7 @@ import re
 from fakes.gateway import FakeGateway
 from tencentdb_offload.host.command import make_command
 
-from helpers import conversation, make_engine
+from helpers import as_host, conversation, make_engine
 
 
 def test_status_help_and_unknown(tmp_path):
@@ -71,7 +71,7 @@ def test_in_the_messaging_gateway_status_names_no_conversation(tmp_path, monkeyp
         eng.compress(conversation(40, 5000), current_tokens=60_000)
         cmd = make_command(rt)
         assert chat in cmd("status")
-        monkeypatch.setenv("_HERMES_GATEWAY", "1")
+        as_host(monkeypatch, messaging_gateway=True)
         text = cmd("status")
         assert "81472093" not in text, text
         assert "compactions this process: 1" in text and "python3 <plugin dir> status" in text

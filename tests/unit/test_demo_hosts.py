@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-import tencentdb_offload.engine as engine_module
 from tencentdb_offload.ops import main
+
+import helpers
 
 
 def _as_host(monkeypatch, tmp_path, host_selects_context):
@@ -19,7 +20,7 @@ def _as_host(monkeypatch, tmp_path, host_selects_context):
         if name.startswith(("TENCENTDB_OFFLOAD_", "HERMES_")) or name == "_HERMES_GATEWAY":
             monkeypatch.delenv(name)
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", host_selects_context)
+    helpers.as_host(monkeypatch, **{fact: host_selects_context for fact in helpers.SELECTING_HOST})
 
 
 @pytest.mark.parametrize("host_selects_context", [False, True], ids=["0.17-0.19", "0.22"])

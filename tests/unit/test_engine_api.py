@@ -15,7 +15,7 @@ import tencentdb_offload as plugin
 from tencentdb_offload.context import canvas
 from tencentdb_offload.context import messages as M
 
-from helpers import conversation, make_engine
+from helpers import as_host, conversation, make_engine
 
 BLOCK = canvas.format_block("001-fix.mmd", "flowchart TD\n  A[fix the bug] --> B[run tests]")
 TURN_START = {"role": "user", "content": "next: the parser, please"}   # a turn's first request
@@ -378,7 +378,6 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     """0.22 (the host that checks before every request): on a window Hermes' 64K floor binds,
     the built-in's trigger, in its messaging gateway 0.85 of an 85K-128K window; a threshold
     the user or a model table set is used as set."""
-    import tencentdb_offload.engine as E
     from tencentdb_offload.settings.config import load_settings
     from tencentdb_offload.settings.thresholds import small_window_trigger
     assert [small_window_trigger(w, int(w * 0.75)) for w in (32_000, 64_000, 80_000, 100_000, 200_000)] \
@@ -386,25 +385,23 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     rt, eng = make_engine(tmp_path)
     eng.update_model(model="m", context_length=64_000)
     assert eng.threshold_tokens == 48_000, "0.17/0.19 (and outside Hermes): the setting as it is"
-    monkeypatch.setattr(E, "HOST_SELECTS_CONTEXT", True)
+    as_host(monkeypatch, selects_context=True, small_window_floor=True)
     eng.update_model(model="m", context_length=64_000)
     assert eng.threshold_tokens == 54_400
     assert abs(eng.summary_target_ratio - rt.settings.target_tokens(64_000) / 54_400) < 1e-9, \
         "idle compaction lands at the target"
     eng.update_model(model="m", context_length=100_000)
     assert eng.threshold_tokens == 75_000, "a window the floor does not bind"
-    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    as_host(monkeypatch, selects_context=True, small_window_floor=True, messaging_gateway=True)
     eng.update_model(model="m", context_length=64_000)
     assert eng.threshold_tokens == 48_000, "the messaging gateway keeps the headroom at 64K"
-    import tencentdb_offload.hermes.compat as compat
-    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
     eng.update_model(model="m", context_length=100_000)
     assert eng.threshold_tokens == 85_000, "and triggers later on an 85K-128K window"
     assert eng.compaction_target() == 35_000, "where it lands lower"
     eng.update_model(model="m", context_length=200_000)
     assert eng.threshold_tokens == 150_000, "above it, the setting"
     assert eng.compaction_target() == rt.settings.target_tokens(200_000)
-    monkeypatch.delenv("_HERMES_GATEWAY")
+    as_host(monkeypatch, selects_context=True, small_window_floor=True)
     eng.model_thresholds = {"m": 0.7}
     eng.update_model(model="m", context_length=64_000)
     assert eng.threshold_tokens == 44_800, "a model table's threshold as set"

@@ -11,7 +11,7 @@ from fakes.gateway import FakeGateway
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.context.tokens import messages_tokens
 
-from helpers import conversation, make_engine, tool_turn
+from helpers import SELECTING_HOST, as_host, conversation, make_engine, tool_turn
 
 WINDOW = 64_000
 BIG = 20_000                        # chars: the tamper cuts results longer than this
@@ -113,9 +113,7 @@ FLEET_WINDOW = 100_000
 def _landing_low(tmp_path, before, monkeypatch):
     """A compaction in 0.22's messaging gateway on a 100K window, with its defaults (trigger
     0.85, landing 0.35), no Gateway, no canvas."""
-    import tencentdb_offload.hermes.compat as compat
-    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
-    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    as_host(monkeypatch, **SELECTING_HOST, messaging_gateway=True)
     rt, eng = make_engine(tmp_path, context_length=FLEET_WINDOW, gateway_url="off")
     eng.update_model(model="m", context_length=FLEET_WINDOW)
     out = eng.compress(before, current_tokens=messages_tokens(before))

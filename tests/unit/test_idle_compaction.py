@@ -11,7 +11,7 @@ from tencentdb_offload.session import cache_clock
 from tencentdb_offload.session.record import Compaction
 from tencentdb_offload.context.tokens import messages_tokens
 
-from helpers import conversation, make_engine
+from helpers import as_host, conversation, make_engine
 
 TTL = 300
 
@@ -102,8 +102,7 @@ def test_ttl_zero_never_compacts_idle(tmp_path):
 
 
 def test_the_host_asks_should_compress_at_turn_start_on_older_hosts(tmp_path, monkeypatch):
-    from tencentdb_offload import engine as engine_module
-    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", False)       # 0.17 / 0.19
+    as_host(monkeypatch)       # 0.17 / 0.19
     clock = Clock()
     rt, eng = engine(tmp_path, clock)
     rough = idle.idle_trigger(eng.threshold_tokens, eng.compaction_target()) + 1

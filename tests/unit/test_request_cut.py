@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from helpers import conversation, make_engine, tool_turn
+from helpers import SELECTING_HOST, as_host, conversation, make_engine, tool_turn
 from tencentdb_offload.compaction.request_cut import REQUEST_CEILING
 from tencentdb_offload.context.tokens import request_tokens
 from tencentdb_offload.context.validate import validation_errors
@@ -180,7 +180,6 @@ def test_in_the_messaging_gateway_the_cut_starts_earlier(tmp_path, monkeypatch):
     """With the messaging gateway's later trigger (0.85 of an 85K-128K window) a request the
     pool let through is cut past FLEET_REQUEST_CEILING, so none reaches 0.90 of the window; the
     same request elsewhere goes as it is."""
-    import tencentdb_offload.hermes.compat as compat
     from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
     window = 100_000
     request = next(r for r in (_request(n) for n in range(6, 20))
@@ -192,8 +191,7 @@ def test_in_the_messaging_gateway_the_cut_starts_earlier(tmp_path, monkeypatch):
         assert sent is None or sent == request
     finally:
         rt.close()
-    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
-    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    as_host(monkeypatch, **SELECTING_HOST, messaging_gateway=True)
     rt, eng = make_engine(tmp_path / "fleet", context_length=window)
     try:
         sent = eng.select_context(request)
@@ -207,11 +205,9 @@ def test_in_the_messaging_gateway_a_request_under_a_chosen_trigger_is_not_cut(tm
     """The earlier ceiling is for the messaging gateway's own later trigger: where the user
     set THRESHOLD (or a model's threshold applies) and it lies past that ceiling, a request
     still under the trigger goes as it is; the transcript is compacted at the trigger."""
-    import tencentdb_offload.hermes.compat as compat
     from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
     window = 100_000
-    monkeypatch.setattr(compat, "HOST_SELECTS_CONTEXT", True)
-    monkeypatch.setenv("_HERMES_GATEWAY", "1")
+    as_host(monkeypatch, **SELECTING_HOST, messaging_gateway=True)
     for n, how in enumerate(({"threshold": "0.93"}, {"model": 0.93})):
         env = {k: v for k, v in how.items() if k == "threshold"}
         rt, eng = make_engine(tmp_path / str(n), context_length=window, **env)

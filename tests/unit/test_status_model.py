@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from helpers import conversation, env_for, make_engine, plugin
+from helpers import as_host, conversation, env_for, make_engine, plugin
 from tencentdb_offload import ops
 from tencentdb_offload.archive import browse, readonly
 from tencentdb_offload.archive.store import Store
@@ -87,8 +87,7 @@ def test_the_trigger_shown_is_the_one_that_applies():
 
 @pytest.mark.parametrize("host_floor", [False, True], ids=["0.17-0.19", "0.22"])
 def test_status_prints_the_engines_trigger(tmp_path, capsys, monkeypatch, host_floor):
-    import tencentdb_offload.engine as engine_module
-    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", host_floor)
+    as_host(monkeypatch, selects_context=host_floor, small_window_floor=host_floor)
     rt, eng = make_engine(tmp_path)
     assert (eng.threshold_tokens > 0.75 * 64_000) == host_floor      # the floor binds at 64K
     eng.compress(conversation(40, 5000), current_tokens=60_000)

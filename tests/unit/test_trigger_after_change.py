@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from helpers import conversation, make_engine
+from helpers import SELECTING_HOST, as_host, conversation, make_engine
 from tencentdb_offload import ops
 
 TRIGGER = re.compile(r"compaction at (\d+)% of the ([\d,]+)-token window = ([\d,]+) tokens")
@@ -14,8 +14,7 @@ TRIGGER = re.compile(r"compaction at (\d+)% of the ([\d,]+)-token window = ([\d,
 
 @pytest.fixture
 def store_dir(tmp_path, monkeypatch):
-    import tencentdb_offload.engine as engine_module
-    monkeypatch.setattr(engine_module, "HOST_SELECTS_CONTEXT", True)    # 0.22: 85% at 64K
+    as_host(monkeypatch, **SELECTING_HOST)    # 0.22: 85% at 64K
     rt, eng = make_engine(tmp_path)
     eng.compress(conversation(40, 5000), current_tokens=60_000)
     directory = rt.store.directory
