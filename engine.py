@@ -47,7 +47,7 @@ class TencentDBOffloadEngine(ContextEngine):
         # messages): 0 lets our own should_compress decide on short histories too (an idle
         # compaction on a cold cache, right after a compaction that left a few messages). The
         # messaging gateway keeps the host's 6: there its shared pool refuses work when busy,
-        # and with 0 one request in ~5 runs of its side-by-side went over the window
+        # and with 0 a request went over the window (docs/benchmarks.md)
         self.protect_last_n = 6 if running_host().messaging_gateway else 0
         for attr in COUNTERS:                # the host reads last_real_prompt_tokens too
             setattr(self, attr, 0)

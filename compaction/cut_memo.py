@@ -2,10 +2,8 @@
 
 On 0.22 a request the host sends near the window uncompacted is cut for itself
 (``request_cut``); the host's transcript still holds everything, and the compaction the engine
-then asks for would choose afresh. Measured on the messaging side-by-side: the cut landed at
-26.6K with the newest step's results, the catch-up one request later at 18.0K with every
-result trimmed — a second rewrite of the prompt cache's prefix (a quarter of the
-conversations made 4 rewrites where the others made 3). When the transcript still begins with
+then asks for would choose afresh, and land elsewhere: a second rewrite of the prompt cache's
+prefix one request later (docs/benchmarks.md). When the transcript still begins with
 exactly what the cut was made from, its compaction is the cut followed by what came since, as
 long as that stays under the trigger; else the ordinary compaction runs.
 """

@@ -136,7 +136,7 @@ class CompactionRun:
         # with the messaging gateway's lower landing, the newest step's results the model has
         # not read stay whole up to the ceiling while a step more of their size fits under the
         # trigger: trimmed only to reach the landing, a real model would ask for them again.
-        # Elsewhere only the canvas' room is theirs (the per-turn CLI paid 1.08x otherwise).
+        # Elsewhere only the canvas' room is theirs: the per-turn CLI paid more otherwise.
         unread_room = room + shown
         if fleet_landing(s, self.engine.context_length, running_host().checks_every_request):
             unread_room = max(unread_room, ceiling)

@@ -14,21 +14,16 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Mapping
 
 IDLE_FROM = 0.8        # of the target: with the defaults (0.45) 0.36 of the window
-IDLE_DEPTH = 0.6       # of the target: with the defaults 0.27 of the window. Measured on the
-#                        per-turn CLI (tests/e2e/test_idle_compaction.py, 64K window, ~11K of
-#                        system prompt and tools): from 0.4 down to 0.3 of the window cost
-#                        0.89x the built-in's, from 0.28 down to 0.21 0.78-0.80x on 0.22
-#                        (0.41x on 0.19), with and without the Gateway; from 0.36 down to 0.27
-#                        0.58x once the built-in's summaries were as long as its prompt asks.
-#                        A cold request is written whole anyway: the deeper, the cheaper
+IDLE_DEPTH = 0.6       # of the target: with the defaults 0.27 of the window. A cold request is
+#                        written whole anyway: the deeper, the cheaper (docs/benchmarks.md,
+#                        "Why the defaults are what they are")
 
 
 
 def idle_trigger(trigger_tokens: int, target_tokens: int) -> int:
-    """Where a cold turn start compacts: below the ordinary target. Measured on Hermes 0.22's
-    per-turn CLI (tests/e2e/test_idle_compaction.py): from 2/3 of the trigger, or from the
-    target, turns that started just under it grew past it and every other cold start was
-    left uncompacted (0.93-0.97x the built-in's cost). The host asks only past its own gate
+    """Where a cold turn start compacts: below the ordinary target, so a turn that starts
+    just under it and grows past it is compacted while the cache is cold anyway, not at the
+    next warm one (docs/benchmarks.md). The host asks only past its own gate
     (more than protect_first_n + protect_last_n + 1 messages): the engine's protect_last_n is 0
     (6 in the messaging gateway, see engine.py)."""
     return min(trigger_tokens, int(target_tokens * IDLE_FROM))

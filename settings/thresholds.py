@@ -19,11 +19,9 @@ SMALL_WINDOW_RATIO = 0.85       # where the built-in triggers when that floor bi
 FLOOR_SINCE = (0, 22)           # the first Hermes with the floor rule the engine follows
 # In 0.22's messaging gateway on an 85K-128K window (over the 64K floor's reach), with THRESHOLD
 # / COMPACT_RATIO unset: trigger at 0.85, land at 0.35, and the newest step's unread results
-# stay whole over the landing (``compaction.flow``). Measured beside the built-in (24
-# conversations x 6 turns of three 20-30 KB reads, 100K window): 1.0 rewrites per conversation
-# where the built-in made 1.6 and 0.75 / 0.45 made 2.0, no read hidden (the built-in: 68), at
-# the same cost as 0.75 / 0.45. On a 64K window the same defaults cost 1.02x the built-in where
-# 0.75 / 0.45 cost 0.92x, at the same 3.0 rewrites: there 0.75 / 0.45 stay.
+# stay whole over the landing (``compaction.flow``): fewer rewrites at the same cost there,
+# and none of the reads the built-in hides; on a 64K window 0.75 / 0.45 stay, they cost less
+# there (docs/benchmarks.md, "Why the defaults are what they are").
 FLEET_TRIGGER_RATIO = 0.85
 FLEET_WINDOWS = (int(HOST_MINIMUM_CONTEXT / 0.75) + 1, 131_072)
 FLEET_LANDING_RATIO = 0.35
