@@ -47,10 +47,6 @@ def is_internal_prompt(text: str) -> bool:
     return is_heartbeat_prompt(text)
 
 
-def is_recall_tool(name: str) -> bool:
-    return name in ENGINE_TOOLS or name.startswith(RECALL_TOOL_PREFIXES)
-
-
 def bounded(value: Any, depth: int = 0) -> Any:
     """``value`` with what lies deeper than ``MAX_ARGS_DEPTH`` replaced by a note, text made
     storable (lone surrogates become U+FFFD) and NaN/Infinity made text: safe to serialise on

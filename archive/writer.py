@@ -159,8 +159,6 @@ class StoreWriter:
         with self._cond:
             return self.store is not None and not self._held and self._failures == 0
 
-    healthy = writable          # the older name, kept for status readers
-
     def stats(self) -> Dict[str, Any]:
         with self._cond:
             return {"healthy": self.writable, "writable": self.writable,

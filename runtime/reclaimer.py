@@ -51,7 +51,7 @@ class Reclaimer:
             self.clock_warning = ""
         return self.started_wall + elapsed
 
-    def due(self, now: Optional[float] = None) -> bool:
+    def due(self) -> bool:
         if self.retention_days <= 0:
             return False
         return self._last_mono is None or self._mono() - self._last_mono >= self.INTERVAL

@@ -43,13 +43,13 @@ def test_a_store_locked_by_another_process_is_retried_not_dropped(tmp_path, quic
             w.submit(Store.op_archive("s", [_item(i)], time.time()))
         assert wait_for(lambda: w.stats()["retrying"] == 50, timeout=10.0)
         stats = w.stats()
-        assert not w.healthy and stats["lost"] == 0 and "locked" in stats["last_error"]
+        assert not w.writable and stats["lost"] == 0 and "locked" in stats["last_error"]
         assert not w.flush(0.3)                        # not claimed as written
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
     assert w.flush(10)
-    assert st.count_archived("s") == 50 and w.healthy and w.stats()["last_error"] == ""
+    assert st.count_archived("s") == 50 and w.writable and w.stats()["last_error"] == ""
     w.close()
 
 
@@ -152,7 +152,7 @@ def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(
     blocker.execute("BEGIN IMMEDIATE")
     try:
         rt.writer.submit(Store.op_archive("s1", [_item(1)], time.time()))
-        assert wait_for(lambda: not rt.writer.healthy, timeout=10.0)
+        assert wait_for(lambda: not rt.writer.writable, timeout=10.0)
         out = eng.compress(conv, current_tokens=70_000)
         text = notice(out)
         assert "Nothing is lost" not in text and "cannot be written" in text
@@ -161,7 +161,7 @@ def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    assert rt.writer.flush(10) and rt.writer.healthy
+    assert rt.writer.flush(10) and rt.writer.writable
     rt.close()
 
 
@@ -174,7 +174,7 @@ def test_status_says_when_archive_writes_wait(tmp_path, quick_busy):
     blocker.execute("BEGIN IMMEDIATE")
     try:
         rt.writer.submit(Store.op_archive("s1", [_item(1)], time.time()))
-        assert wait_for(lambda: not rt.writer.healthy, timeout=10.0)
+        assert wait_for(lambda: not rt.writer.writable, timeout=10.0)
         text = make_command(rt)("status")
         assert "ARCHIVE WRITES WAITING: 1 retrying" in text and "locked" in text, text
     finally:
