@@ -15,7 +15,7 @@ from fakes.gateway import FakeGateway
 from tencentdb_offload.archive.store import Store
 from tencentdb_offload.host.command import make_command
 
-from helpers import conversation, env_for
+from helpers import as_host, conversation, env_for
 
 READ, SEARCH = "tdai_read_cos", "tdai_offload_search"
 ALICE, BOB = "agent:main:telegram:dm:111111", "agent:main:telegram:dm:222222"
@@ -59,7 +59,7 @@ def alice_key(lcm_db):
 
 @pytest.fixture
 def messaging_gateway(monkeypatch):
-    monkeypatch.setenv("_HERMES_GATEWAY", "1")          # how Hermes' gateway marks its process
+    as_host(monkeypatch, messaging_gateway=True)
 
 
 def test_in_the_messaging_gateway_a_conversation_reads_only_its_own_lcm_rows(
@@ -87,7 +87,7 @@ def test_the_operator_may_open_it_to_every_conversation(tmp_path, lcm_db, messag
 
 
 def test_the_cli_reads_all_of_its_own_lcm_history(tmp_path, lcm_db, monkeypatch):
-    monkeypatch.delenv("_HERMES_GATEWAY", raising=False)
+    as_host(monkeypatch)
     _rt, eng = bob_engine(tmp_path, lcm_db)
     assert [h["session"] for h in call(eng, SEARCH, query=ALICE_SECRET)["lcm_history"]["results"]] == [ALICE]
     assert call(eng, SEARCH, query="parser")["lcm_history"]["results"]
