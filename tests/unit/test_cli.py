@@ -1,5 +1,6 @@
-"""The command line, run as users run it: ``python3 <repo root> <command>`` in a subprocess
-with a throw-away HERMES_HOME. No Hermes needed (the demo/replay driver stands in for it)."""
+"""The command line with a throw-away HERMES_HOME, in the test's process (``ops.main``), and
+once per command as users run it: ``python3 <repo root> <command>`` in a subprocess. No Hermes
+needed (the demo/replay driver stands in for it)."""
 
 from __future__ import annotations
 
