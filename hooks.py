@@ -160,7 +160,7 @@ class HookHandlers:
         params = bounded(args if args is not None else {})
         ops = [Store.op_archive(state.key, [ArchiveItem(
             kind="tool_result", content=text, tool_call_id=clean_text(call_id), tool_name=name,
-            role="tool", args=params)], rt.now())]
+            role="tool", args=params)], rt.now(), rt.at_rest)]
         rt.counters.add("tool_pairs_recorded")
         if session_id in self._heartbeat_turns or is_heartbeat_call(name, params):
             rt.counters.add("heartbeat_pairs_skipped")     # archived, not the user's work
@@ -175,7 +175,7 @@ class HookHandlers:
                 pair["duration_ms"] = duration_ms
             if error_message:
                 pair["error"] = clean_text(str(error_message))
-            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now()))
+            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now(), rt.at_rest))
         rt.writer.submit(*ops)
 
     # -- pre_llm_call -----------------------------------------------------------------
@@ -215,7 +215,7 @@ class HookHandlers:
             if fresh:
                 rt.writer.submit(Store.op_enqueue(state.key, "prompt",
                                                   {"prompt": cut, "recent_messages": recent},
-                                                  rt.now()))
+                                                  rt.now(), rt.at_rest))
                 state.ask_canvas()
             if rt.near_threshold(state):
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from . import lookup, readonly
 from .stats import tables
+from ..common.redact import strict
 from ..context import item_key
 
 BUSY_S = 10.0
@@ -118,18 +119,33 @@ def search(conn: sqlite3.Connection, query: str, session: Optional[str] = None,
     return out
 
 
-def export(conn: sqlite3.Connection, session: str, write: Callable[[str], Any]) -> int:
+def export(conn: sqlite3.Connection, session: str, write: Callable[[str], Any],
+           secrets: Optional[List[int]] = None) -> int:
     """Every item of one conversation (with its aliased session ids), in order, as JSON Lines
-    through ``write``; the number of items. Memory: a page of heads and a chunk of text."""
+    through ``write``; the number of items. Memory: a page of heads and a chunk of text.
+    ``secrets``: the ids of the items holding a secret (``strict`` would mask) appended."""
     n = 0
     for row in _heads(conn, session, ",session,args"):
         item = dict(lookup.described(row[:-2]), session=row[-2], args=row[-1] or "")
         write(json.dumps(item, ensure_ascii=False)[:-1] + ', "content": "')
+        held = secrets is not None and _holds_secret(item["args"])
+        last = ""
         for text in lookup.chunks(conn, item["id"]):
             write(json.dumps(text, ensure_ascii=False)[1:-1])
+            if secrets is not None and not held:    # (a chunk's start read with the last's end)
+                held, last = _holds_secret(last[-SCAN_OVERLAP:] + text), text
+        if held:
+            secrets.append(item["id"])  # type: ignore[union-attr]
         write('"}\n')
         n += 1
     return n
+
+
+SCAN_OVERLAP = 4_000        # chars of a chunk's end read again with the next: a key block spans it
+
+
+def _holds_secret(text: str) -> bool:
+    return bool(text) and strict(text) != text
 
 
 def _heads(conn: sqlite3.Connection, session: str, more: str = "") -> Iterator[tuple]:

@@ -15,6 +15,7 @@ import json
 import sqlite3
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
+from ..common.redact import Redactor
 from ..common.text import clean_text
 from .lookup import prefix
 from .refused import refused_by_reason
@@ -91,12 +92,18 @@ class Outbox:
     transaction: Callable[..., None]
 
     @staticmethod
-    def op_enqueue(session: str, kind: str, payload: Dict[str, Any], now: float) -> Callable:
+    def op_enqueue(session: str, kind: str, payload: Dict[str, Any], now: float,
+                   mask: Optional[Callable[[str], str]] = None) -> Callable:
         """Queue a row. A pair whose result the archive holds (same session, same call, same
-        text: archived earlier in the same transaction) references it instead of copying it."""
+        text: archived earlier in the same transaction) references it instead of copying it.
+        ``mask``: its texts masked at rest, on the writer thread (as the archive's)."""
         result = payload.get("result")
 
         def op(conn: sqlite3.Connection) -> None:
+            nonlocal payload, result
+            if mask is not None:
+                payload = Redactor(mask=mask).value(payload)[0]
+                result = payload.get("result")
             body, archive_id = payload, None
             if kind == "pair" and isinstance(result, str) and payload.get("tool_call_id"):
                 row = conn.execute(

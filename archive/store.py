@@ -282,17 +282,17 @@ class Store(Outbox):
 
     # -- archive ----------------------------------------------------------------------
     @staticmethod
-    def op_archive(session: str, items: List[ArchiveItem], now: float) -> Callable:
-        # rows (content hashes, argument JSON) are built on the writer thread, not the caller's
+    def op_archive(session: str, items: List[ArchiveItem], now: float,
+                   mask: Any = None) -> Callable:
+        # rows (hashes, argument JSON; ``mask``: secrets masked at rest) built on the writer thread
         insert = ("INSERT OR IGNORE INTO archive(session,item_key,kind,tool_call_id,tool_name,"
                   "role,args,content,chars,created) VALUES (?,?,?,?,?,?,?,?,?,?)")
 
         def op(conn: sqlite3.Connection) -> None:
             for it in items:
-                text = clean_text(it.content)
+                text, args = (clean_text(mask(t) if mask else t) for t in (it.content, _args_text(it.args)))
                 row = [session, it.key, it.kind, clean_text(it.tool_call_id) or None,
-                       clean_text(it.tool_name), clean_text(it.role),
-                       clean_text(_args_text(it.args)), text, len(text), now]
+                       clean_text(it.tool_name), clean_text(it.role), args, text, len(text), now]
                 if conn.execute(insert, row).rowcount or not it.key.startswith("call:"):
                     continue
                 # a reused call id with another text: kept under "<id>~<hash>" (result_keys)

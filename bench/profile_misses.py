@@ -68,7 +68,7 @@ def whatif_lazy_enqueue(gw: GatewayProc) -> None:
     import tencentdb_offload.archive.store as S
     plain_op = S.Store.op_enqueue
 
-    def lazy_op_enqueue(session, kind, payload, now):
+    def lazy_op_enqueue(session, kind, payload, now, mask=None):
         def op(conn):
             conn.execute("INSERT INTO outbox(session,kind,payload,created) VALUES (?,?,?,?)",
                          (session, kind, json.dumps(payload, ensure_ascii=False), now))

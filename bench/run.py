@@ -119,7 +119,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "~3 min per host) in a full run")
     ap.add_argument("--only", action="append", default=[],
                     help="run only these cases (hooks, host_hooks, should_compress, compress, "
-                    "ingest, memory, outbox, recall, hostile, tokens, messaging_load, "
+                    "ingest, memory, outbox, recall, redaction, hostile, tokens, messaging_load, "
                     "per_turn_cli); repeatable; the slow ones run only when named or --slow")
     args = ap.parse_args(argv)
     only = set(args.only)
@@ -187,6 +187,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         say("recall: paging and searching 50 MB archived results (child process)")
         import recall_paging
         rows += recall_paging.rows()
+    if want("redaction"):
+        say("redaction: masking an ingest body, unmasked beside it (here and in Hermes 0.22's venv)")
+        import redaction
+        rows += redaction.rows(q)
     if want("tokens"):
         say("token estimate vs o200k")
         rows += token_rows(results["skipped"])

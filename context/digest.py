@@ -26,6 +26,7 @@ from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
 from . import digest_fold as fold
 from . import item_key, result_keys
 from . import messages as M
+from ..common.redact import strict
 from .notes import Notes, memory_of
 from .provenance import Seal
 from .tokens import PER_MESSAGE, estimate_text
@@ -77,18 +78,19 @@ def message_key(role: str, text: str) -> str:
 _LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")   # what splitlines() splits on
 
 
-def one_line(text: str, limit: int) -> str:
-    """The first non-empty line of ``text``, control characters removed, at most ``limit``.
-    Reads no further than it needs: a digest lists hundreds of results of megabytes each."""
+def one_line(text: str, limit: int, slack: int = 80) -> str:
+    """The first non-empty line of ``text``, control characters removed, secrets masked as Hermes
+    masks its summaries (``strict``: a digest persists and re-enters every prompt), at most ``limit``
+    (a token across it read whole: ``slack`` more are read). Reads no further: results may be MBs."""
     text = (text or "").lstrip()
     end = _LINE_END.search(text)
     kept: List[str] = []
     for ch in (text[:end.start()] if end else text).strip():
         if ch >= " " and ch != "\x7f" and not "\u202a" <= ch <= "\u202e":
             kept.append(ch)
-            if len(kept) > limit:
+            if len(kept) > limit + slack:
                 break
-    line = "".join(kept)
+    line = strict("".join(kept))
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
@@ -233,7 +235,7 @@ def render_turn(n: int, turn: Turn) -> str:
 def rule_line(text: str, key: str) -> str:
     """A rule on one line: its own line breaks would read, at the next collapse, as digest
     structure (a turn line, a memory note); the whole text stays readable by its key."""
-    return "! %s (%s)" % (M.trim_text(" ".join(text.split()), RULE_CHARS, "full text: " + key), key)
+    return "! %s (%s)" % (M.trim_text(" ".join(strict(text).split()), RULE_CHARS, "full text: " + key), key)
 
 
 def render(turns: Sequence[Turn], rules: Sequence[Tuple[str, str]], first: int, *,

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from . import messages as M
 from ..common.humanize import printable
+from ..common.redact import strict
 
 Message = Dict[str, Any]
 MEMORY_CHARS = 2000         # of the provider's text (Hermes itself caps it at 6,000)
@@ -35,12 +36,12 @@ _OURS = re.compile(r"\[(?=\s*(?:tdo-seal|tencentdb-offload\s*\]))|"
 
 def clean_peer(text: Any, limit: int = MEMORY_CHARS) -> str:
     """A peer's text as it may stand in a digest: printable, no blank lines, none of our
-    marks, at most ``limit`` characters; "" when nothing is left."""
+    marks, secrets masked (``strict``), at most ``limit`` characters; "" when nothing is left."""
     if not isinstance(text, str) or not text.strip():
         return ""
     out = _OURS.sub(lambda m: "(" if m.group() == "[" else "\u2039",
                     printable(text[:4 * limit + 1000]).replace("\t", " "))
-    out = "\n".join(ln.rstrip() for ln in out.splitlines() if ln.strip())
+    out = "\n".join(ln.rstrip() for ln in strict(out).splitlines() if ln.strip())
     return out if len(out) <= limit else out[:max(1, limit - 1)].rstrip() + "\u2026"
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..common.per_thread import PerThread
+from ..common.redact import Redactor
 from .breaker import CircuitBreaker
-from .lone_surrogates import utf8
+from .compact_body import encode_compact
 from .shared_health import HungRoute, SharedHealth, down_trust_s
 from .errors import (BodyTooLarge, GatewayConfigError, GatewayError, GatewayNotSupported,
                      GatewayProtocolError, GatewayRejected, GatewayTimeout, GatewayUnavailable,
@@ -45,7 +46,9 @@ class GatewayClient:
                  timeout_ms: int = 90_000, ingest_timeout_ms: int = 5_000,
                  body_limit: int = 1_000_000, breaker: Optional[CircuitBreaker] = None,
                  probe_timeout_s: float = 1.0, health_ttl_s: float = 10.0,
-                 reply_limit: int = 0, shared_dir: Any = None) -> None:
+                 reply_limit: int = 0, shared_dir: Any = None,
+                 redactor: Optional[Redactor] = None,
+                 on_masked: Optional[Callable[[str, str, int], None]] = None) -> None:
         url = BaseURL(base_url)             # ValueError (without the URL) when malformed
         self.base_url = url.display         # credentials are never kept, sent or shown
         self._scheme, self._host, self._port, self._prefix = url.scheme, url.host, url.port, url.prefix
@@ -77,6 +80,9 @@ class GatewayClient:
                              "(only printable ASCII); Gateway calls are off until it is fixed"
                              % " and ".join(bad)) if bad else ""
         self.config_error = self.fatal_config
+        # every text bound for the Gateway is masked on the sending thread (``outbound``)
+        self.redactor = redactor or Redactor()
+        self.on_masked = on_masked      # (Gateway session id, route, texts masked)
         self._conns: PerThread[Connection] = PerThread(lambda c: c.close())
         self._served: Set[str] = set()      # routes that answered code 0 in this process
         self._waiting_since: Dict[int, float] = {}   # thread -> monotonic start of its call
@@ -99,7 +105,7 @@ class GatewayClient:
                 context_window: int, total_tokens: int,
                 message_tokens: Optional[List[int]] = None) -> Dict[str, Any]:
         return self.compact_encoded(encode_compact(
-            session_id, messages, ratio=ratio, context_window=context_window,
+            session_id, self.outbound(session_id, COMPACT, messages), ratio=ratio, context_window=context_window,
             total_tokens=total_tokens, message_tokens=message_tokens))
 
     def compact_encoded(self, body: bytes, timeout: Optional[float] = None) -> Dict[str, Any]:
@@ -266,12 +272,23 @@ class GatewayClient:
         if self.shared is not None:
             self.shared.record(up, error)
 
+    def outbound(self, session_id: str, route: str, value: Any) -> Any:
+        """``value`` with every text masked (unless the user turned it off), the count told to
+        ``on_masked``: every JSON body in ``_call``, a ``/compact`` list before encoding."""
+        redactor = self.redactor.remembering() if route == COMPACT else self.redactor
+        out, masked = redactor.value(value)
+        if masked and self.on_masked is not None:
+            self.on_masked(session_id, route, masked)
+        return out
+
     # -- transport --------------------------------------------------------------------
     def _call(self, path: str, body: Any, timeout: float,
               reply_limit: int = 0) -> Dict[str, Any]:
         if not self.breaker.allow():
             raise GatewayUnavailable("circuit open after: %s" % (self.breaker.last_error or "failure"))
         self._trust_shared_down()
+        if isinstance(body, dict):      # (a /compact body is made of masked messages)
+            body = self.outbound(str(body.get("session_id", "")), path, body)
         payload = body if isinstance(body, (bytes, bytearray)) else \
             json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if len(payload) > self.body_limit:
@@ -380,17 +397,3 @@ class GatewayClient:
                     self.base_url, getattr(exc, "strerror", None) or type(exc).__name__)) from exc
         raise GatewayUnavailable("cannot reach %s" % self.base_url)
 
-
-def encode_compact(session_id: str, messages: List[Dict[str, Any]], *, ratio: float,
-                   context_window: int, total_tokens: int,
-                   message_tokens: Optional[List[int]] = None, ascii_only: bool = True) -> bytes:
-    """The /compact body. ASCII escapes encode ~1.7× faster; CJK text is then 2× the bytes,
-    so a caller near the body limit asks again with ``ascii_only=False``."""
-    body: Dict[str, Any] = {"session_id": session_id, "messages": messages,
-                            "ratio": round(min(2.0, max(0.0, float(ratio))), 4),  # honest, ≤ 2
-                            "context_window": int(max(1, context_window)),
-                            "total_tokens": int(max(0, total_tokens))}
-    if message_tokens is not None:
-        body["message_tokens"] = [int(t) for t in message_tokens]
-    text = json.dumps(body, ensure_ascii=ascii_only, separators=(",", ":"))
-    return text.encode("ascii") if ascii_only else utf8(text)   # (lone surrogates escaped)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..context import canvas
 from ..context import messages as M
-from .client import RESET_MEANS_TOO_LARGE, GatewayClient, encode_compact
+from .client import COMPACT, RESET_MEANS_TOO_LARGE, GatewayClient, encode_compact
 from .lone_surrogates import mend_results, utf8
 from .errors import GatewayProtocolError, GatewayUnavailable, ReplyRefused
 from .reply_origin import canvas_only, unfaithful
@@ -79,6 +79,37 @@ def strip_for_wire(messages: Sequence[Message]) -> Tuple[List[Message], Dict[str
     return out, sidecars
 
 
+def mask_for_wire(client: GatewayClient, session_id: str,
+                  wire: List[Message]) -> Tuple[List[Message], Dict[str, List[Message]]]:
+    """``wire`` as it may leave the machine (``client.outbound``), and the originals of the
+    messages masking changed, by the masked message's text, to put back those the Gateway
+    returns as sent: the Gateway never holds a secret, the model keeps what it was shown."""
+    sent = client.outbound(session_id, COMPACT, wire)
+    originals: Dict[str, List[Message]] = {}
+    for mine, theirs in zip(wire, sent):
+        if theirs is not mine:
+            originals.setdefault(_wire_key(theirs), []).append(mine)
+    return sent, originals
+
+
+def unmask(messages: List[Message], originals: Dict[str, List[Message]]) -> List[Message]:
+    """``messages`` with each one that came back as masked and sent replaced by its original
+    (in order, when two originals masked alike)."""
+    if not originals:
+        return messages
+    left = {k: list(v) for k, v in originals.items()}
+    out = []
+    for m in messages:
+        found = left.get(_wire_key(m))
+        out.append(found.pop(0) if found else m)
+    return out
+
+
+def _wire_key(m: Message) -> str:
+    return json.dumps({k: v for k, v in m.items() if not k.startswith("_")},
+                      ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _content_key(m: Message) -> str:
     return m.get("role", "") + "\0" + json.dumps(m.get("content"), ensure_ascii=False,
                                                 sort_keys=True, default=str)
@@ -125,7 +156,8 @@ def shrink_to_body_limit(messages: List[Message], limit: int,
 
 
 def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, Any],
-                host_systems: Sequence[Message] = ()) -> Tuple[List[Message], str]:
+                host_systems: Sequence[Message] = (),
+                originals: Optional[Dict[str, List[Message]]] = None) -> Tuple[List[Message], str]:
     """Check what the Gateway returned for ``sent``, then repair what it is known to break.
 
     Refused (``ReplyRefused``): a message of invalid shape, or anything not derived from
@@ -142,7 +174,9 @@ def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, A
     * its replay removes OpenAI tool results but leaves the ``tool_calls`` that issued them
       (only content-block calls are cleaned): dangling calls and orphan results are removed,
       and consecutive same-role messages merged (``messages.repair``);
-    * it never sees the host's ``api_content``: restored on messages that came back unchanged.
+    * it never sees the host's ``api_content``: restored on messages that came back unchanged;
+    * it never sees a secret (``mask_for_wire``): ``originals`` are put back on messages that
+      came back as masked and sent.
     """
     reply = mend_results(reply) if isinstance(reply, list) else reply
     problems = shape_problems(reply) or unfaithful(reply, sent)
@@ -168,7 +202,7 @@ def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, A
                 continue
             seen_history.add(text)
         kept.append(m)
-    repaired = M.repair(kept, rep)
+    repaired = unmask(M.repair(kept, rep), originals or {})
     if sidecars:
         for i, m in enumerate(repaired):
             api = sidecars.get(_content_key(m))
@@ -190,8 +224,10 @@ class GatewayCompactor:
     def run(self, session_id: str, messages: List[Message], *, target_tokens: int,
             context_length: int, calibrator: Calibrator, overhead_estimate: int,
             count: Optional[Callable[[Any], int]] = None) -> GatewayOutcome:
-        args = (session_id, messages, target_tokens, context_length, calibrator,
-                overhead_estimate, count or TokenMemo())
+        wire, sidecars = strip_for_wire(messages)
+        sent, originals = mask_for_wire(self.client, session_id, wire)     # once, not per try
+        args = (session_id, messages, (sent, sidecars, originals), target_tokens, context_length,
+                calibrator, overhead_estimate, count or TokenMemo())
         started = time.monotonic()
         try:
             return self._attempt(int(self.client.body_limit * 0.95), None, *args)
@@ -202,10 +238,10 @@ class GatewayCompactor:
             return self._attempt(max(RESET_MEANS_TOO_LARGE, exc.body_bytes // 2), left, *args)
 
     def _attempt(self, limit: int, timeout: Optional[float], session_id: str,
-                 messages: List[Message], target_tokens: int, context_length: int,
-                 calibrator: Calibrator, overhead_estimate: int,
-                 count: Callable[[Any], int]) -> GatewayOutcome:
-        wire, sidecars = strip_for_wire(messages)
+                 messages: List[Message], prepared: Tuple[List[Message], Dict[str, Any], Any],
+                 target_tokens: int, context_length: int, calibrator: Calibrator,
+                 overhead_estimate: int, count: Callable[[Any], int]) -> GatewayOutcome:
+        wire, sidecars, originals = prepared
         body_trimmed: List[Message] = []
 
         def encode(msgs: List[Message], ascii_only: bool = True) -> bytes:
@@ -228,5 +264,6 @@ class GatewayCompactor:
         if not isinstance(report, dict):
             raise GatewayProtocolError("compact report is not an object")
         host_systems = [m for m in messages if M.role(m) == "system"]
-        repaired, block = clean_reply(data["messages"], wire, sidecars, host_systems)
-        return GatewayOutcome(repaired, report, effective_level(report), block, body_trimmed)
+        repaired, block = clean_reply(data["messages"], wire, sidecars, host_systems, originals)
+        return GatewayOutcome(repaired, report, effective_level(report), block,
+                              unmask(body_trimmed, originals))

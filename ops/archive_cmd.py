@@ -179,13 +179,25 @@ def _export(args: argparse.Namespace, conn: Any, directory: Path) -> int:
     no output path may land in the store itself."""
     if next(browse.items(conn, args.session), None) is None:
         raise CliError(_nothing_in(args.session))
+    secrets: List[int] = []
     if not args.out:
-        browse.export(conn, args.session, sys.stdout.write)
+        browse.export(conn, args.session, sys.stdout.write, secrets)
+        sys.stderr.write(_secrets_note(secrets))
         return 0
     out = Path(args.out).expanduser()
-    n = write_out(out, lambda f: browse.export(conn, args.session, f.write), [directory])
-    sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), out))
+    n = write_out(out, lambda f: browse.export(conn, args.session, f.write, secrets), [directory])
+    sys.stderr.write("exported %s to %s\n" % (plural(n, "item"), out) + _secrets_note(secrets))
     return 0
+
+
+def _secrets_note(ids: List[int]) -> str:
+    """Whether the export holds secrets (the archive keeps originals): which items, never what."""
+    if not ids:
+        return "the export holds no secret the redactor recognises (keys, tokens, passwords)\n"
+    shown = ", ".join(str(i) for i in ids[:10]) + (" …" if len(ids) > 10 else "")
+    return ("the export HOLDS SECRETS, unmasked, in %s (ids %s): the archive keeps the originals "
+            "the model saw; share it only as you would the keys themselves\n"
+            % (plural(len(ids), "item"), shown))
 
 
 def _forget(args: argparse.Namespace, directory: Path) -> int:

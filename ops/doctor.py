@@ -26,6 +26,7 @@ from ..host.hermes_config import ConfigFile, hermes_home, read_config
 from ..common.humanize import count, plural, printable
 from .doctor_copies import check_copies, manifest as _manifest
 from .doctor_memory import memory_checks
+from .doctor_secrets import secret_checks
 from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
 from .doctor_store import check_store
 from .env import compression_findings, effective_env, ignored_proxy
@@ -352,14 +353,18 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     check_config(c, config, version)
     settings, bad = check_settings(c, env, home, config.path, block, configured_window(config))
 
+    def set_value(name: str, value: str) -> str:
+        return source_of(name, env, home, config.path, block).set_command(name, value)
+
     def set_url(value: str) -> str:
-        return source_of("GATEWAY_URL", env, home, config.path, block).set_command("GATEWAY_URL", value)
+        return set_value("GATEWAY_URL", value)
     creds = " && ".join(source_of(s, env, home, config.path, block).set_command(s, v) for s, v in
                         sorted(CREDENTIAL_PLACEHOLDERS.items()))
     off_by = next((s for s in GATEWAY_OFF if s in bad), "GATEWAY_URL")   # what turned it off
     check_gateway(c, settings, timeout, bad.get(off_by, ""), set_url, creds, off_by, env)
     check_store(c, settings, env, plugin_dir)
-    for row in memory_checks(env, config, settings, home) + lcm_checks(env, config, settings, home):
+    for row in secret_checks(settings, set_value) + memory_checks(env, config, settings, home) + \
+            lcm_checks(env, config, settings, home):
         c.add(row["name"], row["status"], row["message"], row.get("fix", ""))
     return c
 

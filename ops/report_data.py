@@ -191,6 +191,7 @@ def _summary(requests: Requests, compactions: Compactions, row: Dict[str, Any]) 
     return {"requests": requests.count, "compactions": row["compactions"],
             "levels": compactions.levels, "tokens_saved": row["tokens_saved"],
             "archived_items": row["archived_items"],
+            "texts_masked": row.get("redacted", 0),     # sent to the Gateway masked (a count)
             "largest_request_tokens": largest["prompt_tokens"] if largest else 0,
             "largest_request_pct": (round(100.0 * largest["prompt_tokens"] / largest["context_length"], 1)
                                     if largest and largest["context_length"] else None),

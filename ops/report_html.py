@@ -204,6 +204,7 @@ def _summary(fig: Dict[str, Any]) -> str:
             ("compactions", "compactions", "%s (levels: %s)" % (count(s["compactions"]), levels)),
             ("tokens saved", "tokens_saved", count(s["tokens_saved"])),
             ("items archived", "archived_items", count(s["archived_items"])),
+            ("texts with secrets masked before the Gateway", "texts_masked", count(s["texts_masked"])),
             ("cached", "cached_share", cached)]
     body = "".join('<tr><th>%s</th><td class="figure" data-name="%s" data-value="%s">%s</td></tr>'
                    % (label, name, "" if s[name] is None else s[name], text)

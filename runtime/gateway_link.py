@@ -15,12 +15,14 @@ from ..memory_gateway.ingest import IngestWorker
 from ..settings.config import Settings
 
 
-def client_for(settings: Settings, shared_dir: Path) -> GatewayClient:
+def client_for(settings: Settings, shared_dir: Path, **redaction: Any) -> GatewayClient:
+    """``redaction``: the client's redactor and its count (``runtime/redaction``)."""
     return GatewayClient(
         settings.gateway_url, settings.api_key, settings.instance_id,
         timeout_ms=settings.timeout_ms, ingest_timeout_ms=settings.ingest_timeout_ms,
         body_limit=settings.body_limit, breaker=CircuitBreaker(),
-        probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0), shared_dir=shared_dir)
+        probe_timeout_s=min(1.0, settings.ingest_timeout_ms / 1000.0), shared_dir=shared_dir,
+        **redaction)
 
 
 def probe(client: Optional[GatewayClient], worker: Optional[IngestWorker]) -> Dict[str, Any]:

@@ -17,7 +17,7 @@ from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import GatewayClient, GatewayError
 from ..memory_gateway.compaction import GatewayCompactor, GatewayOutcome
 from ..memory_gateway.ingest import IngestWorker
-from . import after_fork
+from . import after_fork, redaction
 from .gateway_link import client_for, probe
 from .ingest_policy import SessionIngestPolicy
 from ..session import SessionRegistry, SessionState
@@ -54,7 +54,7 @@ class Runtime:
         self.warnings = list(warnings or [])
         if HOST_IMPORT_ERROR:               # Hermes is there but rejects this engine: say so
             self.warnings.append(HOST_IMPORT_ERROR)
-        self.started = time.time()
+        self.started, self.at_rest = time.time(), redaction.at_rest(settings)     # (mask at rest or None)
         self.errors = RecentErrors(20)
         self.counters = Tally()          # bumped on hook threads
         self.note_fault = OncePerError(self.note_error)     # our own code failed: once each
@@ -105,7 +105,7 @@ class Runtime:
         self.store = store
         self.tools.store = store
         if self.settings.gateway_enabled and self.client is None:
-            client = client_for(self.settings, store.directory)
+            client = client_for(self.settings, store.directory, **redaction.gateway_redaction(self))
             self._wire(client, self.new_worker(client, store))
         if self.store_error in self.warnings:       # said at start; no longer true
             self.warnings.remove(self.store_error)
@@ -236,7 +236,7 @@ class Runtime:
                          d.tool_call_id not in hooked and not self._stand_in(d.content)
                          and state.claim_result(d.tool_call_id, result_keys.seen_mark(d.content)))]
         if items:
-            self.writer.submit(Store.op_archive(state.key, items, self.now()))
+            self.writer.submit(Store.op_archive(state.key, items, self.now(), self.at_rest))
 
     def _stand_in(self, text: str) -> bool:
         return text.startswith(departures.OFFLOADED_MARK) or is_plugin_text(text, self.seal)

@@ -1,13 +1,11 @@
 """Settings: read from the environment and an optional ``tencentdb_offload:`` block.
 
-Hermes loads ``$HERMES_HOME/.env`` into ``os.environ`` before plugins register, so the
-environment is the primary source. A ``tencentdb_offload:`` block in config.yaml (read
-with Hermes' own loader when it is importable) fills in what the environment does not set.
-No value stops the plugin from loading: a bad one produces one warning naming the variable
-(secrets by name only) and what is used instead. A malformed Gateway URL, or an API key /
-instance id that cannot be sent in an HTTP header, turns the Gateway off (local compaction)
-rather than silently talking to the default URL or sending a mangled credential.
-"""
+Hermes loads ``$HERMES_HOME/.env`` into ``os.environ`` before plugins register, so the environment is
+the primary source; a ``tencentdb_offload:`` block in config.yaml (read with Hermes' own loader when
+importable) fills in what it does not set. No value stops the plugin from loading: a bad one gives one
+warning naming the variable (secrets by name only) and what is used instead. A malformed Gateway URL,
+or an API key / instance id that cannot go in an HTTP header, turns the Gateway off (local compaction)
+rather than silently talking to the default URL or sending a mangled credential."""
 
 from __future__ import annotations
 
@@ -51,6 +49,8 @@ class Settings:
     lcm_history_shared: bool = False    # messaging gateway: every conversation reads all of lcm.db
     cache_ttl_s: int = 300              # the provider's prompt-cache idle expiry; 0 = no idle compaction
     cache_ttl_from: str = ""            # where cache_ttl_s came from (host/prompt_cache.py)
+    redact: bool = True                 # secrets masked in what is sent to the Gateway
+    redact_archive: bool = False        # and in the local archive, at rest
     gateway_configured: bool = False    # the URL was set (env or config.yaml), not the default
     threshold_explicit: bool = False    # THRESHOLD was set (env or config.yaml): used as set
     ratio_explicit: bool = False        # COMPACT_RATIO was set (or corrected): used as set
@@ -313,6 +313,7 @@ SPEC: Dict[str, Tuple[str, Callable[[str], Any]]] = {
     "LCM_HISTORY": ("lcm_history", _lcm_history),
     "LCM_HISTORY_SHARED": ("lcm_history_shared", _parse_bool),
     "CACHE_TTL_S": ("cache_ttl_s", _ranged_int(0, 86_400)),
+    "REDACT": ("redact", _parse_bool), "REDACT_ARCHIVE": ("redact_archive", _parse_bool),
 }
 
 

@@ -25,6 +25,7 @@ class SessionRow:
     compactions: int = 0
     tokens_saved: int = 0
     backlog: int = 0
+    redacted: int = 0           # texts whose secrets were masked before they left for the Gateway
 
 
 def prompt_cache(totals: Dict[str, Any], ttl_s: int) -> Dict[str, Any]:
@@ -81,6 +82,11 @@ def read_store_view(directory: Path, recent: int = 10) -> StoreView:
                   for created, sess, err in reader.outbox_errors(5)]
         # every compaction counts (a cap undercounted a busy store); streamed, not held
         summary = _fold_compactions(reader.each_event("compaction"), sessions, errors, recent)
+        for ev in reader.each_event("redaction"):       # counts only: the secret never stored
+            name = ev.get("session") or "?"
+            n = ev.get("texts")
+            sessions.setdefault(name, SessionRow(name, last_activity=ev.get("ts"))).redacted += \
+                n if isinstance(n, int) and n > 0 else 0
     finally:
         reader.close()
     errors.sort(key=lambda e: e.get("ts") or 0, reverse=True)

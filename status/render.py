@@ -188,6 +188,7 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
                     if comp.request_only else "",
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
+    lines.append(masked_line(report.settings, store))
     lines += [PRIVATE] if private else _sessions_and_recent(store)
     seen = [e for e in store.errors[:5] if report.scope.sees(e.get("session"))]
     lines += ["  error (%s, %s): %s" % (e["source"], when(e["ts"]), str(e["error"])[:200]) for e in seen]
@@ -196,14 +197,28 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     return lines
 
 
+def masked_line(s: Settings, store: StoreView) -> str:
+    """What left for the Gateway with its secrets masked (counts; never a secret)."""
+    texts = sum(r.redacted for r in store.sessions)
+    if not s.redact:
+        return ("  secrets: NOT masked (TENCENTDB_OFFLOAD_REDACT=false): tool output and prompts "
+                "go to the Gateway as they are%s" % (
+                    "; %s masked earlier" % plural(texts, "text") if texts else ""))
+    return "  secrets masked before leaving for the Gateway (every process): %s in %s%s" % (
+        plural(texts, "text"), plural(sum(1 for r in store.sessions if r.redacted), "conversation"),
+        "; the archive masks them at rest too" if s.redact_archive else "; the archive keeps originals")
+
+
 def _sessions_and_recent(store: StoreView) -> List[str]:
     lines = []
     if store.sessions:
         lines.append("  sessions (newest first):")
         for r in store.sessions[:15]:
-            lines.append("    %s: %s, %s, saved %s tokens, %s waiting, last %s"
+            lines.append("    %s: %s, %s, saved %s tokens, %s waiting,%s last %s"
                          % (r.session, plural(r.archived_items, "item"), plural(r.compactions, "compaction"),
-                            count(r.tokens_saved), count(r.backlog), when(r.last_activity)))
+                            count(r.tokens_saved), count(r.backlog),
+                            " %s masked," % plural(r.redacted, "text") if r.redacted else "",
+                            when(r.last_activity)))
         if len(store.sessions) > 15:
             lines.append("    … and %s more" % plural(len(store.sessions) - 15, "session"))
     if store.compactions.recent:

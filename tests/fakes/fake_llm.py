@@ -13,6 +13,7 @@ e.g. a canvas or notice, in front of the prompt), the last such line is the comm
     DO recall <id> [<id> ...]     -> one ``tdai_read_cos {"tool_call_id": id}`` per id, all in
                                      ONE assistant message
     DO search <query>             -> ``tdai_offload_search {"query": query}``
+    DO run <command line>         -> ``terminal {"command": command line}``
     anything else                 -> plain final text, no tool call
 
 When the last message of a request is a ``tool`` result, the tool phase is over
@@ -133,7 +134,7 @@ def command_line(text: str) -> str:
     return ""
 
 
-_VERBS = ("read", "recall", "search")
+_VERBS = ("read", "recall", "search", "run")
 
 
 def _is_command(line: str) -> bool:
@@ -337,6 +338,8 @@ class FakeLLM:
                 ex.reply_text = "found: " + result[:200]
             elif verb == "read":
                 ex.reply_text = "done: read %d file(s)" % len(params)
+            elif verb == "run":
+                ex.reply_text = "ran: " + result[:200]
             else:
                 ex.reply_text = "done."
         elif verb == "read":
@@ -345,6 +348,8 @@ class FakeLLM:
             ex.reply_tool_calls = [(self._new_call_id(), "tdai_read_cos", {"tool_call_id": p}) for p in params]
         elif verb == "search":
             ex.reply_tool_calls = [(self._new_call_id(), "tdai_offload_search", {"query": params[0]})]
+        elif verb == "run":
+            ex.reply_tool_calls = [(self._new_call_id(), "terminal", {"command": params[0]})]
         else:
             ex.reply_text = "ok: " + (command_line(last_user_text(messages))[:60] or "nothing to do")
         completion = max(1, math.ceil(len(ex.reply_text or json.dumps([c[2] for c in ex.reply_tool_calls])) / 4))

@@ -646,3 +646,17 @@ def test_a_url_ending_in_an_api_path_gets_the_url_without_it(tmp_path, gateway, 
     _bash(gw["fix"], home)
     after = [c for c in checks(doctor(home)) if c["name"] == "gateway"]
     assert after and all(c["status"] == "pass" for c in after), after
+
+
+def test_redaction_off_is_a_warning_with_its_fix(tmp_path, gateway):
+    for redact, status in (("false", "warn"), (None, "pass")):
+        (tmp_path / str(redact)).mkdir()
+        home = setup_home(tmp_path / str(redact), gateway, {"TENCENTDB_OFFLOAD_REDACT": redact})
+        proc = doctor(home)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        (row,) = [c for c in checks(proc) if c["name"] == "secrets"]
+        assert row["status"] == status, row
+        if redact == "false":
+            assert "REDACT is off" in row["message"] and "TENCENTDB_OFFLOAD_REDACT=true" in row["fix"]
+        else:
+            assert "masked before they leave for the Gateway" in row["message"]
