@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import random
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 from urllib.parse import urlsplit
 
 import pytest
@@ -150,3 +154,60 @@ def random_conversation(rng: random.Random) -> List[Dict[str, Any]]:
         if rng.random() < 0.8 or shape == "anthropic" or out[-1]["role"] == "user":
             out.append({"role": "assistant", "content": rng.choice(["done", "完成了", "x" * 5000])})
     return out
+
+
+class _Captured(io.TextIOWrapper):
+    """A UTF-8 text stream with bytes under it (``.buffer``), no descriptor and no terminal,
+    as a pipe to a parent that captures the output looks to the command."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), encoding="utf-8", errors="replace", write_through=True)
+
+    def text(self) -> str:
+        self.flush()
+        return self.buffer.getvalue().decode("utf-8", "replace")      # type: ignore[attr-defined]
+
+
+def run_cli(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
+            cwd: Optional[Path] = None) -> "subprocess.CompletedProcess[str]":
+    """``python3 <plugin dir> ARGV`` in this process: ``ops.main(argv)`` with the caller's
+    TENCENTDB_OFFLOAD_* and HERMES_* variables dropped and ``env`` set, in ``cwd``; what it
+    prints captured. Returns what ``subprocess.run(..., capture_output=True, text=True)``
+    would. The process state the command may change is put back after: the environment, the
+    working directory, ``sys.path``, the standard streams and the loggers' handlers.
+
+    Starting a Python per command cost most of the unit run; the few tests that prove the
+    command works as a user runs it (``__main__``, exit codes, signals) start one."""
+    from tencentdb_offload.ops import main
+
+    out, err = _Captured(), _Captured()
+    saved_env, saved_path = dict(os.environ), list(sys.path)
+    loggers = [logging.getLogger(), logging.getLogger("tencentdb_offload")]
+    saved_logging = [(lg, list(lg.handlers), lg.level) for lg in loggers]
+    code: Any
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith(("TENCENTDB_OFFLOAD_", "HERMES_")):
+                mp.delenv(name)
+        for name, value in (env or {}).items():
+            mp.setenv(name, str(value))
+        if cwd is not None:
+            mp.chdir(cwd)
+        mp.setattr(sys, "stdout", out)
+        mp.setattr(sys, "stderr", err)
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:             # argparse's usage errors and --help
+            code = exc.code
+            if isinstance(code, str):         # sys.exit("words"): the words, status 1
+                err.write(code + "\n")
+                code = 1
+            code = 0 if code is None else code
+        finally:
+            os.environ.clear()
+            os.environ.update(saved_env)
+            sys.path[:] = saved_path
+            for lg, handlers, level in saved_logging:
+                lg.handlers[:] = handlers
+                lg.setLevel(level)
+    return subprocess.CompletedProcess(list(argv), code, out.text(), err.text())

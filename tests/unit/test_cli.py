@@ -1,5 +1,6 @@
-"""The command line, run as users run it: ``python3 <repo root> <command>`` in a subprocess
-with a throw-away HERMES_HOME. No Hermes needed (the demo/replay driver stands in for it)."""
+"""The command line with a throw-away HERMES_HOME, in the test's process (``ops.main``), and
+once per command as users run it: ``python3 <repo root> <command>`` in a subprocess. No Hermes
+needed (the demo/replay driver stands in for it)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers
 from helpers import conversation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +25,13 @@ if str(ROOT) not in sys.path:  # for ``tests.fakes``; appended so plugin modules
 from tests.fakes.gateway import FakeGateway  # noqa: E402
 
 
-def run_cli(*args: str, home: Path, env: dict = None, timeout: float = 90):
+def run_cli(*args: str, home: Path, env: dict = None):
+    """The command in this process (helpers.run_cli), HERMES_HOME ``home``, run beside it."""
+    return helpers.run_cli(args, env=dict(env or {}, HERMES_HOME=str(home)), cwd=home.parent)
+
+
+def run_cli_process(*args: str, home: Path, env: dict = None, timeout: float = 90):
+    """``python3 <plugin dir> ARGS`` in a new Python, exactly as a user runs it."""
     e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
     e.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8")
     e.update(env or {})
@@ -67,6 +75,27 @@ def home(tmp_path):
 
 
 LOCAL = {"TENCENTDB_OFFLOAD_GATEWAY_URL": "off"}
+
+
+# --- as a user runs it ------------------------------------------------------------------------
+# The other tests run the command in this process (helpers.run_cli); this one starts
+# ``python3 <plugin dir> COMMAND`` in a new Python once per command, as a user does (doctor's
+# own is in test_cli_doctor, the README's in test_cli_readme).
+
+def test_every_command_runs_as_python3_on_the_plugin_dir(home, tmp_path):
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(conversation(3, 200)), encoding="utf-8")
+    store = ["--store", "kept"]
+    for args, said in ((["demo", "--turns", "2"] + store, "demo"),
+                       (["replay", str(path), "--context-length", "64000"], "replay"),
+                       (["status"] + store, "demo-"),
+                       (["archive", "list"] + store, "demo-"),
+                       (["outbox", "refused"] + store, ""),
+                       (["report", "--out", "page.html"] + store, "page.html")):
+        proc = run_cli_process(*args, home=home, env=LOCAL)
+        assert proc.returncode == 0 and said in proc.stdout + proc.stderr, (args, proc.stdout,
+                                                                            proc.stderr)
+    assert (tmp_path / "page.html").is_file()
 
 
 # --- help and argument errors ---------------------------------------------------------------

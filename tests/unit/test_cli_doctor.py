@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:  # for ``tests.fakes``; appended so plugin modules
     sys.path.append(str(ROOT))
 
 from tests.fakes.gateway import FakeGateway  # noqa: E402
-from helpers import assert_serial_for_default_port  # noqa: E402
+from helpers import assert_serial_for_default_port, run_cli  # noqa: E402
 
 NAME = "tencentdb-offload"
 GOOD_CONFIG = """# written by a person, not JSON
@@ -70,10 +70,8 @@ def setup_home(tmp_path: Path, gw: FakeGateway, env: dict = None, config: str = 
 
 
 def doctor(home: Path, *extra: str):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    e.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, str(ROOT), "doctor", "--json", "--timeout", "2"] + list(extra),
-                          capture_output=True, text=True, env=e, timeout=60, cwd=str(home.parent))
+    return run_cli(["doctor", "--json", "--timeout", "2"] + list(extra),
+                   env={"HERMES_HOME": str(home)}, cwd=home.parent)
 
 
 def checks(proc) -> list:
@@ -90,6 +88,7 @@ def test_good_setup_passes(tmp_path, gateway):
     assert {"python", "install", "config", "settings", "gateway", "store"} <= names
     text = " ".join(c["message"] for c in items)
     assert "accepted" in text and "version 0.1.0" in text and "ms" in text
+    # the one doctor run as a user runs it: a new Python on the plugin directory
     plain = subprocess.run([sys.executable, str(ROOT), "doctor"], capture_output=True, text=True,
                            env=dict(os.environ, HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1"),
                            timeout=60)
@@ -325,8 +324,7 @@ def test_a_misspelt_switch_names_its_default_as_one_writes_it(tmp_path, gateway)
 
 def test_the_summary_counts_warnings(tmp_path, gateway):
     home = setup_home(tmp_path, gateway, {"TENCENTDB_OFFLOAD_XYZZY_QUUX_WIBBLE": "1"})
-    proc = subprocess.run([sys.executable, str(ROOT), "doctor", "--timeout", "2"], capture_output=True,
-                          text=True, env=dict(os.environ, HERMES_HOME=str(home)), timeout=60)
+    proc = run_cli(["doctor", "--timeout", "2"], env={"HERMES_HOME": str(home)})
     warned = sum(1 for line in proc.stdout.splitlines() if line.startswith("warn "))
     assert proc.returncode == 0 and warned >= 1
     assert proc.stdout.rstrip().splitlines()[-1] == "passed with %d warning%s" % (warned, "s" * (warned > 1))
@@ -373,8 +371,7 @@ def test_a_gateway_at_the_default_url_nobody_configured_is_a_warning(tmp_path):
         (warn,) = [c for c in items if c["status"] == "warn"]
         assert "nobody configured" in warn["message"] and "=off" in warn["fix"]
         assert "the default key 'local' is a placeholder" in text
-        status = subprocess.run([sys.executable, str(ROOT), "status"], capture_output=True, text=True,
-                                env=dict(os.environ, HERMES_HOME=str(home)), timeout=60)
+        status = run_cli(["status"], env={"HERMES_HOME": str(home)})
         assert "Gateway at the default URL http://127.0.0.1:8420 (not configured)" in status.stdout
     finally:
         gw.stop()
@@ -434,10 +431,8 @@ def test_every_fix_is_shell_safe_whatever_the_names_values_and_paths_hold(tmp_pa
     env_name = "TENCENTDB_OFFLOAD_COMPACT_RATIO" + HOSTILE
     home = setup_home(tmp_path, gateway, {dotenv_name: "0.6",
                                           "TENCENTDB_OFFLOAD_GATEWAY_URL": "127.0.0.1:1/" + HOSTILE})
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    e.update({"HERMES_HOME": str(home), env_name: "0.4", "PYTHONIOENCODING": "utf-8"})
-    proc = subprocess.run([sys.executable, str(ROOT), "doctor", "--json", "--timeout", "2"],
-                          capture_output=True, text=True, env=e, timeout=60, cwd=str(home.parent))
+    proc = run_cli(["doctor", "--json", "--timeout", "2"],
+                   env={"HERMES_HOME": str(home), env_name: "0.4"}, cwd=home.parent)
     fixes = {c["message"].split(" in ")[0].split("=")[0]: c["fix"] for c in checks(proc)
              if c["name"] == "settings"}
     assert {dotenv_name, env_name, "TENCENTDB_OFFLOAD_GATEWAY_URL"} <= set(fixes), fixes
@@ -479,8 +474,7 @@ def test_compression_keys_the_plugin_does_not_honour_are_named(tmp_path, gateway
     assert "hygiene_hard_message_limit" not in warn["message"].split(":")[0]
     assert "protect_last_n" not in warn["message"]
     (home / "config.yaml").write_text(GOOD_CONFIG + "compression:\n  enabled: false\n")
-    status = subprocess.run([sys.executable, str(ROOT), "status"], capture_output=True, text=True,
-                            env=dict(os.environ, HERMES_HOME=str(home)), timeout=60)
+    status = run_cli(["status"], env={"HERMES_HOME": str(home)})
     assert "compression.enabled is false" in status.stdout and "never calls the engine" in status.stdout
 
 
@@ -615,10 +609,7 @@ def test_plugins_enabled_as_a_bare_string_is_no_list_to_hermes(tmp_path):
 
 
 def _status(home: Path, *extra: str):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    e.update(HERMES_HOME=str(home), PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, str(ROOT), "status"] + list(extra), capture_output=True,
-                          text=True, env=e, timeout=60, cwd=str(home.parent))
+    return run_cli(["status"] + list(extra), env={"HERMES_HOME": str(home)}, cwd=home.parent)
 
 
 def test_status_names_a_misspelt_setting_as_doctor_does(tmp_path, gateway):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -17,15 +16,12 @@ import pytest
 
 from tencentdb_offload.archive.store import ArchiveItem, Store
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import run_cli
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    e.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8",
-             TENCENTDB_OFFLOAD_GATEWAY_URL="off")
-    return subprocess.run([sys.executable, str(ROOT)] + list(args), capture_output=True, text=True,
-                          env=e, timeout=60, cwd=str(home.parent))
+    return run_cli(args, env={"HERMES_HOME": str(home), "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"},
+                   cwd=home.parent)
 
 
 def snapshot(directory: Path) -> dict:

@@ -7,15 +7,10 @@ manual /compress holds such a pair; replay must not call it invalid."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 
 from tencentdb_offload.context import messages as M
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import run_cli
 
 
 def call(cid: str) -> dict:
@@ -40,10 +35,8 @@ def test_consecutive_assistant_messages_are_a_valid_request():
 def test_replay_does_not_call_a_valid_session_invalid(tmp_path):
     path = tmp_path / "session.json"
     path.write_text(json.dumps(SESSION))
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    e.update(HERMES_HOME=str(tmp_path / "home"), TENCENTDB_OFFLOAD_GATEWAY_URL="off")
-    proc = subprocess.run([sys.executable, str(ROOT), "replay", str(path), "--json"],
-                          capture_output=True, text=True, env=e, timeout=120)
+    proc = run_cli(["replay", str(path), "--json"], env={
+        "HERMES_HOME": str(tmp_path / "home"), "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"})
     summary = json.loads(proc.stdout)["summary"]
     assert summary["invalid_requests"] == 0, summary["invalid_examples"]
     assert proc.returncode == 0

@@ -4,20 +4,14 @@ the user never set, and doctor does not fail its settings check over it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import run_cli
 
 
 def run(*args: str, cwd: Path, home: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    env.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8",
-               TENCENTDB_OFFLOAD_GATEWAY_URL="off", PATH="")
-    return subprocess.run([sys.executable, str(ROOT)] + list(args), capture_output=True, text=True,
-                          env=env, timeout=120, cwd=str(cwd))
+    return run_cli(args, env={"HERMES_HOME": str(home), "TENCENTDB_OFFLOAD_GATEWAY_URL": "off",
+                              "PATH": ""}, cwd=cwd)
 
 
 def test_relative_store_option_is_not_a_relative_store_setting(tmp_path):

@@ -5,11 +5,7 @@ control characters."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from fakes.gateway import FakeGateway
 from fakes.hostile import HostilePeer, envelope
@@ -18,9 +14,8 @@ from tencentdb_offload.host.command import make_command
 from tencentdb_offload.status.render import explain_unchanged
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import conversation, make_engine
+from helpers import conversation, make_engine, run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 EVIL = "ok\x1b[2J\x1b[H$ sudo rm -rf ~\x9b31m\u202eevil\x07"
 CONTROLS = ("\x1b", "\x9b", "\u202e", "\x07")
 
@@ -118,14 +113,12 @@ def test_stored_peer_text_is_shown_without_controls_by_status_and_doctor(tmp_pat
         "path": "gateway", "level": EVIL, "tokens_before": 9, "tokens_after": 4, "archived": 1,
         "error": "Gateway said " + EVIL}, time.time())])
     st.close()
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    e.update(HERMES_HOME=str(home), PYTHONIOENCODING="utf-8")
+    e = {"HERMES_HOME": str(home)}
     with HostilePeer({"/health": ("json", {"status": "ok", "version": EVIL}),
                       "/v2/offload/query-mmd": ("json", envelope({"items": []}))}) as peer:
         e["TENCENTDB_OFFLOAD_GATEWAY_URL"] = peer.url
         for args in (["status"], ["doctor", "--timeout", "2"], ["doctor", "--json", "--timeout", "2"]):
-            proc = subprocess.run([sys.executable, str(ROOT)] + args, capture_output=True,
-                                  text=True, env=e, timeout=60)
+            proc = run_cli(args, env=e)
             assert clean(proc.stdout) and clean(proc.stderr), (args, proc.stdout)
             if args == ["status"]:
                 assert "sudo rm" in proc.stdout

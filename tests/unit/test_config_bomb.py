@@ -4,17 +4,15 @@ and a value is never turned into text before its type and size are checked."""
 
 from __future__ import annotations
 
-import os
-import sys
 import tracemalloc
-from pathlib import Path
 
 import pytest
 
 from tencentdb_offload.settings.config import load_settings
 from tencentdb_offload.hermes.config import read_config
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import run_cli
+
 
 BOMB = "tencentdb_offload:\n  a: &a [\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n" + "".join(
     "  %s: &%s [%s]\n" % (n, n, ",".join(["*" + p] * 9)) for p, n in zip("abcdefgh", "bcdefghi")) + \
@@ -61,10 +59,6 @@ def test_the_bomb_as_a_file_through_the_config_reader_doctor_and_status(tmp_path
     settings, warnings = load_settings({}, config.block())
     if config.block() is not None and config.reader != "stdlib reader":  # a real YAML loader
         assert any("(a list)" in w for w in warnings)
-    import subprocess
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    e.update(HERMES_HOME=str(home), PYTHONIOENCODING="utf-8")
     for args in (["status"], ["doctor", "--json", "--timeout", "0.3"]):
-        proc = subprocess.run([sys.executable, str(ROOT)] + args, capture_output=True, text=True,
-                              env=e, timeout=120)
+        proc = run_cli(args, env={"HERMES_HOME": str(home)})
         assert "internal error" not in proc.stderr and len(proc.stdout) < 20_000, proc.stderr

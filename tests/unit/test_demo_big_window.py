@@ -5,8 +5,6 @@ is valid, and no request exceeds half the window. (The full example, 300 turns, 
 compactions through the Gateway; 60 turns keep this test short.)"""
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,16 +13,14 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
 from tests.fakes.gateway import FakeGateway  # noqa: E402
+from helpers import run_cli  # noqa: E402
 
 
 def test_a_million_token_window_at_threshold_0_4_compacts_through_a_1_mib_gateway(tmp_path):
     with FakeGateway(api_key="k", body_limit=1_048_576) as gw:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-        env.update(HERMES_HOME=str(tmp_path / "home"), TENCENTDB_OFFLOAD_API_KEY="k",
-                   PYTHONDONTWRITEBYTECODE="1")
-        proc = subprocess.run([sys.executable, ".", "demo", "--gateway", gw.url, "--context-length",
-                               "1000000", "--threshold", "0.4", "--turns", "60", "--json"],
-                              cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=600)
+        env = {"HERMES_HOME": str(tmp_path / "home"), "TENCENTDB_OFFLOAD_API_KEY": "k"}
+        proc = run_cli(["demo", "--gateway", gw.url, "--context-length", "1000000",
+                        "--threshold", "0.4", "--turns", "60", "--json"], env=env, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]
         report = json.loads(proc.stdout)
         compacts = [r for r in gw.requests if r.path.rstrip("/").endswith("/compact")]

@@ -843,38 +843,38 @@ def test_fault_refuse_and_recover_on_the_same_port(gw):
 def test_fault_hang_holds_until_client_timeout_then_clear_releases(gw):
     gw.set_fault("hang", hang_seconds=30)
     t0 = time.monotonic()
-    with pytest.raises((TimeoutError, urllib.error.URLError)):
+    with pytest.raises((TimeoutError, urllib.error.URLError)) as ei:
         post(gw, INGEST, {"session_id": "s", "prompt": "hi"}, timeout=0.3)
-    assert 0.25 <= time.monotonic() - t0 < 2
+    # held until the client gave up (its timeout, not the 30 s hang, ended it); a lower bound
+    # on a wait never fails on a loaded machine
+    assert "timed out" in str(ei.value) and time.monotonic() - t0 >= 0.25
     assert gw.requests[-1].status is None and gw.requests[-1].body == {"session_id": "s", "prompt": "hi"}
     assert gw.prompts("s") == []  # a hung request is not processed
 
     outcome = {}
 
     def hung():
-        t = time.monotonic()
         try:
             post(gw, QUERY, {"session_id": "s"}, timeout=5)
             outcome["error"] = None
         except (OSError, http.client.HTTPException) as e:
             outcome["error"] = e
-        outcome["took"] = time.monotonic() - t
 
     th = threading.Thread(target=hung)
     n = len(gw.requests)
     th.start()
     assert wait_for(lambda: len(gw.requests) > n, timeout=2.0)
     gw.clear_fault()
-    th.join(3)
-    assert isinstance(outcome["error"], ConnectionError) and outcome["took"] < 2
+    th.join(30)     # the client's own timeout is 5 s: only the release ends it with a ConnectionError
+    assert not th.is_alive() and isinstance(outcome["error"], ConnectionError), outcome
 
 
 def test_fault_hang_ends_after_hang_seconds(gw):
     gw.set_fault("hang", hang_seconds=0.2)
     t0 = time.monotonic()
-    with pytest.raises(http.client.RemoteDisconnected):
+    with pytest.raises(http.client.RemoteDisconnected):   # the Gateway ended it, not the 5 s timeout
         send(gw, "/health", timeout=5)
-    assert 0.15 <= time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 >= 0.15      # held first; a lower bound never fails on load
 
 
 def test_stop_releases_hung_requests():
@@ -883,19 +883,18 @@ def test_stop_releases_hung_requests():
     outcome = {}
 
     def hung():
-        t = time.monotonic()
         try:
             send(g, "/health", timeout=5)
         except (OSError, http.client.HTTPException) as e:
             outcome["error"] = e
-        outcome["took"] = time.monotonic() - t
 
     th = threading.Thread(target=hung)
     th.start()
     assert wait_for(lambda: len(g.requests) == 1, timeout=2.0)
     g.stop()
-    th.join(3)
-    assert "error" in outcome and outcome["took"] < 2
+    th.join(30)     # the client's own timeout is 5 s: the stop, not it, ended the request
+    assert not th.is_alive() and not isinstance(outcome.get("error"), TimeoutError), outcome
+    assert "error" in outcome
 
 
 def test_fault_5xx_envelope_status_and_paths(gw):

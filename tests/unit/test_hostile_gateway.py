@@ -78,9 +78,9 @@ def test_fresh_process_asks_health_briefly_then_shares_the_verdict(tmp_path):
         assert isinstance(err, GatewayUnavailable) and took < 2.5, (err, took)
         asked = len(peer.requests)
         second = client(peer.url, timeout_ms=90_000, shared_dir=tmp_path)   # next process
-        err, took = timed(second.ensure_reachable)
+        err, _took = timed(second.ensure_reachable)
         assert isinstance(err, GatewayUnavailable) and "another process" in str(err)
-        assert took < 0.5 and len(peer.requests) == asked                   # no network at all
+        assert len(peer.requests) == asked                                  # no network at all
         assert second.status()["shared_health"]["up"] is False
 
 

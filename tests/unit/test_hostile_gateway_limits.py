@@ -34,7 +34,9 @@ def test_a_late_reset_costs_one_deadline_and_opens_the_breaker():
                                     overhead_estimate=0)
         took = time.monotonic() - t
         compacts = [r for r in peer.requests if r[1] == COMPACT]
-    assert took < 1.5 and len(compacts) == 1, (took, len(compacts))
+    # one request, and less than two deadlines (1 s each): not a tight figure a loaded
+    # machine fails, still no second full wait
+    assert took < 2.0 and len(compacts) == 1, (took, len(compacts))
     assert not c.breaker.allow()
 
 

@@ -107,13 +107,19 @@ def test_default_path_is_hermes_home(tmp_path):
     assert lcm_history.store_path("off", {"HERMES_HOME": str(home)}) is None
 
 
+# A read that gets no answer gives up at DEADLINE_S: an "unavailable" store must be said so
+# before then (by its check, not by giving up). The docs' "within a second" is this on an idle
+# machine; the deadline is the bound a loaded one never fails.
+GAVE_UP = lcm_history.DEADLINE_S
+
+
 def _unavailable_within_a_second(tmp_path, lcm_dir, reason_part):
     before = snapshot(lcm_dir)
     _rt, eng = engine_with(tmp_path, lcm_dir)
     for name, args in ((SEARCH, {"query": "parser"}), (READ, {"key": "lcm-1"})):
         started = time.monotonic()
         answer = call(eng, name, **args)
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < GAVE_UP
         text = answer.get("lcm_history_unavailable") or answer.get("error", "")
         assert text.startswith("LCM history unavailable: ") and reason_part in text, answer
     assert call(eng, SEARCH, query="anything")["ok"]          # the plugin's own search still answers
@@ -186,7 +192,7 @@ def test_store_locked_by_another_writer_is_unavailable(tmp_path, other_writer):
     _rt, eng = engine_with(tmp_path, folder)
     started = time.monotonic()
     answer = call(eng, SEARCH, query="parser")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < GAVE_UP   # the lock is held until the test ends
     assert answer["ok"] and "locked" in answer["lcm_history_unavailable"], answer
     assert snapshot(folder) == before
 

@@ -8,29 +8,22 @@ are stripped where text leaves: the CLI's output streams and the plugin's logger
 
 import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import tencentdb_offload as plugin
 from fakes.hostile import HostilePeer
 from tencentdb_offload.hooks import HookHandlers
 
+import helpers
 from helpers import env_for, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 EVIL = "\x1b[2J\x1b]0;owned\x07\x9b31m"
 CONTROL = ("\x1b", "\x07", "\x9b")
 
 
 def run_cli(home, *args):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    env.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8",
-               TENCENTDB_OFFLOAD_GATEWAY_URL="off")
-    proc = subprocess.run([sys.executable, str(ROOT)] + list(args), capture_output=True,
-                          text=True, env=env, timeout=90, cwd=str(home.parent))
-    return proc
+    return helpers.run_cli(args, env={"HERMES_HOME": str(home), "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"},
+                           cwd=home.parent)
 
 
 def raw(text):

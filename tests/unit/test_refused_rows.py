@@ -6,18 +6,14 @@ counted with their reason in the runtime's status and in doctor, and ``outbox re
 puts them back in line.
 """
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import tencentdb_offload as plugin
 from fakes.gateway import INGEST, FakeGateway
 from tencentdb_offload.hooks import HookHandlers
 
+import helpers
 from helpers import env_for, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def record(rt, session, n):
@@ -47,11 +43,8 @@ def test_a_proxy_404_during_a_restart_loses_nothing(tmp_path):
 
 
 def run_cli(home, *args):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    env.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8",
-               TENCENTDB_OFFLOAD_GATEWAY_URL="off")
-    return subprocess.run([sys.executable, str(ROOT)] + list(args), capture_output=True,
-                          text=True, env=env, timeout=90, cwd=str(home.parent))
+    return helpers.run_cli(args, env={"HERMES_HOME": str(home), "TENCENTDB_OFFLOAD_GATEWAY_URL": "off"},
+                           cwd=home.parent)
 
 
 def test_rows_the_gateway_refuses_are_reported_and_can_be_requeued(tmp_path):

@@ -22,5 +22,5 @@ def test_a_result_over_200_pages_is_recalled_whole(home, tmp_path):
     path = tmp_path / "log.json"
     path.write_text(json.dumps(msgs), encoding="utf-8")
     rep = report_of(run_cli("replay", str(path), "--context-length", "64000", "--json",
-                            home=home, env=LOCAL, timeout=300))
+                            home=home, env=LOCAL))
     assert rep["recall"]["ok"] and rep["recall"]["chars"] == len(result), rep["recall"]
