@@ -19,6 +19,7 @@ from .compaction import cut_memo, idle, prepare, request_cut
 from .hermes.compat import ContextEngine
 from .hermes.host import running_host
 from .context.fallback import has_compressible
+from .context.messages import stored_in_order
 from .context.tokens import messages_tokens, request_tokens
 from .compaction.request_view import build as build_request
 from .runtime.process import Runtime
@@ -196,6 +197,13 @@ class TencentDBOffloadEngine(ContextEngine):
     # -- compaction -------------------------------------------------------------------------
     def compress(self, messages: Any, current_tokens: Any = None, focus_topic: Any = None,
                  force: bool = False, memory_context: str = "", **_: Any) -> List[Dict[str, Any]]:
+        """The compacted list, in the order the host will store and reload it (0.17 reloads a
+        session by timestamp: ``stored_in_order``)."""
+        result = self._compress(messages, current_tokens, focus_topic, force, memory_context)
+        return result if result is messages else stored_in_order(result)
+
+    def _compress(self, messages: Any, current_tokens: Any, focus_topic: Any, force: bool,
+                  memory_context: str) -> List[Dict[str, Any]]:
         """Never raises (0.17 re-runs compress on a TypeError): any failure ends in the
         local compaction, and if even that fails the list comes back unchanged. Re-entrant:
         0.22 may call it again on this instance while a stalled call still runs."""

@@ -113,6 +113,38 @@ def fresh(m: Message) -> Message:
     return {k: v for k, v in m.items() if not k.startswith("_")}
 
 
+def _stamp(msg: Any) -> Optional[float]:
+    raw = msg.get("timestamp") if isinstance(msg, dict) else None
+    return raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
+
+
+def stored_in_order(messages: List[Any]) -> List[Any]:
+    """``messages`` as a host that reloads a session by ``ORDER BY timestamp`` reads them back.
+
+    Hermes 0.17 writes each message with its ``timestamp`` (the time of the write when it has
+    none) and a later process reloads the session sorted by it: a message we put in the list
+    (the digest pair, a note, the canvas) came back behind the kept ones that carry their
+    original time, so the next turn's request no longer started with the compacted prefix
+    (a full cache break). Every message that has a stamped one after it gets a stamp no
+    earlier than the one before it (copies; a message already in order is the same object);
+    the ones after the last stamp are written later anyway. Non-numeric stamps: unchanged."""
+    stamps = [_stamp(m) for m in messages]
+    if not any(s is not None for s in stamps) or any(
+            isinstance(m, dict) and m.get("timestamp") is not None and s is None
+            for m, s in zip(messages, stamps)):
+        return messages
+    last_stamped = max(i for i, s in enumerate(stamps) if s is not None)
+    floor = next(s for s in stamps if s is not None)
+    out: List[Any] = []
+    for i, (m, s) in enumerate(zip(messages, stamps)):
+        if isinstance(m, dict) and (s < floor if s is not None else i < last_stamped):
+            m = dict(m, timestamp=floor)
+        elif s is not None:
+            floor = s
+        out.append(m)
+    return out
+
+
 def with_content(msg: Message, content: Any) -> Message:
     """A copy of ``msg`` with new content; the host's ``api_content`` bytes no longer apply."""
     out = {k: v for k, v in msg.items() if k != "api_content" and not k.startswith("_")}
