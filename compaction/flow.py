@@ -231,8 +231,9 @@ class CompactionRun:
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
                notes: Notes = Notes(), ceiling: int = 0, unread_room: int = 0,
                trigger: int = 0) -> Tuple[List[Message], Route, bool]:
-        """The Gateway's list when it fits ``room``, else a local compaction to ``room`` (of
-        the Gateway's list, or of ours); a recall read of this turn may take up to
+        """The Gateway's list when it fits ``room`` and lands at least as deep as the local
+        plan, else a local compaction to ``room`` (of the Gateway's list when that lands as
+        deep, else of ours); a recall read of this turn may take up to
         ``ceiling``, the newest step's unread results ``unread_room`` under ``trigger`` (as
         ``local_compact`` takes them)."""
         s, rt = self.rt.settings, self.rt
@@ -251,18 +252,27 @@ class CompactionRun:
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
         replied = None if attempt.messages is None else gateway_cuts.keyed(
             clean, read_backs.restore(clean, attempt.messages, rt.seal), common["reused"])
-        if replied is not None and sum(map(self.count, replied)) + note_cost <= room:
-            return replied, Route.GATEWAY, False
         # the note pair may follow the result (``with_notes``): its room is kept free
         local_room = max(256, room - note_cost)
+        ours = local_compact(clean, local_room, **common)      # the local plan
         if replied is None:
-            done, route = local_compact(clean, local_room, **common), Route.LOCAL
+            done, route = ours, Route.LOCAL
         else:
-            done, route = local_compact(replied, local_room, **common), Route.GATEWAY_THEN_LOCAL
-            if not done.within_budget:      # the budget holds: cut from the request instead
-                ours = local_compact(clean, local_room, **common)
-                if ours.tokens_after < done.tokens_after:
-                    done, route = ours, Route.LOCAL
+            # the Gateway's reply only where it lands at least as deep as the local plan: a
+            # higher landing is read by every later request and leaves less room before the
+            # next rewrite (issue 55: 1.06x the cost without a Gateway). Its canvas and L1
+            # summaries are kept either way (``Runtime.gateway_attempt``, ``summaries``).
+            as_sent = sum(map(self.count, M.repair(replied))) + note_cost
+            deeper = ours.tokens_before > local_room and as_sent > ours.tokens_after + (
+                0 if ours.notes_placed else note_cost)      # (under the room: nothing to gain)
+            if as_sent <= room and not deeper:
+                return replied, Route.GATEWAY, False
+            # else finished locally from its reply, as deep as the local plan, when that
+            # gets there (its offloaded results stay as it wrote them); else ours
+            done, route = ours, Route.LOCAL
+            theirs = local_compact(replied, max(256, min(local_room, ours.tokens_after)), **common)
+            if theirs.tokens_after <= ours.tokens_after:
+                done, route = theirs, Route.GATEWAY_THEN_LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
             rt.note_error(self.why_over(done.tokens_after, local_room), self.state.key)
         self.args_gone = list(done.departed) + (departures.merged_only(   # (args: trimmed ones)

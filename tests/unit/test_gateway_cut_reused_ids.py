@@ -7,6 +7,7 @@ import re
 
 from fakes.gateway import FakeGateway
 from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.ops.driver import read_whole
 
@@ -99,7 +100,7 @@ def test_an_id_reused_after_the_gateway_replaced_its_result_reads_that_result(tm
             rt.flush_writes()
         record(msgs)
         assert rt.flush("s1", 5)                    # the Gateway holds them: it may replace them
-        out = eng.compress(msgs, current_tokens=eng.threshold_tokens + 1000)
+        out = eng.compress(msgs, current_tokens=messages_tokens(msgs))      # (the host's count)
         assert first not in [t for m in out for tid, t in M.tool_results(m) if tid == "c0"]
         gw.set_fault("refuse")                      # later: the provider reuses c0, no Gateway
         more = list(out[:-1]) + [{"role": "assistant", "content": "ok"},
