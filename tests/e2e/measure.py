@@ -335,6 +335,17 @@ def assert_rewrites_within(plugin: Row, builtin: Row, extra: int = 0) -> None:
         plugin, builtin)
 
 
+def assert_rewrites_near_the_floor(plugin: Row, builtin: Row, slack: float = 0.5) -> None:
+    """Issue 55: at most ``slack`` rewrites per conversation over the fewest any engine needs
+    at <= 0.90 of the window with every read whole, and no more than the built-in's."""
+    near = plugin.fewest_rewrites_per_conversation + slack + 1e-9
+    assert plugin.rewrites_per_conversation <= min(near, builtin.rewrites_per_conversation + 1e-9), \
+        _traces("rewrites per conversation: %s %.2f, %s %.2f, fewest %.2f (+%.1f allowed)"
+                % (plugin.engine, plugin.rewrites_per_conversation, builtin.engine,
+                   builtin.rewrites_per_conversation, plugin.fewest_rewrites_per_conversation,
+                   slack), plugin, builtin)
+
+
 def _traces(head: str, *rows: Row) -> str:
     """``head``, then each conversation's requests (tokens/reads shown-not whole, "!" a rewrite)."""
     return "\n".join([head + "; per conversation, each request (tokens/reads shown-not whole, "

@@ -234,3 +234,50 @@ def test_cli_real_gateway_compacts_for_no_pause_between_quick_turns(with_gateway
 def test_cli_real_gateway_recalls_every_marker(with_gateway):
     markers = with_gateway.markers
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
+
+
+# Issue 55's bars (done when), at each engine's defaults, beside the built-in of the same run:
+# rewrites at most the floor + 0.5 and the built-in's, cost at most 0.92x the built-in's, the
+# real Gateway's arm at most the one without. Hermes 0.22; 0.19 keeps the bars above.
+ISSUE_55 = ("0.22",)
+CLI_COST_SHARE = 0.92
+
+
+@pytest.fixture
+def current(cli):
+    if not HERMES_VERSION.startswith(ISSUE_55):
+        pytest.skip("issue 55's bars are for Hermes 0.22 (0.19 keeps the bars above)")
+    return cli
+
+
+@measure.unmet_on(ISSUE_55, "issue 55: 3.0 rewrites, at the floor here (3.0) but over the "
+                  "built-in's 2.0, which runs to 1.00 of the window (2026-12-07); the policy that "
+                  "rewrites only when the next request would pass 0.90 is not built yet")
+def test_cli_plugin_rewrites_near_the_floor(current):
+    measure.assert_rewrites_near_the_floor(current["plugin"], current["builtin"])
+
+
+@measure.unmet_on(ISSUE_55, "issue 55: 0.24M against the built-in's 0.25M (read turns 0.205M / "
+                  "0.223M, 0.92x), not 0.92x in all (2026-12-07; the request-derived policy is not "
+                  "built yet)")
+def test_cli_plugin_costs_at_most_092_of_the_builtin(current):
+    measure.assert_cost_within(current["plugin"], current["builtin"], CLI_COST_SHARE)
+
+
+@measure.unmet_on(ISSUE_55, "issue 55: as without a Gateway (the policy is not built yet)")
+def test_cli_real_gateway_rewrites_near_the_floor(current, with_gateway):
+    measure.assert_rewrites_near_the_floor(with_gateway, current["builtin"])
+
+
+@measure.unmet_on(ISSUE_55, "issue 55: as without a Gateway (the policy is not built yet)")
+def test_cli_real_gateway_costs_at_most_092_of_the_builtin(current, with_gateway):
+    measure.assert_cost_within(with_gateway, current["builtin"], CLI_COST_SHARE)
+
+
+@measure.unmet_on(ISSUE_55, "issue 55: 0.25M against 0.24M (read turns 0.208M / 0.205M, "
+                  "1.01x, 2026-12-07): after its second compaction the Gateway's arm lands 1-2K "
+                  "tokens higher (its canvas), though its /compact reply is taken only where it "
+                  "lands as deep as the local plan", flaky=True)
+def test_cli_real_gateway_costs_no_more_than_without_a_gateway(current, with_gateway):
+    """Its /compact reply is taken only where it lands as deep as the local plan."""
+    measure.assert_cost_within(with_gateway, current["plugin"], 1.00)
