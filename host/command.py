@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..common.humanize import count, plural, printable
+from ..common.humanize import plural, printable
 from ..status.model import GatewayView
 from ..status.render import NO_GATEWAY, render
 
