@@ -355,7 +355,8 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     check_home(c, env, home)
     check_install(c, home, plugin_dir, version)
     check_config(c, config, version)
-    settings, bad = check_settings(c, env, home, config.path, block, configured_window(config))
+    settings, bad = check_settings(c, env, home, config.path, block, configured_window(config),
+                                   of_release(version))
 
     def set_value(name: str, value: str) -> str:
         return source_of(name, env, home, config.path, block).set_command(name, value)

@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 from ..archive import readonly
 from ..session.record import Compaction
 from ..hermes.config import hermes_home
+from ..hermes.host import known_host
 from ..hermes.prompt_cache import with_host_ttl
 from ..settings.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
 from ..settings.config import Settings
@@ -25,7 +26,7 @@ def status_report(store_dir: Path, settings: Settings, recent: int = 10,
                   window: Optional[int] = None) -> StatusReport:
     """The store read without writing it; CliError when it is there but unreadable.
     ``window``: ``model.context_length`` as config.yaml says now (``configured_window``)."""
-    report = StatusReport(settings, str(store_dir))
+    report = StatusReport(settings, str(store_dir), host=known_host())
     if store_dir.exists() and not store_dir.is_dir():
         raise CliError("the store directory %s is not a directory" % store_dir)
     db = store_dir / "store.db"

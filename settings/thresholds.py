@@ -1,8 +1,8 @@
 """Where compaction triggers: Hermes' ``compression.model_thresholds``, matched the way the host
 matches them, and the host's own floor on small windows.
 
-0.22 sets the table on the engine before ``update_model``. For a model it names, its value
-wins over ours: the longest matching substring, a ``provider:``-scoped key before a bare one of
+A host that has the table sets it on the engine before ``update_model``. For a model it names,
+its value wins over ours: the longest matching substring, a ``provider:``-scoped key before a bare one of
 the same length (the host's rule, so one table means the same under both engines). A value at
 or below our landing ratio is ignored: every compaction would trigger the next.
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
+from ..hermes.host import Host
 from .config import Settings
 
 HOST_MINIMUM_CONTEXT = 64_000   # Hermes' MINIMUM_CONTEXT_LENGTH: no window is smaller
 SMALL_WINDOW_RATIO = 0.85       # where the built-in triggers when that floor binds
-FLOOR_SINCE = (0, 22)           # the first Hermes with the floor rule the engine follows
-# In 0.22's messaging gateway on an 85K-128K window (over the 64K floor's reach), with THRESHOLD
-# / COMPACT_RATIO unset: trigger at 0.85, land at 0.35, and the newest step's unread results
+# In the messaging gateway of a host that checks every request, on an 85K-128K window (over the
+# 64K floor's reach), with THRESHOLD / COMPACT_RATIO unset: trigger at 0.85, land at 0.35, and the newest step's unread results
 # stay whole over the landing (``compaction.flow``): fewer rewrites at the same cost there,
 # and none of the reads the built-in hides; on a 64K window 0.75 / 0.45 stay, they cost less
 # there (docs/benchmarks.md, "Why the defaults are what they are").
@@ -37,8 +37,8 @@ def _rank(key: str, model: str, provider: str) -> Optional[Tuple[int, int]]:
 def small_window_trigger(context_length: int, trigger: int) -> int:
     """Never earlier than the built-in on a window its 64K floor binds (64K-85K, 0.85 of the
     window at 64K): there 0.75 leaves less than one tool-heavy turn between the landing and the
-    next compaction, and one compaction more is one cache break more (0.22 CLI, 9 turns: 4
-    compactions where the built-in made 3, at the same cost)."""
+    next compaction, and one compaction more is one cache break more (the CLI of a host with the
+    floor, 9 turns: 4 compactions where the built-in made 3, at the same cost)."""
     if context_length < HOST_MINIMUM_CONTEXT:
         return trigger
     return max(trigger, min(HOST_MINIMUM_CONTEXT, int(context_length * SMALL_WINDOW_RATIO)))
@@ -50,8 +50,8 @@ def fleet_window(context_length: int) -> bool:
 
 
 def fleet_trigger(context_length: int, trigger: int) -> int:
-    """0.22's messaging gateway with THRESHOLD unset: never before ``FLEET_TRIGGER_RATIO`` of an
-    85K-128K window. Every request is checked before it leaves (``compaction.request_cut``)."""
+    """The messaging gateway of a host that checks every request, THRESHOLD unset: never before
+    ``FLEET_TRIGGER_RATIO`` of an 85K-128K window. Every request is checked before it leaves (``compaction.request_cut``)."""
     if not fleet_window(context_length):
         return trigger
     return max(trigger, int(context_length * FLEET_TRIGGER_RATIO))
@@ -93,7 +93,7 @@ class Trigger:
         return self.tokens / self.window if self.window else 0.0
 
     def describe(self) -> str:
-        """``85% of the 64,000-token window = 54,400 tokens (Hermes 0.22's small-window floor)``"""
+        """``85% of the 64,000-token window = 54,400 tokens (the host's small-window floor)``"""
         return "%.0f%% of the %s-token window = %s tokens%s" % (
             self.ratio * 100, format(self.window, ","), format(self.tokens, ","),
             " (%s)" % self.why if self.why else "")
@@ -103,9 +103,9 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fle
                      model_ratio: Optional[float] = None) -> Trigger:
     """The trigger that applies on ``window``: a ``compression.model_thresholds`` value
     (``model_ratio``) or the configured threshold, the cap when it is lower, and on a host with
-    the 64K floor (``host_floor``: Hermes 0.22 outside its messaging gateway, see
-    ``host_has_floor``) never earlier than the built-in unless the user chose the threshold; in
-    0.22's messaging gateway (``fleet``) ``fleet_trigger`` instead."""
+    the 64K floor (``host_floor``: ``Host.floor_applies``) never earlier than the built-in unless
+    the user chose the threshold; in the messaging gateway of a host that checks every request
+    (``fleet``) ``fleet_trigger`` instead."""
     tokens = settings.trigger_tokens(window, model_ratio)
     why = "compression.model_thresholds" if model_ratio is not None else ""
     cap = settings.max_context_tokens
@@ -114,40 +114,45 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fle
     if unset and host_floor:
         floored = small_window_trigger(window, tokens)
         if floored != tokens:
-            tokens, why = floored, "Hermes 0.22's small-window floor: never before its built-in"
+            tokens, why = floored, "the host's small-window floor: never before its built-in"
     if unset and fleet:
         later = fleet_trigger(window, tokens)
         if later != tokens:
-            tokens, why = later, "Hermes 0.22's messaging gateway on an 85K-128K window"
+            tokens, why = later, "the messaging gateway on an 85K-128K window"
     if cap and tokens >= cap:
         tokens, why = cap, "TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS"
     return Trigger(tokens, window, why, model_ratio)
 
 
-def host_has_floor(version: Optional[Tuple[int, ...]]) -> bool:
-    """Whether a Hermes of ``version`` applies the small-window floor (0.22 and later)."""
-    return version is not None and tuple(version[:2]) >= FLOOR_SINCE
-
-
-def trigger_text(settings: "Settings", trigger: Optional[Trigger]) -> str:
+def trigger_text(settings: "Settings", trigger: Optional[Trigger], host: Optional[Host] = None) -> str:
     """The trigger as status lines lead with it: the applying one when the window is known,
-    else the configured threshold and where it may differ."""
+    else the configured threshold and where it may differ on ``host`` (None: not known)."""
     if trigger is not None and trigger.window:
         return "compaction at " + trigger.describe()
-    note = "" if settings.threshold_explicit else (
-        " (on Hermes 0.22: the built-in's on a 64K-85K window, 85% at 64K; in its messaging "
-        "gateway 85% of an 85K-128K one)")
+    floor = host is None or host.small_window_floor
+    note = "" if settings.threshold_explicit or not floor else (
+        " (on a host with the small-window floor: the built-in's on a 64K-85K window, 85% at "
+        "64K; in its messaging gateway 85% of an 85K-128K one)")
     cap = (", at most %s tokens" % format(settings.max_context_tokens, ",")
            if settings.max_context_tokens else "")
     return "compaction at %.0f%% of the window%s%s" % (settings.threshold * 100, cap, note)
 
 
-def landing_text(settings: "Settings", trigger: Optional[Trigger] = None) -> str:
-    """``down to 45% (35% of an 85K-128K window in Hermes 0.22's messaging gateway)``; under a
-    cap that binds, the cap's landing (``Settings.target_tokens``), not the window's share."""
-    unset = _landing_unset(settings, trigger.window if trigger else 0)
-    note = " (%.0f%% of an 85K-128K window in Hermes 0.22's messaging gateway)" % (
-        FLEET_LANDING_RATIO * 100) if unset else ""
+def fleet_may_apply(host: Optional[Host], window: int) -> bool:
+    """Whether the messaging gateway's landing can apply on ``host`` (None: not known) and
+    ``window`` (0: not known): a host that selects context, and an 85K-128K window."""
+    return (host is None or host.selects_context) and (not window or fleet_window(window))
+
+
+def landing_text(settings: "Settings", trigger: Optional[Trigger] = None,
+                 host: Optional[Host] = None) -> str:
+    """``down to 45% (35% of an 85K-128K window in a messaging gateway that checks every
+    request)``, the note only where it can apply (``fleet_may_apply``); under a cap that binds,
+    the cap's landing (``Settings.target_tokens``), not the window's share."""
+    window = trigger.window if trigger else 0
+    unset = _landing_unset(settings, window) and fleet_may_apply(host, window)
+    note = (" (%.0f%% of an 85K-128K window in a messaging gateway that checks every request)"
+            % (FLEET_LANDING_RATIO * 100)) if unset else ""
     cap = settings.max_context_tokens
     if cap and trigger is not None and trigger.window:
         tokens = settings.target_tokens(trigger.window, trigger.model_ratio)
