@@ -1,11 +1,13 @@
 """``demo`` and ``replay``: drive the engine through a session exactly as Hermes does.
 
-Per turn the driver does what the host's agent loop does (0.19's, or 0.22's when the engine set
-itself up for 0.22; ``ops.host_emulation`` has the figures each passes to ``should_compress``):
-the turn-start preflight check, the ``pre_llm_call`` hook, then per API call the pre-API
-pressure check, the ``llm_request`` middleware (0.22: ``select_context``), a simulated provider reply whose ``prompt_tokens`` is a fixed function of the
-request size (so the engine's calibration is exercised), ``update_from_response``, one
-``post_tool_call`` per tool call and ``should_compress(last_prompt_tokens)`` → ``compress``.
+Per turn the driver does what the host's agent loop does (a host that selects context when the
+engine set itself up for one, else one that does not; ``ops.host_emulation`` has the figures
+each passes to ``should_compress``): the turn-start preflight check, the ``pre_llm_call`` hook,
+then per API call the pre-API pressure check, the ``llm_request`` middleware (or
+``select_context`` on a host that selects context), a simulated provider reply whose
+``prompt_tokens`` is a fixed function of the request size (so the engine's calibration is
+exercised), ``update_from_response``, one ``post_tool_call`` per tool call and
+``should_compress(last_prompt_tokens)`` → ``compress``.
 Every request is checked with ``messages.validation_errors``. The report (shared by both
 commands) shows every compaction, the context size per turn and a recall of an archived item.
 """
@@ -23,7 +25,7 @@ from ..context.heartbeat import is_heartbeat_call
 from ..hooks import HookHandlers
 from ..host.wiring import open_session
 from ..runtime.process import Runtime
-from .host_emulation import HOST_0_22, Pressure, detected_host
+from .host_emulation import SELECTING, Pressure, detected_host
 
 Message = Dict[str, Any]
 Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it
@@ -132,7 +134,7 @@ class Driver:
     def _api_call(self, assistant: Message, injected: str) -> None:
         request = self._request(injected)
         rough = self.pressure.before_request(request, self.messages)
-        if (self.host != HOST_0_22 or not self._defers(rough)) and \
+        if (self.host != SELECTING or not self._defers(rough)) and \
                 self.engine.should_compress(rough):            # the pre-API pressure check
             self._compress(rough, "pre-API")
             request = self._request(injected)
@@ -152,15 +154,15 @@ class Driver:
 
     def _defers(self, tokens: int) -> bool:
         """The host skips a rough-estimate check while the engine waits for real usage; an
-        anchored figure (0.22) is real usage already and never waits."""
+        anchored figure (a selecting host's) is real usage already and never waits."""
         if self.pressure.anchored(self.messages) is not None:
             return False
         return bool(self.engine.should_defer_preflight_to_real_usage(tokens))
 
     def _as_sent(self, request: Dict[str, Any]) -> Dict[str, Any]:
-        """The request after the plugin's per-request step: ``select_context`` on 0.22, the
-        ``llm_request`` middleware (registered only with the canvas on) before."""
-        if self.host == HOST_0_22:
+        """The request after the plugin's per-request step: ``select_context`` on a host that
+        selects context, else the ``llm_request`` middleware (registered only with the canvas on)."""
+        if self.host == SELECTING:
             chosen = self.engine.select_context(request["messages"],
                                                 conversation_messages=list(self.messages))
             return dict(request, messages=chosen) if isinstance(chosen, list) else request
@@ -180,7 +182,7 @@ class Driver:
         self.messages = list(result)
         # what Hermes does after a compaction
         self.pressure.forget()
-        self.engine.awaiting_real_usage_after_compression = self.host == HOST_0_22
+        self.engine.awaiting_real_usage_after_compression = self.host == SELECTING
         self.engine.last_prompt_tokens = -1
         self.engine.last_completion_tokens = 0
         self.engine.on_session_start(self.sid, boundary_reason="compression",

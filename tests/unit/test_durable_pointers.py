@@ -18,6 +18,7 @@ from tencentdb_offload.context import messages as M
 from tencentdb_offload.context.durable_pointers import pointed, restore, unkept
 from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.ops.driver import Driver, read_whole
+from tencentdb_offload.ops.host_emulation import NOT_SELECTING
 
 from helpers import FullDisk, conversation, env_for, tool_turn
 from test_long_session_property import DIGEST_KEY
@@ -107,7 +108,7 @@ def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_ke
             gw = stack.enter_context(FakeGateway(api_key="k1"))
             extra = dict(gateway_url=gw.url, api_key="k1", instance_id="svc")
         rt = plugin.build_runtime(env=env_for(tmp_path, **extra))
-        d = Driver(rt, "s1", 64_000, "You are helpful.", [], host="0.19")
+        d = Driver(rt, "s1", 64_000, "You are helpful.", [], host=NOT_SELECTING)
 
         def turn(i):
             msgs = tool_turn(i, 6_000, calls=3)

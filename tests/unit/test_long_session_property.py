@@ -27,6 +27,7 @@ from tencentdb_offload.context import digest as D
 from tencentdb_offload.context import messages as M
 from tencentdb_offload.context import validate as V
 from tencentdb_offload.ops.driver import Driver
+from tencentdb_offload.ops.host_emulation import NOT_SELECTING, SELECTING
 
 from helpers import FullDisk, env_for
 
@@ -225,7 +226,7 @@ def run_session(seed: int, host: str, gateway: Optional[FakeGateway] = None,
         settings or {}, gateway_url=gateway.url, api_key="k1", instance_id="svc")
     rt = plugin.build_runtime(env=env_for(home, **extra))
     kind = Host017 if host == "0.17" else Host
-    d = kind(rt, "s1", window, "You are helpful.", [], host="0.19" if host == "0.17" else host)
+    d = kind(rt, "s1", window, "You are helpful.", [], host=SELECTING if host == "0.22" else NOT_SELECTING)
     after_restart = plugin.build_runtime(env=env_for(home)) if disk else None
     reader = after_restart and plugin.open_session(after_restart, d.engine.current_state().key,
                                                    window, model="m")
