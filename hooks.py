@@ -1,4 +1,5 @@
-"""Hermes hook handlers: ``post_tool_call``, ``pre_llm_call`` and (before 0.22) the ``llm_request`` guard.
+"""Hermes hook handlers: ``post_tool_call``, ``pre_llm_call`` and (on a host that does not select
+context) the ``llm_request`` guard.
 
 Bound to the process runtime (not to an engine copy) and routed by the ``session_id`` kwarg
 Hermes passes. None of them does network I/O or waits on disk: they update in-memory
@@ -216,13 +217,13 @@ class HookHandlers:
             if rt.near_threshold(state):
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction
         if not (rt.settings.canvas and state.canvas_hash) or running_host().selects_context:
-            return None         # 0.22: the canvas goes in per request (engine.select_context)
+            return None         # the canvas goes in per request (engine.select_context)
         with state.lock:
             if state.canvas_hash == state.injected_canvas_hash:
                 return None
         if isinstance(history, list) and any(canvas.holds_block(m, rt.seal)
                                              for m in reversed(history)):
-            # 0.19 replays the one shown with its user message: swapping it for a newer one
+            # the host replays the one shown with its user message: swapping it for a newer one
             # rewrites the prompt prefix from there; the next compaction shows the current one.
             # Newest first: ours sits on the user message of the last compaction or turn start,
             # so only the messages since are read

@@ -60,7 +60,7 @@ def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connectio
 
 
 def conversation_of(conn: sqlite3.Connection, session: str) -> str:
-    """The conversation ``session`` names: itself, or the one a session id Hermes 0.17 rotated
+    """The conversation ``session`` names: itself, or the one a session id the host rotated
     at a compaction belongs to (the id Hermes printed last is such an alias)."""
     try:
         row = conn.execute("SELECT conversation FROM aliases WHERE session_id=? LIMIT 1",

@@ -58,7 +58,7 @@ def source() -> str:
 
 def strict(text: str) -> str:
     """``text`` masked as Hermes' compressor masks what crosses its compaction boundary, then
-    by the plugin's patterns: Hermes' passes depend on a text's context (0.22 leaves
+    by the plugin's patterns: Hermes' passes depend on a text's context (its redactor left
     ``aws_secret_access_key = …`` in an ``env`` dump), ours catch that and a key block the
     plugin cut before its END line, and leave Hermes' masks as they are. A JSON text (a
     ``terminal`` result is ``{"output": "…\\n…"}``) is masked string by string, decoded: its

@@ -1,7 +1,7 @@
 """Gateway compactions prepared ahead of need, so ``compress()`` holds the host briefly.
 
-Hermes 0.22 runs ``compress()`` on a 4-worker pool shared by every agent of the process and
-refuses new compactions while all four are busy ("Context compression pool saturated"); the
+A host that pools compression runs ``compress()`` on a 4-worker pool shared by every agent of
+the process and refuses new compactions while all four are busy ("Context compression pool saturated"); the
 request then goes out uncompacted. A Gateway ``/compact`` takes seconds. So from the warm-up
 point a background thread asks the Gateway to compact a snapshot of the conversation, and
 ``compress()`` applies the ready result when the snapshot is still a prefix of the list it is

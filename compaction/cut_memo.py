@@ -1,6 +1,6 @@
 """What a request cut sent, kept so that the transcript compaction after it lands on the same bytes.
 
-On 0.22 a request the host sends near the window uncompacted is cut for itself
+On a host that selects context, a request it sends near the window uncompacted is cut for itself
 (``request_cut``); the host's transcript still holds everything, and the compaction the engine
 then asks for would choose afresh, and land elsewhere: a second rewrite of the prompt cache's
 prefix one request later (docs/benchmarks.md). When the transcript still begins with

@@ -31,8 +31,8 @@ from ..common.peer_text import plugin_logger
 
 Message = Dict[str, Any]
 log = plugin_logger("tencentdb_offload.compaction")
-# Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
-# refuses compactions while all are busy: there we wait this long for the Gateway, at most.
+# A host that pools compression runs compress() on a 4-worker pool shared by every agent of the
+# process and refuses compactions while all are busy: there we wait this long for the Gateway.
 POOL_GATEWAY_WAIT_S = 0.5
 ARCHIVE_BEFORE_RETURN_S = 2.0  # what leaves mid-turn is on disk before the next request
 FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens
@@ -65,7 +65,7 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
     host_count = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 else 0
     if host_count and not state.calibrator.points and \
             not state.calibrator.plausible_anchor((overhead or 0) + listed, host_count):
-        host_count = 0      # (0.22's preflight in a fresh process counts chars / 4)
+        host_count = 0      # (a host's preflight in a fresh process counts chars / 4)
     if host_count and not state.calibrator.points:
         # no calibration yet: the host's count of (about) this list is the best anchor; what
         # it counts beyond the messages is system prompt + tool schemas
@@ -73,7 +73,7 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
         state.calibrator.observe(overhead + listed, host_count)
     elif host_count and not overhead and not state.last_usage:
         # calibration handed over by an earlier process, nothing sent or answered in this one
-        # yet (0.17 compacts at turn start before its first request): the same anchor,
+        # yet (a host may compact at turn start before its first request): the same anchor,
         # calibrated (later counts may predate a compaction: they are not used so)
         overhead = max(0, state.calibrator.to_estimate(host_count) - listed)
     before = state.calibrator.to_real(overhead + listed)
@@ -84,8 +84,9 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
 
 
 class CompactionRun:
-    """One attempt; ``cancelled`` is the host's check for *this* attempt (0.22 installs it on
-    the engine before calling compress, and a later attempt replaces it: capture it first)."""
+    """One attempt; ``cancelled`` is the host's check for *this* attempt (a host that pools
+    compression installs it on the engine before calling compress, and a later attempt replaces
+    it: capture it first)."""
 
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
                  memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True,
@@ -143,8 +144,8 @@ class CompactionRun:
         result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
                                             unread_room=unread_room,
                                             trigger=list_room(self.engine.threshold_tokens))
-        # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
-        # 0.22 merge them), so merge them here, calls unioned
+        # the last word on shape: a host may send consecutive assistant turns as they are
+        # (others merge them), so merge them here, calls unioned
         result = [M.fresh(m) for m in M.repair(result)]
         if self.unchanged(result) or all(M.role(m) == "system" for m in result):
             return self.messages, None      # (nothing but orphans: no conversation to keep)
@@ -304,7 +305,7 @@ class CompactionRun:
             return set(self.state.reused_ids) | self.listed_reuse
 
     def unchanged(self, result: List[Message]) -> bool:
-        # Fresh dicts returned: Hermes 0.17 persists a rotated session by object identity.
+        # Fresh dicts returned: a host that rotates the session id persists it by object identity.
         return len(result) == len(self.messages) and result == [
             M.fresh(m) if isinstance(m, dict) else m for m in self.messages]
 
@@ -334,7 +335,7 @@ class CompactionRun:
 
 def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:
     """This attempt's cancellation check, captured at entry (a later attempt replaces the
-    attribute; 0.22 installs it before calling compress)."""
+    attribute; a host that pools compression installs it before calling compress)."""
     check = getattr(engine, "_compression_cancelled_check", None)
 
     def cancelled() -> bool:

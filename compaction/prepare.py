@@ -1,4 +1,4 @@
-"""When a Gateway compaction is prepared before ``compress()`` needs it (Hermes 0.22).
+"""When a Gateway compaction is prepared before ``compress()`` needs it (pooled compression).
 
 Near the trigger (``PREPARE_FROM`` of it, after a tool step or a turn) it is prepared at once
 (``AheadOfNeed``). At a turn's end past the idle trigger, with a cache TTL set, it is booked for

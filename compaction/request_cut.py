@@ -1,6 +1,7 @@
-"""A request the host would send near or past the window, cut for that request alone (0.22).
+"""A request the host would send near or past the window, cut for that request alone.
 
-Hermes 0.22 compacts on a 4-worker pool shared by every agent of the process and refuses work
+A host that pools compression compacts on a 4-worker pool shared by every agent of the process
+and refuses work
 while all four are busy ("Context compression pool saturated"); a cooldown after a failed
 attempt skips it too. Then neither the turn-start nor the after-tool-step compaction runs and
 the request goes out as it is: over the window when the step added big results.

@@ -1,4 +1,5 @@
-"""What a 0.22 request carries, derived the same way for every request of a conversation.
+"""What a request carries on a host that selects context, the same way for every request of a
+conversation.
 
 ``select_context`` rebuilds every request from the stored history, so what it adds must not
 move: a canvas that follows the newest user message, or changes whenever the Gateway redraws

@@ -121,7 +121,7 @@ def _stamp(msg: Any) -> Optional[float]:
 def stored_in_order(messages: List[Any]) -> List[Any]:
     """``messages`` as a host that reloads a session by ``ORDER BY timestamp`` reads them back.
 
-    Hermes 0.17 writes each message with its ``timestamp`` (the time of the write when it has
+    Such a host writes each message with its ``timestamp`` (the time of the write when it has
     none) and a later process reloads the session sorted by it: a message we put in the list
     (the digest pair, a note, the canvas) came back behind the kept ones that carry their
     original time, so the next turn's request no longer started with the compacted prefix

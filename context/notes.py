@@ -1,7 +1,7 @@
 """What a compaction carries across besides the turns that left: the memory provider's text
 and the focus-matched items the Gateway archived, cleaned, bounded and placed once.
 
-Hermes 0.19 and 0.22 pass what a memory provider's ``on_pre_compress`` returns to
+Hermes passes what a memory provider's ``on_pre_compress`` returns to
 ``compress`` as ``memory_context``. It is a peer's text: control characters and bidi
 overrides go, our own marks (the notice prefix, a seal line, the canvas and recall fences)
 are defused so it never reads as ours, and it is capped. It rides in the one digest section

@@ -1,5 +1,5 @@
 """Where ``replay`` reads a real session from: a Hermes session id (read-only from
-``$HERMES_HOME/state.db``, tolerant of the 0.17, 0.19 and 0.22 schemas, including the rows a
+``$HERMES_HOME/state.db``, tolerant of every supported release's schema, including the rows a
 compaction replaced), a JSON or JSONL file of messages, or a Hermes session export. Never
 writes anything."""
 
@@ -58,7 +58,7 @@ def _from_export(items: List[Any], pick: Optional[str], name: str) -> Tuple[List
         raise CliError("%s holds %d sessions; choose one with --session ID" % (name, len(sessions)))
     sess = sessions[0]
     rows = sess["messages"]
-    # 0.22 exports every stored row with its flags: rewound rows, the rows a compaction
+    # a newer Hermes exports every stored row with its flags: rewound rows, the rows a compaction
     # replaced and the copies it wrote back, as state.db holds them
     flagged = any(isinstance(m, dict) and "active" in m and "compacted" in m for m in rows)
     kept = [m for m in rows if not flagged or not isinstance(m, dict)
@@ -200,7 +200,8 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                     sid, "3 or more session ids" if len(rows) > 2 else "2 session ids", db,
                     ", ".join(r[0] for r in rows[:2]) + (", …" if len(rows) > 2 else "")))
         want = [c for c in ("role", "content", "tool_call_id", "tool_calls", "tool_name") if c in cols]
-        # compacted=1 (0.19+): rows a compaction replaced, still on disk; active=0 alone: rewound
+        # compacted=1 (where the schema has it): rows a compaction replaced, still on disk;
+        # active=0 alone: rewound
         keep = ("active=1 OR compacted=1" if "compacted" in cols else "active=1") \
             if "active" in cols else "1"
         order = "id" if "id" in cols else "rowid"
@@ -231,8 +232,9 @@ def _as_happened(msgs: List[Message], stamps: List[float], parent: Any,
                  compacted: Optional[List[bool]] = None) -> Tuple[List[Message], Dict[str, Any]]:
     """The stream as it happened from stored rows (``original_stream``) and what the report
     says it could not reconstruct. Hermes writes its summary after the rows a compaction
-    replaced (0.19+: flagged compacted) or at the start of the session that continues another
-    (0.17): before either, text with its mark is the user's own."""
+    replaced (flagged compacted, where the schema has the flag) or at the start of the session
+    that continues another (where the host starts a new session at each compaction): before
+    either, text with its mark is the user's own."""
     env, _config, settings, _warnings = resolve_settings()
     first = compacted.index(True) + 1 if compacted and True in compacted else len(msgs)
     original, copies, summaries, runs = original_stream(
@@ -245,7 +247,7 @@ def _as_happened(msgs: List[Message], stamps: List[float], parent: Any,
         gaps.append("%s skipped (written by a compaction, not by the conversation)"
                     % plural(summaries, "compaction summary", "compaction summaries"))
     if parent:
-        gaps.append("this session continues %s (Hermes 0.17 starts a new session at each "
+        gaps.append("this session continues %s (this Hermes starts a new session at each "
                     "compaction): the turns before it are in that session" % parent)
     return original, {"rows_read": len(msgs), "not_reconstructed": gaps, "live_compactions": runs}
 
@@ -342,7 +344,7 @@ def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict
     return msgs, system, desc
 
 
-# what Hermes' pre-request sanitizer answers a call without a result with (0.17-0.22)
+# what Hermes' pre-request sanitizer answers a call without a result with (every supported release)
 UNAVAILABLE = "[Result unavailable — see context summary above]"
 
 

@@ -44,7 +44,7 @@ from .noted_errors import RecentErrors
 from . import status_view
 
 log = plugin_logger("tencentdb_offload")
-FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
+FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (a host may pool them)
 
 
 class Runtime:
@@ -186,7 +186,7 @@ class Runtime:
                         lcm_shared=self.settings.lcm_history_shared, session_ids=self._session_ids)
 
     def _session_ids(self, keys: Any) -> List[str]:
-        """Hermes session ids aliased to the conversations ``keys`` (0.17's rotations)."""
+        """Hermes session ids aliased to the conversations ``keys`` (ids rotated at compactions)."""
         try:
             return self.store.aliases_of(keys) if self.store is not None else []
         except Exception as exc:        # unreadable: the conversations' own ids only
@@ -290,7 +290,7 @@ class Runtime:
     def record_request(self, state: SessionState, prompt: int, usage: Dict[str, Any],
                        context_length: int, threshold: int) -> None:
         """One request's size as the provider counted it, for ``report``'s picture; the
-        cached share only where the host reported it (0.22's ``cache_read_tokens``)."""
+        cached share only where the host reported it (its ``cache_read_tokens``)."""
         data = {"prompt_tokens": prompt, "context_length": context_length,
                 "threshold_tokens": threshold}
         cached = usage.get("cache_read_tokens")
@@ -302,8 +302,8 @@ class Runtime:
     def inherit(self, state: SessionState) -> None:
         """A new SessionState starts from what the last process on this conversation left: its
         calibration (so a fresh agent's first estimate is already calibrated), when its last
-        provider response came (so a pause is seen across processes) and, on 0.22, where its
-        requests carried the canvas (so they keep the same bytes)."""
+        provider response came (so a pause is seen across processes) and, on a host that selects
+        context, where its requests carried the canvas (so they keep the same bytes)."""
         if self.store is None:
             return
         try:
