@@ -67,7 +67,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def summary_target_ratio(self) -> float:     # the host may read it for idle compaction
         s = self.runtime.settings
         if self.context_length and self.threshold_tokens:
-            return self.story_target() / self.threshold_tokens
+            return self.ordinary_target() / self.threshold_tokens
         return s.compact_ratio / s.threshold
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "TencentDBOffloadEngine":
@@ -95,7 +95,7 @@ class TencentDBOffloadEngine(ContextEngine):
         # messaging gateway
         host = running_host()
         trigger = applying_trigger(s, self.context_length, model_ratio=named,
-                                   fleet=host.checks_every_request, host_floor=host.floor_applies)
+                                   messaging=host.checks_every_request, host_floor=host.floor_applies)
         self.threshold_tokens = trigger.tokens
         self.current_state().use_trigger(trigger.tokens, trigger)
 
@@ -155,7 +155,7 @@ class TencentDBOffloadEngine(ContextEngine):
             estimate = state.response_measured(prompt)
             if estimate:
                 state.calibrator.observe(estimate, prompt)
-                self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
+                self.runtime.leave_for_next_process(state.key, "calibration", state.calibrator.export())
             state.record_usage(prompt, usage, after_compaction)
             self.runtime.record_request(state, prompt, usage, self.context_length,
                                         self.threshold_tokens)
@@ -255,10 +255,10 @@ class TencentDBOffloadEngine(ContextEngine):
         return result
 
     def compaction_target(self, deep: bool = False) -> int:    # deep: idle, on a cold cache
-        target = self.story_target()
+        target = self.ordinary_target()
         return idle.idle_target(target) if deep else target
 
-    def story_target(self) -> int:
+    def ordinary_target(self) -> int:
         """The ordinary target: the digest is sized for it even when an idle one lands deeper."""
         return landing_tokens(self.runtime.settings, self.context_length or 128_000,
                               running_host().checks_every_request,
@@ -312,7 +312,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 state.request_measured(*request_tokens(smaller))
             block = state.canvas_text if self.runtime.settings.canvas else ""
             out, removed = build_request(state, request_messages, block, self.runtime.seal,
-                                         self.runtime.hand_over if self.runtime.settings.canvas
+                                         self.runtime.leave_for_next_process if self.runtime.settings.canvas
                                          else None)
             state.record_canvas_removed(removed)
             return request_messages if out is None and smaller is not None else out

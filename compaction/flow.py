@@ -19,7 +19,7 @@ from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session.state import SessionState
 from ..hermes.host import running_host
-from ..settings.thresholds import fleet_landing
+from ..settings.thresholds import messaging_landing
 from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
 from ..context import digest as D
@@ -124,9 +124,9 @@ class CompactionRun:
         shown = estimate_text(block) + PER_MESSAGE if block else 0
         room = max(256, budget.for_messages - shown)
         # the story (the digest) is sized for the ordinary target, even on a deeper landing
-        story = self.engine.story_target()
-        self.digest_cap = None if story <= self.target else D.budget_for(
-            max(256, self.state.calibrator.to_estimate(story) - budget.overhead - shown))
+        ordinary = self.engine.ordinary_target()
+        self.digest_cap = None if ordinary <= self.target else D.budget_for(
+            max(256, self.state.calibrator.to_estimate(ordinary) - budget.overhead - shown))
         def list_room(tokens: int) -> int:     # what a request of ``tokens`` leaves the list
             return self.state.calibrator.to_estimate(tokens) - budget.overhead - shown
 
@@ -139,7 +139,7 @@ class CompactionRun:
         # trigger: trimmed only to reach the landing, a real model would ask for them again.
         # Elsewhere only the canvas' room is theirs: the per-turn CLI paid more otherwise.
         unread_room = room + shown
-        if fleet_landing(s, self.engine.context_length, running_host().checks_every_request):
+        if messaging_landing(s, self.engine.context_length, running_host().checks_every_request):
             unread_room = max(unread_room, ceiling)
         result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
                                             unread_room=unread_room,

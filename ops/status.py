@@ -67,12 +67,12 @@ def current_trigger(settings: Settings, recorded: Optional[Trigger],
     ``window`` other than the recorded one (the model switched) gets the recorded rule on it."""
     if recorded is None:
         return None
-    now = [applying_trigger(settings, recorded.window, host_floor=f, fleet=g,
+    now = [applying_trigger(settings, recorded.window, host_floor=f, messaging=g,
                             model_ratio=recorded.model_ratio) for f, g in RULES]
     rule = next((i for i, t in enumerate(now) if t.tokens == recorded.tokens), None)
     if window and window != recorded.window:
         f, g = RULES[rule or 0]
-        moved = applying_trigger(settings, window, host_floor=f, fleet=g,
+        moved = applying_trigger(settings, window, host_floor=f, messaging=g,
                                  model_ratio=recorded.model_ratio)
         return Trigger(moved.tokens, window, "%smodel.context_length is %s now; the last compaction "
                        "ran on a %s-token window" % (moved.why + "; " if moved.why else "",

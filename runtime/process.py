@@ -32,7 +32,7 @@ from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
 from ..hermes.compat import HOST_IMPORT_ERROR
 from ..hermes.host import running_host
-from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
+from ..compaction.ahead import PreparedCompactions, Aim, GatewayAttempt
 from ..session.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
@@ -87,7 +87,7 @@ class Runtime:
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
-        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions, self.note_fault)
+        self.ahead = PreparedCompactions(self.gateway_attempt, settings.max_sessions, self.note_fault)
         self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
             settings, env if env is not None else os.environ))
         if store is not None:
@@ -318,7 +318,7 @@ class Runtime:
         if ignored:                     # a damaged row or another process's nonsense
             self.note_error(ignored, state.key)
 
-    def hand_over(self, key: str, name: str, value: Any) -> None:
+    def leave_for_next_process(self, key: str, name: str, value: Any) -> None:
         if self.store is not None:
             self.writer.submit(Store.op_handover(key, name, value, self.now()))
 

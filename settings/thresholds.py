@@ -22,9 +22,9 @@ SMALL_WINDOW_RATIO = 0.85       # where the built-in triggers when that floor bi
 # stay whole over the landing (``compaction.flow``): fewer rewrites at the same cost there,
 # and none of the reads the built-in hides; on a 64K window 0.75 / 0.45 stay, they cost less
 # there (docs/benchmarks.md, "Why the defaults are what they are").
-FLEET_TRIGGER_RATIO = 0.85
-FLEET_WINDOWS = (int(HOST_MINIMUM_CONTEXT / 0.75) + 1, 131_072)
-FLEET_LANDING_RATIO = 0.35
+MESSAGING_TRIGGER_RATIO = 0.85
+MESSAGING_WINDOWS = (int(HOST_MINIMUM_CONTEXT / 0.75) + 1, 131_072)
+MESSAGING_LANDING_RATIO = 0.35
 
 
 def _rank(key: str, model: str, provider: str) -> Optional[Tuple[int, int]]:
@@ -44,39 +44,40 @@ def small_window_trigger(context_length: int, trigger: int) -> int:
     return max(trigger, min(HOST_MINIMUM_CONTEXT, int(context_length * SMALL_WINDOW_RATIO)))
 
 
-def fleet_window(context_length: int) -> bool:
-    """A window the messaging gateway's defaults are for (``FLEET_WINDOWS``)."""
-    return FLEET_WINDOWS[0] <= context_length <= FLEET_WINDOWS[1]
+def messaging_window(context_length: int) -> bool:
+    """A window the messaging gateway's defaults are for (``MESSAGING_WINDOWS``)."""
+    return MESSAGING_WINDOWS[0] <= context_length <= MESSAGING_WINDOWS[1]
 
 
-def fleet_trigger(context_length: int, trigger: int) -> int:
+def messaging_trigger(context_length: int, trigger: int) -> int:
     """The messaging gateway of a host that checks every request, THRESHOLD unset: never before
-    ``FLEET_TRIGGER_RATIO`` of an 85K-128K window. Every request is checked before it leaves (``compaction.request_cut``)."""
-    if not fleet_window(context_length):
+    ``MESSAGING_TRIGGER_RATIO`` of an 85K-128K window. Every request is checked before it leaves
+    (``compaction.request_cut``)."""
+    if not messaging_window(context_length):
         return trigger
-    return max(trigger, int(context_length * FLEET_TRIGGER_RATIO))
+    return max(trigger, int(context_length * MESSAGING_TRIGGER_RATIO))
 
 
 def _landing_unset(settings: "Settings", window: int = 0) -> bool:
     """COMPACT_RATIO unset, no cap that binds under the gateway's trigger on ``window`` (any
     cap when the window is unknown), and the messaging gateway's landing below the threshold."""
     cap = settings.max_context_tokens
-    binds = cap and (not window or cap < fleet_trigger(window, 0))
-    return not settings.ratio_explicit and not binds and FLEET_LANDING_RATIO < settings.threshold
+    binds = cap and (not window or cap < messaging_trigger(window, 0))
+    return not settings.ratio_explicit and not binds and MESSAGING_LANDING_RATIO < settings.threshold
 
 
-def fleet_landing(settings: "Settings", context_length: int, fleet: bool) -> bool:
+def messaging_landing(settings: "Settings", context_length: int, messaging: bool) -> bool:
     """Whether the messaging gateway's landing (and its unread results kept whole over it)
-    applies: in it (``fleet``), on such a window, with the landing unset (``_landing_unset``)."""
-    return fleet and fleet_window(context_length) and _landing_unset(settings, context_length)
+    applies: in it (``messaging``), on such a window, with the landing unset (``_landing_unset``)."""
+    return messaging and messaging_window(context_length) and _landing_unset(settings, context_length)
 
 
-def landing_tokens(settings: "Settings", context_length: int, fleet: bool,
+def landing_tokens(settings: "Settings", context_length: int, messaging: bool,
                    threshold: Optional[float] = None) -> int:
     """Where a compaction lands on ``context_length``: the messaging gateway's landing where it
-    applies (``fleet_landing``), else the settings' target under the applying ``threshold``."""
-    if fleet_landing(settings, context_length, fleet):
-        return int(context_length * FLEET_LANDING_RATIO)
+    applies (``messaging_landing``), else the settings' target under the applying ``threshold``."""
+    if messaging_landing(settings, context_length, messaging):
+        return int(context_length * MESSAGING_LANDING_RATIO)
     return settings.target_tokens(context_length, threshold)
 
 
@@ -99,13 +100,13 @@ class Trigger:
             " (%s)" % self.why if self.why else "")
 
 
-def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fleet: bool = False,
+def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, messaging: bool = False,
                      model_ratio: Optional[float] = None) -> Trigger:
     """The trigger that applies on ``window``: a ``compression.model_thresholds`` value
     (``model_ratio``) or the configured threshold, the cap when it is lower, and on a host with
     the 64K floor (``host_floor``: ``Host.floor_applies``) never earlier than the built-in unless
     the user chose the threshold; in the messaging gateway of a host that checks every request
-    (``fleet``) ``fleet_trigger`` instead."""
+    (``messaging``) ``messaging_trigger`` instead."""
     tokens = settings.trigger_tokens(window, model_ratio)
     why = "compression.model_thresholds" if model_ratio is not None else ""
     cap = settings.max_context_tokens
@@ -115,8 +116,8 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, fle
         floored = small_window_trigger(window, tokens)
         if floored != tokens:
             tokens, why = floored, "the host's small-window floor: never before its built-in"
-    if unset and fleet:
-        later = fleet_trigger(window, tokens)
+    if unset and messaging:
+        later = messaging_trigger(window, tokens)
         if later != tokens:
             tokens, why = later, "the messaging gateway on an 85K-128K window"
     if cap and tokens >= cap:
@@ -138,21 +139,21 @@ def trigger_text(settings: "Settings", trigger: Optional[Trigger], host: Optiona
     return "compaction at %.0f%% of the window%s%s" % (settings.threshold * 100, cap, note)
 
 
-def fleet_may_apply(host: Optional[Host], window: int) -> bool:
+def messaging_may_apply(host: Optional[Host], window: int) -> bool:
     """Whether the messaging gateway's landing can apply on ``host`` (None: not known) and
     ``window`` (0: not known): a host that selects context, and an 85K-128K window."""
-    return (host is None or host.selects_context) and (not window or fleet_window(window))
+    return (host is None or host.selects_context) and (not window or messaging_window(window))
 
 
 def landing_text(settings: "Settings", trigger: Optional[Trigger] = None,
                  host: Optional[Host] = None) -> str:
     """``down to 45% (35% of an 85K-128K window in a messaging gateway that checks every
-    request)``, the note only where it can apply (``fleet_may_apply``); under a cap that binds,
+    request)``, the note only where it can apply (``messaging_may_apply``); under a cap that binds,
     the cap's landing (``Settings.target_tokens``), not the window's share."""
     window = trigger.window if trigger else 0
-    unset = _landing_unset(settings, window) and fleet_may_apply(host, window)
+    unset = _landing_unset(settings, window) and messaging_may_apply(host, window)
     note = (" (%.0f%% of an 85K-128K window in a messaging gateway that checks every request)"
-            % (FLEET_LANDING_RATIO * 100)) if unset else ""
+            % (MESSAGING_LANDING_RATIO * 100)) if unset else ""
     cap = settings.max_context_tokens
     if cap and trigger is not None and trigger.window:
         tokens = settings.target_tokens(trigger.window, trigger.model_ratio)

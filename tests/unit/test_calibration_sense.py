@@ -56,7 +56,7 @@ SHORT_SESSION = [[3_408.0, 14_318.0], [3_798.0, 14_873.0]]
 
 def test_each_resumed_turn_of_a_short_session_reports_no_error(tmp_path):
     rt, eng = make_engine(tmp_path)
-    rt.hand_over(eng.current_state().key, "calibration", SHORT_SESSION)
+    rt.leave_for_next_process(eng.current_state().key, "calibration", SHORT_SESSION)
     rt.flush_writes()
     rt.close()
     rt2 = plugin.build_runtime(env=env_for(tmp_path))
@@ -92,7 +92,7 @@ def test_a_new_process_on_that_conversation_neither_compacts_early_nor_cuts_to_n
         tmp_path, handed_over):
     rt, eng = make_engine(tmp_path)
     key = eng.current_state().key
-    rt.hand_over(key, "calibration", handed_over)
+    rt.leave_for_next_process(key, "calibration", handed_over)
     rt.flush_writes()
     rt.close()
     rt2 = plugin.build_runtime(env=env_for(tmp_path))

@@ -416,13 +416,13 @@ def test_the_messaging_gateway_lands_lower_unless_the_ratio_is_set():
     landing; a ratio the user set, or one corrected below a low threshold, as it is; elsewhere
     the settings' target."""
     from tencentdb_offload.settings.config import load_settings
-    from tencentdb_offload.settings.thresholds import FLEET_LANDING_RATIO, landing_tokens, landing_text
+    from tencentdb_offload.settings.thresholds import MESSAGING_LANDING_RATIO, landing_tokens, landing_text
     unset = load_settings({})[0]
-    assert landing_tokens(unset, 100_000, True) == int(100_000 * FLEET_LANDING_RATIO) \
+    assert landing_tokens(unset, 100_000, True) == int(100_000 * MESSAGING_LANDING_RATIO) \
         < unset.target_tokens(100_000)
     assert "messaging gateway" in landing_text(unset)
-    for window, fleet in ((100_000, False), (64_000, True), (200_000, True)):
-        assert landing_tokens(unset, window, fleet) == unset.target_tokens(window), (window, fleet)
+    for window, messaging in ((100_000, False), (64_000, True), (200_000, True)):
+        assert landing_tokens(unset, window, messaging) == unset.target_tokens(window), (window, messaging)
     for env in ({"TENCENTDB_OFFLOAD_COMPACT_RATIO": "0.5"}, {"TENCENTDB_OFFLOAD_THRESHOLD": "0.3"},
                 {"TENCENTDB_OFFLOAD_THRESHOLD": "0.3", "TENCENTDB_OFFLOAD_COMPACT_RATIO": "0.2"},
                 {"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "80000"}):
@@ -437,13 +437,13 @@ def test_a_cap_that_does_not_bind_leaves_the_hosts_rules_and_one_that_does_is_a_
     from tencentdb_offload.settings.config import load_settings
     from tencentdb_offload.settings.thresholds import applying_trigger
     plain = load_settings({})[0]
-    for window, floor, fleet in ((64_000, True, False), (100_000, False, True), (200_000, True, False)):
+    for window, floor, messaging in ((64_000, True, False), (100_000, False, True), (200_000, True, False)):
         huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]
-        assert applying_trigger(huge, window, host_floor=floor, fleet=fleet).tokens == \
-            applying_trigger(plain, window, host_floor=floor, fleet=fleet).tokens, window
-    for cap, window, floor, fleet in ((80_000, 100_000, False, True), (50_000, 64_000, True, False)):
+        assert applying_trigger(huge, window, host_floor=floor, messaging=messaging).tokens == \
+            applying_trigger(plain, window, host_floor=floor, messaging=messaging).tokens, window
+    for cap, window, floor, messaging in ((80_000, 100_000, False, True), (50_000, 64_000, True, False)):
         capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": str(cap)})[0]
-        trigger = applying_trigger(capped, window, host_floor=floor, fleet=fleet)
+        trigger = applying_trigger(capped, window, host_floor=floor, messaging=messaging)
         assert trigger.tokens == cap and "MAX_CONTEXT_TOKENS" in trigger.why, (cap, window)
     from tencentdb_offload.settings.thresholds import landing_tokens
     huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]

@@ -107,15 +107,15 @@ def test_unread_results_use_the_canvas_room_only_with_room_for_a_step_more(tmp_p
     assert whole_fresh(shown, before) == 2              # as few trimmed as fit the target
 
 
-FLEET_WINDOW = 100_000
+MESSAGING_WINDOW = 100_000
 
 
 def _landing_low(tmp_path, before, monkeypatch):
     """A compaction in 0.22's messaging gateway on a 100K window, with its defaults (trigger
     0.85, landing 0.35), no Gateway, no canvas."""
     as_host(monkeypatch, **SELECTING_HOST, messaging_gateway=True)
-    rt, eng = make_engine(tmp_path, context_length=FLEET_WINDOW, gateway_url="off")
-    eng.update_model(model="m", context_length=FLEET_WINDOW)
+    rt, eng = make_engine(tmp_path, context_length=MESSAGING_WINDOW, gateway_url="off")
+    eng.update_model(model="m", context_length=MESSAGING_WINDOW)
     out = eng.compress(before, current_tokens=messages_tokens(before))
     target, trigger = eng.compaction_target(), eng.threshold_tokens
     rt.close()
@@ -127,7 +127,7 @@ def _landing_low(tmp_path, before, monkeypatch):
 def test_a_low_landing_hides_no_unread_result_that_leaves_room_for_a_step_more(tmp_path, monkeypatch):
     """In 0.22's messaging gateway the landing is where older history goes down to; the newest
     step's results the model asked for and has not read stay whole over it while a step more
-    of their size still fits under the trigger (the held-out fleet at 0.35: 24 of 432 reads
+    of their size still fits under the trigger (the held-out messaging shape at 0.35: 24 of 432 reads
     never reached the model whole when only the canvas' room was theirs)."""
     before = conversation(12, 12_000, "openai", calls=2) + newest_step("openai", 16_000)
     step = messages_tokens(before[-4:])

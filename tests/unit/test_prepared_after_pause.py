@@ -12,7 +12,7 @@ import pytest
 from fakes.gateway import FakeGateway
 from helpers import conversation, make_engine, wait_for
 from tencentdb_offload.compaction import idle
-from tencentdb_offload.compaction.ahead_later import Later
+from tencentdb_offload.compaction.ahead_later import PauseBookings
 from tencentdb_offload.context import messages as M
 
 TTL = 1
@@ -104,7 +104,7 @@ def _recorder():
 
 def test_later_keeps_the_newest_booking_per_conversation_and_at_most_most():
     got, event, start = _recorder()
-    later = Later(start, most=2)
+    later = PauseBookings(start, most=2)
     later.book("a", 0.2, ("a-old",), lambda: True)
     later.book("a", 0.2, ("a-new",), lambda: True)
     later.book("b", 0.2, ("b",), lambda: True)
@@ -117,7 +117,7 @@ def test_later_keeps_the_newest_booking_per_conversation_and_at_most_most():
 
 def test_later_starts_nothing_unwanted_cancelled_or_closed():
     got, event, start = _recorder()
-    later = Later(start, most=5)
+    later = PauseBookings(start, most=5)
     later.book("unwanted", 0.05, ("u",), lambda: False)
     later.book("cancelled", 0.05, ("x",), lambda: True)
     later.cancel("cancelled")
