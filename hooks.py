@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from .hermes.host import running_host
 from .context import canvas, recall_blocks, result_keys
-from .context import messages as M
+from .context import messages
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
 from .common.text import clean_text
 from .archive.store import ArchiveItem, Store
@@ -68,7 +68,7 @@ def bounded(value: Any, depth: int = 0) -> Any:
 
 
 def _plain(content: Any) -> str:
-    return M.text_of({"content": content})
+    return messages.text_of({"content": content})
 
 
 def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[str, str]]:
@@ -87,14 +87,14 @@ def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[st
         if len(out) >= RECENT_COUNT:
             break
         # each message is read once, and only as far as its role needs (pre_llm_call's cost)
-        r = M.role(msg)
+        r = messages.role(msg)
         if r == "user":
-            if M.is_tool_result(msg):
+            if messages.is_tool_result(msg):
                 continue
-        elif r != "assistant" or M.calls_of(msg):
+        elif r != "assistant" or messages.calls_of(msg):
             continue
         whole = _plain(msg.get("content"))
-        if M.is_plugin_text(whole, seal):
+        if messages.is_plugin_text(whole, seal):
             continue
         text = canvas.strip(whole, seal)[0].strip()
         if len(text) <= (5 if r == "user" else 10) or is_heartbeat_prompt(text):

@@ -22,8 +22,8 @@ from ..hermes.host import running_host
 from ..settings.thresholds import messaging_landing
 from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
-from ..context import digest as D
-from ..context import messages as M
+from ..context import digest
+from ..context.messages import fresh, is_tool_result, repair, role, tool_results
 from ..context.fallback import local_compact
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
@@ -125,14 +125,14 @@ class CompactionRun:
         room = max(256, budget.for_messages - shown)
         # the story (the digest) is sized for the ordinary target, even on a deeper landing
         ordinary = self.engine.ordinary_target()
-        self.digest_cap = None if ordinary <= self.target else D.budget_for(
+        self.digest_cap = None if ordinary <= self.target else digest.budget_for(
             max(256, self.state.calibrator.to_estimate(ordinary) - budget.overhead - shown))
         def list_room(tokens: int) -> int:     # what a request of ``tokens`` leaves the list
             return self.state.calibrator.to_estimate(tokens) - budget.overhead - shown
 
         ceiling = list_room(int(self.engine.threshold_tokens * CEILING_SHARE))
         # the provider's text stays well inside the digest's share of this budget
-        self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
+        self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, digest.budget_for(room)))
         notes = self.notes(clean, attempt)
         # with the messaging gateway's lower landing, the newest step's results the model has
         # not read stay whole up to the ceiling while a step more of their size fits under the
@@ -146,8 +146,8 @@ class CompactionRun:
                                             trigger=list_room(self.engine.threshold_tokens))
         # the last word on shape: a host may send consecutive assistant turns as they are
         # (others merge them), so merge them here, calls unioned
-        result = [M.fresh(m) for m in M.repair(result)]
-        if self.unchanged(result) or all(M.role(m) == "system" for m in result):
+        result = [fresh(m) for m in repair(result)]
+        if self.unchanged(result) or all(role(m) == "system" for m in result):
             return self.messages, None      # (nothing but orphans: no conversation to keep)
         if not placed:
             result = self.with_notes(result, notes)
@@ -227,7 +227,7 @@ class CompactionRun:
             notes = notes.without_memory()
         if not notes:
             return result
-        return place(result, D.note_pair(result, notes, seal=self.rt.seal))
+        return place(result, digest.note_pair(result, notes, seal=self.rt.seal))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
                notes: Notes = Notes(), ceiling: int = 0, unread_room: int = 0,
@@ -247,7 +247,7 @@ class CompactionRun:
                       recallable=recallable, count=self.count, seal=rt.seal,
                       summaries=summaries, notes=notes, focus=self.focus,
                       digest_cap=self.digest_cap)
-        note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
+        note_cost = digest.tokens_of("\n".join(notes.lines())) if notes else 0
         common.update((key, max(0, value - note_cost)) for key, value in
                       (("ceiling", ceiling), ("unread_room", unread_room), ("trigger", trigger)))
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
@@ -263,7 +263,7 @@ class CompactionRun:
             # higher landing is read by every later request and leaves less room before the
             # next rewrite (issue 55: 1.06x the cost without a Gateway). Its canvas and L1
             # summaries are kept either way (``Runtime.gateway_attempt``, ``summaries``).
-            as_sent = sum(map(self.count, M.repair(replied))) + note_cost
+            as_sent = sum(map(self.count, repair(replied))) + note_cost
             deeper = ours.tokens_before > local_room and as_sent > ours.tokens_after + (
                 0 if ours.notes_placed else note_cost)      # (under the room: nothing to gain)
             if as_sent <= room and not deeper:
@@ -298,7 +298,7 @@ class CompactionRun:
             try:
                 if self.rt.store is not None:
                     self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
-                        tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
+                        tid for m in clean if is_tool_result(m) for tid, _t in tool_results(m)})
             except Exception:   # unreadable: this process's knowledge stands (said once)
                 self.rt.note_fault("reading the archive's reused call ids failed", self.state.key)
         with self.state.lock:       # (archive_departures may add some during the run)
@@ -307,7 +307,7 @@ class CompactionRun:
     def unchanged(self, result: List[Message]) -> bool:
         # Fresh dicts returned: a host that rotates the session id persists it by object identity.
         return len(result) == len(self.messages) and result == [
-            M.fresh(m) if isinstance(m, dict) else m for m in self.messages]
+            fresh(m) if isinstance(m, dict) else m for m in self.messages]
 
     def publish(self, clean: List[Message], result: List[Message],
                 attempt: GatewayAttempt) -> int:
@@ -367,7 +367,7 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
             # and what it says can be read back is in the archive, or says it was not kept
             out, _lost = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
                                           durable.named(gone, set(), plain.messages, rt.seal))
-            return [M.fresh(m) for m in out]
+            return [fresh(m) for m in out]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)
         rt.note_error("plain local compaction failed too (%s); messages kept" % exc,

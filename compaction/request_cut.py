@@ -24,7 +24,7 @@ from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
 from ..hermes.host import running_host
 from ..settings.thresholds import messaging_trigger, messaging_window
-from ..context import messages as M
+from ..context import messages
 
 Message = Dict[str, Any]
 log = plugin_logger("tencentdb_offload.compaction")
@@ -67,7 +67,7 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
     when it is within the ceiling or nothing could be cut. Leading system messages go as they are."""
     if not too_big(engine, estimate):
         return None
-    lead = M.leading_systems(request)
+    lead = messages.leading_systems(request)
     body = [m for m in request[lead:] if isinstance(m, dict)]
     if not body:
         return None

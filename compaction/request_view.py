@@ -24,7 +24,7 @@ from .ahead import content_key
 from ..context.provenance import Seal
 from ..session.state import SessionState
 from ..context import canvas, recall_blocks
-from ..context import messages as M
+from ..context.messages import is_real_user, newest_real_user
 
 Message = Dict[str, Any]
 # Runtime.leave_for_next_process: (conversation, name, value)
@@ -41,7 +41,7 @@ def _anchor(messages: List[Message], key: str, seal: Seal) -> int:
     if not key:
         return -1
     return next((i for i in range(len(messages) - 1, -1, -1)
-                 if M.is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
+                 if is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
 
 
 def _unpin(state: SessionState, leave_for_next: Optional[LeaveForNextProcess]) -> None:
@@ -60,7 +60,7 @@ def _pin_anew(state: SessionState, clean: List[Message], block: str, seal: Seal,
     """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
     if state.canvas_repin and not block and not state.canvas_cleared:
         block = state.pinned_canvas     # none fetched yet: the one shown before the compaction
-    at = M.newest_real_user(clean, seal=seal)
+    at = newest_real_user(clean, seal=seal)
     if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
         if state.canvas_repin:
             _unpin(state, leave_for_next)

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..session.record import Compaction
 from ..archive.recall import READ
-from ..context import messages as M
+from ..context import messages
 from ..context.heartbeat import is_heartbeat_call
 from ..hooks import HookHandlers
 from ..host.wiring import open_session
@@ -39,7 +39,7 @@ def provider_tokens(request: Dict[str, Any]) -> int:
     4 per message, plus framing. Deliberately not our own estimate, so calibration has work."""
     chars = cjk = 0
     for m in request.get("messages") or ():
-        text = M.text_of(m)
+        text = messages.text_of(m)
         chars += len(text) + 4 * PROVIDER_CHARS_PER_TOKEN
         cjk += len(_CJK.findall(text))
     schema = json.dumps(request.get("tools") or [], ensure_ascii=False)
@@ -88,7 +88,7 @@ class Driver:
                     self._compress(rough, "preflight")
             out = self.hooks.pre_llm_call(
                 session_id=self.sid, task_id="", turn_id=str(self.turn_no),
-                user_message=M.text_of(user), conversation_history=list(self.messages),
+                user_message=messages.text_of(user), conversation_history=list(self.messages),
                 is_first_turn=self.turn_no == 1, model="tdo-demo", platform="cli", sender_id="")
             if isinstance(out, dict) and out.get("context"):
                 injected = str(out["context"])
@@ -96,10 +96,10 @@ class Driver:
             self._api_call(assistant, injected)
             if not results:
                 continue
-            args_by_id = M.call_args(assistant)
+            args_by_id = messages.call_args(assistant)
             for r in results:
                 self.messages.append(r)
-                for tid, text in M.tool_results(r):
+                for tid, text in messages.tool_results(r):
                     name, raw_args = args_by_id.get(tid, (str(r.get("tool_name") or ""), "{}"))
                     args = _json_or_text(raw_args)
                     self.originals.setdefault(tid, (name, text, args))
@@ -124,11 +124,11 @@ class Driver:
     def _request(self, injected: str) -> Dict[str, Any]:
         msgs = list(self.messages)
         if injected:          # like Hermes: appended to the current user message, this turn only
-            idx = M.newest_real_user(msgs)
+            idx = messages.newest_real_user(msgs)
             if idx >= 0:
                 content = msgs[idx].get("content")
-                text = content if isinstance(content, str) else M.text_of(msgs[idx])
-                msgs[idx] = M.with_content(msgs[idx], text + "\n\n" + injected)
+                text = content if isinstance(content, str) else messages.text_of(msgs[idx])
+                msgs[idx] = messages.with_content(msgs[idx], text + "\n\n" + injected)
         return {"model": "tdo-demo", "messages": [self.system] + msgs, "tools": self.tools}
 
     def _api_call(self, assistant: Message, injected: str) -> None:
@@ -140,10 +140,10 @@ class Driver:
             request = self._request(injected)
         request = self._as_sent(request)
         prompt = provider_tokens(request)
-        errors = M.validation_errors(request["messages"])
+        errors = messages.validation_errors(request["messages"])
         self.requests.append({"turn": self.turn_no, "messages": len(request["messages"]),
                               "prompt_tokens": prompt, "valid": not errors, "errors": errors[:3]})
-        completion = max(1, len(M.text_of(assistant)) // 4)
+        completion = max(1, len(messages.text_of(assistant)) // 4)
         self.pressure.priced(prompt, completion, len(self.messages))
         self.messages.append(assistant)
         self.engine.update_from_response({
@@ -205,7 +205,7 @@ class Driver:
 
     # -- the end: recall one archived item ---------------------------------------------
     def recall(self) -> Dict[str, Any]:
-        context = "\n".join(M.text_of(m) for m in self.messages)
+        context = "\n".join(messages.text_of(m) for m in self.messages)
         # the recall tools' own results are never archived (a digest a session file carries
         # travels as one): there is nothing to read back
         own = {s.get("name") for s in self.engine.get_tool_schemas()}

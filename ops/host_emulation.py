@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..context import blocks as B
+from ..context import blocks
 
 # the hosts the driver emulates (the ``host`` of the demo and replay report)
 NOT_SELECTING = "no-select-context"     # canvas through the hooks; a whole-request chars / 4
@@ -41,8 +41,9 @@ def _without_images(message: Any) -> Tuple[Any, int]:
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, list):
         return message, 0
-    parts = [{"image": "[stripped]"} if B.read_block(part).is_image else part for part in content]
-    images = sum(1 for part in content if B.read_block(part).is_image)
+    parts = [{"image": "[stripped]"} if blocks.read_block(part).is_image else part
+             for part in content]
+    images = sum(1 for part in content if blocks.read_block(part).is_image)
     return (dict(message, content=parts) if images else message), images
 
 

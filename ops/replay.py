@@ -15,8 +15,8 @@ from ..common.humanize import plural
 from ..archive.readonly import connect
 from ..archive.seal_key import read_seal
 from ..context.provenance import Seal
-from ..context import blocks as B
-from ..context import messages as M
+from ..context import blocks
+from ..context import messages
 from .env import CliError, effective_env, resolve_settings
 
 Message = Dict[str, Any]
@@ -261,16 +261,17 @@ def is_summary(content: Any, seal: Optional[Seal], host: bool = True) -> bool:
     """A message a compaction wrote (Hermes' summary where ``host`` says one can be, or text
     this plugin sealed)."""
     return isinstance(content, str) and ((host and content.lstrip().startswith(HOST_SUMMARY_MARKS))
-                                         or M.is_plugin_text(content, seal))
+                                         or messages.is_plugin_text(content, seal))
 
 
 def _key(m: Message) -> Any:
     """Identity of a message across the copies compactions write: tool results by call id,
     tool calls by their ids, other messages by role and text."""
-    result = next((b.id for b in B.tool_results(m) if b.id), "") if M.role(m) == "tool" else ""
+    result = (next((b.id for b in blocks.tool_results(m) if b.id), "")
+              if messages.role(m) == "tool" else "")
     if result:
         return ("result", result)
-    calls = tuple(b.id for b in B.call_blocks(m.get("tool_calls")))
+    calls = tuple(b.id for b in blocks.call_blocks(m.get("tool_calls")))
     if calls:
         return ("calls",) + calls
     return (m.get("role"), json.dumps(m.get("content"), sort_keys=True, default=str))
@@ -350,25 +351,25 @@ UNAVAILABLE = "[Result unavailable — see context summary above]"
 
 def drop_orphan_results(msgs: List[Message]) -> Tuple[List[Message], int]:
     """``msgs`` without the messages that only hold results of calls no message made."""
-    called = {i for m in msgs for i in B.use_ids(m)}
+    called = {i for m in msgs for i in blocks.use_ids(m)}
     # a result without an id is no orphan to Hermes either: it goes out, and is judged
-    kept = [m for m in msgs if not (B.only_results(m) and all(B.result_ids(m))
-                                    and not set(B.result_ids(m)) & called)]
+    kept = [m for m in msgs if not (blocks.only_results(m) and all(blocks.result_ids(m))
+                                    and not set(blocks.result_ids(m)) & called)]
     return kept, len(msgs) - len(kept)
 
 
 def answer_unanswered(msgs: List[Message]) -> Tuple[List[Message], int]:
     """``msgs`` with a stub result after each call no message answers; how many."""
-    answered = {i for m in msgs for i in B.result_ids(m)}
+    answered = {i for m in msgs for i in blocks.result_ids(m)}
     out: List[Message] = []
     waiting: List[str] = []
     stubbed = 0
     for m in msgs:
-        if waiting and not B.result_ids(m):     # the call's own results are over
+        if waiting and not blocks.result_ids(m):     # the call's own results are over
             out += [{"role": "tool", "tool_call_id": i, "content": UNAVAILABLE} for i in waiting]
             stubbed, waiting = stubbed + len(waiting), []
         out.append(m)
-        waiting += [i for i in B.use_ids(m) if i not in answered]
+        waiting += [i for i in blocks.use_ids(m) if i not in answered]
     out += [{"role": "tool", "tool_call_id": i, "content": UNAVAILABLE} for i in waiting]
     return out, stubbed + len(waiting)
 

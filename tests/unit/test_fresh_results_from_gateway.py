@@ -8,7 +8,7 @@ as without one."""
 import pytest
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import SELECTING_HOST, as_host, conversation, make_engine, tool_turn
@@ -40,8 +40,8 @@ def cut_biggest(msgs):
 def whole_fresh(out, before):
     """How many of the newest step's results (the last four messages) ``out`` carries as
     ``before`` did."""
-    wanted = {tid: text for m in before[-4:] for tid, text in M.tool_results(m)}
-    got = {tid: text for m in out for tid, text in M.tool_results(m)}
+    wanted = {tid: text for m in before[-4:] for tid, text in messages.tool_results(m)}
+    got = {tid: text for m in out for tid, text in messages.tool_results(m)}
     return sum(1 for tid, text in wanted.items() if got.get(tid) == text)
 
 
@@ -51,7 +51,7 @@ def compact(tmp_path, before, gateway=None):
     out = eng.compress(before, current_tokens=messages_tokens(before))
     stats = eng.get_status()["session_stats"]
     rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out, stats
 
 
@@ -82,7 +82,7 @@ def _with_canvas(tmp_path, before, threshold):
     out = eng.compress(before, current_tokens=messages_tokens(before))
     target = rt.settings.target_tokens(WINDOW)
     rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out, target
 
 
@@ -120,7 +120,7 @@ def _landing_low(tmp_path, before, monkeypatch):
     target, trigger = eng.compaction_target(), eng.threshold_tokens
     rt.close()
     assert (target, trigger) == (35_000, 85_000), "the messaging gateway's defaults apply"
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out, target, trigger
 
 

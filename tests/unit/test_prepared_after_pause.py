@@ -13,7 +13,7 @@ from fakes.gateway import FakeGateway
 from helpers import conversation, make_engine, wait_for
 from tencentdb_offload.compaction import idle
 from tencentdb_offload.compaction.ahead_later import PauseBookings
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 TTL = 1
 NEXT = {"role": "user", "content": "back after a pause: the next step, please"}
@@ -57,7 +57,7 @@ def _cold_turn_start(rt, eng, conv):
     """The next turn's compaction once the cache has gone cold: (its list, its record)."""
     assert wait_for(lambda: idle.due(rt, eng.current_state()), 5)
     out = eng.compress(conv + [NEXT])
-    assert M.validation_errors(out) == [] and out[-1] == NEXT
+    assert messages.validation_errors(out) == [] and out[-1] == NEXT
     last = eng.current_state().last_compaction
     assert last.reason == "idle", last
     return out, last

@@ -157,7 +157,7 @@ def test_the_canvas_stays_where_the_cut_request_showed_it(tmp_path):
     message instead, it would rewrite the prefix one request after the cut (seen on the
     messaging side-by-side with the real Gateway: 4 rewrites where 3 suffice)."""
     from tencentdb_offload.context import canvas
-    from tencentdb_offload.context import messages as M
+    from tencentdb_offload.context import messages
     rt, eng = make_engine(tmp_path, context_length=WINDOW)
     try:
         eng.current_state().set_canvas(canvas.format_block(
@@ -165,7 +165,7 @@ def test_the_canvas_stays_where_the_cut_request_showed_it(tmp_path):
         step = _request_ending_on_a_step()
         user_at = max(i for i, m in enumerate(step) if m.get("role") == "user")
         first = eng.select_context(step[:user_at + 1])      # the turn's first request: pinned
-        assert first is not None and canvas.blocks(M.text_of(first[-1]), rt.seal)
+        assert first is not None and canvas.blocks(messages.text_of(first[-1]), rt.seal)
         sent = eng.select_context(step)                     # the cut, canvas where it was
         assert sent is not None and eng.should_compress(0)
         out = eng.compress(copy.deepcopy(step[1:]) + copy.deepcopy(ANSWER))
