@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from . import lookup, readonly
 from .stats import tables
-from ..common.redact import strict
+from ..context.redact import strict
 from ..context import item_key
 
 BUSY_S = 10.0

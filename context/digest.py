@@ -27,7 +27,7 @@ from . import digest_fold as fold
 from . import item_key, result_keys
 from .messages import (call_args, calls_of, group_spans, is_tool_result, results_of, role, text_of,
                        tool_results, trim_text)
-from ..common.redact import strict
+from .redact import strict
 from .notes import Notes, memory_of
 from .provenance import Seal
 from .tokens import PER_MESSAGE, estimate_text

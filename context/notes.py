@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from .messages import calls_of, group_spans, is_tool_result, leading_systems, role, text_of
 from ..common.humanize import printable
-from ..common.redact import strict
+from .redact import strict
 
 Message = Dict[str, Any]
 MEMORY_CHARS = 2000         # of the provider's text (Hermes itself caps it at 6,000)

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.common.redact import Redactor, strict
+from tencentdb_offload.context.redact import Redactor, strict
 from tencentdb_offload.context import messages
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.ops.report_data import figures as report_figures
