@@ -15,7 +15,7 @@ import json
 import sqlite3
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
-from ..common.redact import Redactor
+from ..context.redact import Redactor
 from ..common.text import clean_text
 from .lookup import prefix
 from .refused import refused_by_reason

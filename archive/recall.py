@@ -287,8 +287,8 @@ class RecallTools:
 
 
 def host_limit(window: int) -> int:
-    """Characters of one tool answer that Hermes shows the model whole: over it (0.19+: 15 %
-    of the window at 4 chars a token, 8,000–100,000; 0.17: 100,000) the answer is saved to a
+    """Characters of one tool answer that Hermes shows the model whole: over it (15 % of the
+    window at 4 chars a token, 8,000–100,000; an older Hermes: 100,000) the answer is saved to a
     file and the model sees its first 1,500 characters."""
     share = int(window * 4 * HOST_SHARE) if isinstance(window, int) and window > 0 else HOST_MAX
     return max(HOST_MIN, min(share, HOST_MAX)) - HOST_MARGIN

@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS counters(
 """
 
 SCHEMA_VERSION = repair.SCHEMA_VERSION
-# Hermes 0.17 resumes a rotated session id for months: its alias goes only with its rows
+# A host that rotates session ids resumes a rotated one for months: its alias goes only with its rows
 _ALIAS_IN_USE = " AND conversation NOT IN (SELECT session FROM archive UNION SELECT conversation FROM handover)"
 
 

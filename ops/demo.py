@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .. import build_runtime
-from ..context import messages as M
+from ..context.messages import is_real_user, role, text_of
 from ..common.humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
@@ -161,11 +161,11 @@ def split_turns(messages: List[Message]) -> Tuple[List[Tuple[Optional[Message], 
     steps: List[Step] = []
     started = False
     for m in messages:
-        r = M.role(m)
+        r = role(m)
         if r == "system":
-            system = system or M.text_of(m)
+            system = system or text_of(m)
             continue
-        if M.is_real_user(m):
+        if is_real_user(m):
             if started:
                 turns.append((user, steps))
             user, steps, started = m, [], True

@@ -166,7 +166,8 @@ def cache_chart(fig: Dict[str, Any]) -> str:
     requests = fig["requests"]
     if not any(r["cached_share"] is not None for r in requests):
         return ('<p class="muted" data-cache-reported="0">The host reported no cached tokens for '
-                'these requests (Hermes reports them from 0.22 on, where the provider does).</p>')
+                'these requests (a Hermes that passes the provider\'s cached count on reports '
+                'them, where the provider counts them).</p>')
     sc = Scale(fig["summary"]["requests"], 100, 16, CACHE_H)
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" class="cache-chart" width="%d" '
              'height="%d" viewBox="0 0 %d %d">' % (WIDTH, CACHE_H + 16 + BOTTOM, WIDTH,

@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 from ..archive import readonly
 from ..session.record import Compaction
 from ..hermes.config import hermes_home
+from ..hermes.host import known_host
 from ..hermes.prompt_cache import with_host_ttl
 from ..settings.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
 from ..settings.config import Settings
@@ -25,7 +26,7 @@ def status_report(store_dir: Path, settings: Settings, recent: int = 10,
                   window: Optional[int] = None) -> StatusReport:
     """The store read without writing it; CliError when it is there but unreadable.
     ``window``: ``model.context_length`` as config.yaml says now (``configured_window``)."""
-    report = StatusReport(settings, str(store_dir))
+    report = StatusReport(settings, str(store_dir), host=known_host())
     if store_dir.exists() and not store_dir.is_dir():
         raise CliError("the store directory %s is not a directory" % store_dir)
     db = store_dir / "store.db"
@@ -66,12 +67,12 @@ def current_trigger(settings: Settings, recorded: Optional[Trigger],
     ``window`` other than the recorded one (the model switched) gets the recorded rule on it."""
     if recorded is None:
         return None
-    now = [applying_trigger(settings, recorded.window, host_floor=f, fleet=g,
+    now = [applying_trigger(settings, recorded.window, host_floor=f, messaging=g,
                             model_ratio=recorded.model_ratio) for f, g in RULES]
     rule = next((i for i, t in enumerate(now) if t.tokens == recorded.tokens), None)
     if window and window != recorded.window:
         f, g = RULES[rule or 0]
-        moved = applying_trigger(settings, window, host_floor=f, fleet=g,
+        moved = applying_trigger(settings, window, host_floor=f, messaging=g,
                                  model_ratio=recorded.model_ratio)
         return Trigger(moved.tokens, window, "%smodel.context_length is %s now; the last compaction "
                        "ran on a %s-token window" % (moved.why + "; " if moved.why else "",
