@@ -33,7 +33,7 @@ from .env import compression_findings, effective_env, ignored_proxy
 from .gateway_path import wrong_path
 from .hermes_probe import check_hermes
 from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings
-from .settings_source import source_of
+from .settings_source import overridden, source_of
 from .status import configured_window
 
 if TYPE_CHECKING:     # imported where used: doctor runs without a Gateway client loaded
@@ -352,6 +352,8 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     check_install(c, home, plugin_dir, version)
     check_config(c, config, version)
     settings, bad = check_settings(c, env, home, config.path, block, configured_window(config))
+    for _suffix, message, fix in overridden(os.environ, home, config.path, block):
+        c.add("settings", WARN, message, fix)
 
     def set_value(name: str, value: str) -> str:
         return source_of(name, env, home, config.path, block).set_command(name, value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -18,7 +19,7 @@ from ..settings.gateway_env import sources_line
 from ..status.model import StatusReport, StoreView, read_store_view
 from ..status.render import render
 from .env import CliError, compression_findings, resolve_settings
-from .settings_source import misnamed
+from .settings_source import misnamed, overridden
 
 
 def status_report(store_dir: Path, settings: Settings, recent: int = 10,
@@ -130,6 +131,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         warnings.append("not honoured by this plugin: %s" % ", ".join(ignored))
     warnings += ["%s (fix: %s)" % (message, fix)
                  for _status, message, fix in misnamed(env, config.block(), hermes_home(env), config.path)]
+    warnings += [message for _suffix, message, _fix in
+                 overridden(os.environ, hermes_home(env), config.path, config.block())]
     if args.json:
         data = status_data(report)
         data.update(gateway_sources=report.gateway_sources, warnings=warnings,
