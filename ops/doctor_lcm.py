@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Tuple
 
-from ..archive.lcm_history import PATH_VARS, LcmHistory, LcmUnavailable, store_path, unavailable
+from ..archive.lcm_history import PATH_VARS, LcmHistory, LcmUnavailable, payload_dir, store_path, unavailable
 from ..hermes.config import ConfigFile
 from ..settings.config import PREFIX, load_settings
 
@@ -134,7 +134,7 @@ def _store(env: Mapping[str, str], settings: Any, named: bool = False) -> List[D
         if found is not None and found.is_file():
             return [_row(PASS, "hermes-lcm store %s is not searched (%sLCM_HISTORY=off)" % (found, PREFIX))]
         return []
-    history = LcmHistory(store_path(setting, env) or Path())
+    history = LcmHistory(store_path(setting, env) or Path(), payload_dir(env))
     if not history.exists():
         if setting != "auto":
             return [_row(WARN, "%sLCM_HISTORY names %s, which is not a file" % (PREFIX, history.path),
@@ -151,9 +151,16 @@ def _store(env: Mapping[str, str], settings: Any, named: bool = False) -> List[D
                else ROLL_BACK % shlex.quote(str(history.path)) if "hot journal" in str(exc)
                else "move it aside, or set %sLCM_HISTORY=off to stop searching it" % PREFIX)
         return [_row(WARN, unavailable(str(exc)), fix)]
+    try:
+        kept = sum(1 for p in history.payloads.iterdir() if p.suffix == ".json") \
+            if history.payloads.is_dir() else 0
+    except OSError:
+        kept = 0
     return [_row(PASS, "hermes-lcm store %s: %d messages in %d sessions; tdai_offload_search and "
-                 "archive search read it read-only (never written)" % (history.path, n["messages"],
-                                                                      n["sessions"]))]
+                 "archive search read it read-only (never written)%s"
+                 % (history.path, n["messages"], n["sessions"],
+                    "; the %d outputs LCM-X kept outside it, in %s, are read where a message is "
+                    "their stub" % (kept, history.payloads) if kept else ""))]
 
 
 def lcm_checks(env: Mapping[str, str], config: ConfigFile, settings: Any, home: Path) -> List[Dict[str, str]]:
