@@ -24,7 +24,7 @@ from ..settings.config import GATEWAY_OFF, PREFIX, SPEC, Settings
 from ..engine import NAME
 from ..hermes.config import ConfigFile, hermes_home, read_config
 from ..common.humanize import count, plural, printable
-from .doctor_copies import check_copies, manifest as _manifest
+from .doctor_copies import check_copies, check_copy_home, manifest as _manifest
 from .doctor_memory import memory_checks
 from .doctor_secrets import secret_checks
 from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
@@ -177,8 +177,12 @@ def _unread_fix(config: ConfigFile, enable_fix: str) -> str:
 
 
 def check_home(c: Checks, env: Mapping[str, str], home: Path) -> bool:
-    """A Hermes home that does not exist explains every missing file below: say it first."""
+    """Which home is checked and why (a copy of the plugin run from elsewhere checks this one,
+    not its own); one that does not exist explains every missing file below: said first."""
     if home.is_dir():
+        raw = env.get("HERMES_HOME", "").strip()
+        c.add("home", PASS, "checking the Hermes home %s (%s)" % (
+            home, "HERMES_HOME=%s" % raw if raw else "HERMES_HOME is not set: Hermes' default"))
         return True
     if env.get("HERMES_HOME"):
         c.add("home", FAIL, "HERMES_HOME=%s %s: Hermes has no profile there, which is why the "
@@ -348,7 +352,8 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     block = config.block()
     check_python(c)
     version = check_hermes(c, env)
-    check_home(c, env, home)
+    if check_home(c, env, home):
+        check_copy_home(c, env, home, plugin_dir)
     check_install(c, home, plugin_dir, version)
     check_config(c, config, version)
     settings, bad = check_settings(c, env, home, config.path, block, configured_window(config))
