@@ -172,7 +172,8 @@ class HookHandlers:
                 pair["duration_ms"] = duration_ms
             if error_message:
                 pair["error"] = clean_text(str(error_message))
-            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now(), rt.at_rest))
+            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now(), rt.at_rest,
+                                        unconfigured=not rt.settings.gateway_configured))
         rt.writer.submit(*ops)
 
     # -- pre_llm_call -----------------------------------------------------------------
@@ -212,7 +213,8 @@ class HookHandlers:
             if fresh:
                 rt.writer.submit(Store.op_enqueue(state.key, "prompt",
                                                   {"prompt": cut, "recent_messages": recent},
-                                                  rt.now(), rt.at_rest))
+                                                  rt.now(), rt.at_rest,
+                                                  unconfigured=not rt.settings.gateway_configured))
                 state.ask_canvas()
             if rt.near_threshold(state):
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction

@@ -303,7 +303,8 @@ def _page_answer(item: Dict[str, Any], offset: int, room: int) -> str:
              "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
              "offset": offset, "returned": 0, "total_chars": total, "next_offset": None,
              "source": item.get("source", "archive"), "content": "",
-             **{k: item[k] for k in ("session", "time", "incomplete") if k in item}, **_reused(item)}
+             **{k: item[k] for k in ("session", "time", "incomplete", "externalized") if k in item},
+             **_reused(item)}
     while True:
         nxt = offset + len(page)
         value.update(content=page, returned=len(page), next_offset=nxt if nxt < total else None)

@@ -25,7 +25,7 @@ from ..engine import NAME
 from ..hermes.config import ConfigFile, hermes_home, read_config
 from ..hermes.releases import of_release
 from ..common.humanize import count, plural, printable
-from .doctor_copies import check_copies, manifest as _manifest
+from .doctor_copies import check_copies, check_copy_home, manifest as _manifest
 from .doctor_memory import memory_checks
 from .doctor_secrets import secret_checks
 from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
@@ -34,7 +34,7 @@ from .env import compression_findings, effective_env, ignored_proxy
 from .gateway_path import wrong_path
 from .hermes_probe import check_hermes
 from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings
-from .settings_source import source_of
+from .settings_source import overridden, source_of
 from .status import configured_window
 
 if TYPE_CHECKING:     # imported where used: doctor runs without a Gateway client loaded
@@ -178,8 +178,12 @@ def _unread_fix(config: ConfigFile, enable_fix: str) -> str:
 
 
 def check_home(c: Checks, env: Mapping[str, str], home: Path) -> bool:
-    """A Hermes home that does not exist explains every missing file below: say it first."""
+    """Which home is checked and why (a copy of the plugin run from elsewhere checks this one,
+    not its own); one that does not exist explains every missing file below: said first."""
     if home.is_dir():
+        raw = env.get("HERMES_HOME", "").strip()
+        c.add("home", PASS, "checking the Hermes home %s (%s)" % (
+            home, "HERMES_HOME=%s" % raw if raw else "HERMES_HOME is not set: Hermes' default"))
         return True
     if env.get("HERMES_HOME"):
         c.add("home", FAIL, "HERMES_HOME=%s %s: Hermes has no profile there, which is why the "
@@ -352,11 +356,14 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     block = config.block()
     check_python(c)
     version = check_hermes(c, env)
-    check_home(c, env, home)
+    if check_home(c, env, home):
+        check_copy_home(c, env, home, plugin_dir)
     check_install(c, home, plugin_dir, version)
     check_config(c, config, version)
     settings, bad = check_settings(c, env, home, config.path, block, configured_window(config),
                                    of_release(version))
+    for _suffix, message, fix in overridden(os.environ, home, config.path, block):
+        c.add("settings", WARN, message, fix)
 
     def set_value(name: str, value: str) -> str:
         return source_of(name, env, home, config.path, block).set_command(name, value)

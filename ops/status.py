@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
-from ..archive import readonly
+from ..archive import held, readonly
 from ..session.record import Compaction
 from ..hermes.config import hermes_home
 from ..hermes.host import known_host
@@ -19,7 +20,8 @@ from ..settings.gateway_env import sources_line
 from ..status.model import StatusReport, StoreView, read_store_view
 from ..status.render import render
 from .env import CliError, compression_findings, resolve_settings
-from .settings_source import misnamed
+from .doctor_store import held_text
+from .settings_source import misnamed, overridden
 
 
 def status_report(store_dir: Path, settings: Settings, recent: int = 10,
@@ -104,6 +106,28 @@ def known_trigger(store_dir: Path, settings: Optional[Settings] = None,
         return None
 
 
+def held_warning(store_dir: Path, settings: Settings, plugin_dir: Any) -> List[str]:
+    """The rows a configured Gateway does not get unasked (``archive/held.py``), as doctor says
+    it; nothing when there are none or no configured Gateway waits for them."""
+    if not settings.gateway_configured or not settings.gateway_url:
+        return []
+    db = store_dir / "store.db"
+    if readonly.unwritten(db) or readonly.problem(db):     # the store's own line says why
+        return []
+    try:
+        reader = readonly.StoreReader(store_dir)
+        try:
+            kept = held.held_rows(reader.conn)
+        finally:
+            reader.close()
+    except (sqlite3.Error, OSError):
+        return []
+    if not kept["rows"]:
+        return []
+    send, drop = held.commands(plugin_dir)
+    return ["%s (send: %s; or keep them here: %s)" % (held_text(settings, kept), send, drop)]
+
+
 def status_data(report: StatusReport) -> Dict[str, Any]:
     """``status --json``: the keys it has always had."""
     out: Dict[str, Any] = {"store_dir": report.store_dir, "exists": report.store is not None,
@@ -131,6 +155,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         warnings.append("not honoured by this plugin: %s" % ", ".join(ignored))
     warnings += ["%s (fix: %s)" % (message, fix)
                  for _status, message, fix in misnamed(env, config.block(), hermes_home(env), config.path)]
+    warnings += [message for _suffix, message, _fix in
+                 overridden(os.environ, hermes_home(env), config.path, config.block())]
+    warnings += held_warning(settings.resolved_store_dir(env), settings, args.plugin_dir)
     if args.json:
         data = status_data(report)
         data.update(gateway_sources=report.gateway_sources, warnings=warnings,

@@ -67,7 +67,7 @@ class Runtime:
         store_dir = settings.resolved_store_dir(env if env is not None else os.environ)
         store: Optional[Store] = None
         try:
-            store = Store(store_dir)
+            store = Store(store_dir, unconfigured=not settings.gateway_configured)
             if store.last_error:
                 self.warnings.append(store.last_error)
         except StoreError as exc:
@@ -113,7 +113,7 @@ class Runtime:
         self.store_error = ""
 
     def _open_store(self) -> Store:
-        store = Store(self.store_dir)
+        store = Store(self.store_dir, unconfigured=not self.settings.gateway_configured)
         self.use_store(store)
         log.warning("tencentdb-offload: the store opened: archiving and recall are on")
         return store
@@ -136,7 +136,8 @@ class Runtime:
 
     def new_worker(self, client: GatewayClient, store: Store) -> IngestWorker:
         return IngestWorker(client, store, SessionIngestPolicy(
-            self.registry, canvas=self.settings.canvas, on_answer=self._gateway_answered))
+            self.registry, canvas=self.settings.canvas, on_answer=self._gateway_answered),
+            hold_unconfigured=self.settings.gateway_configured)
 
     def _wire(self, client: GatewayClient, worker: IngestWorker) -> None:
         """The client and its sender for every thread (the sender first: whoever sees the
