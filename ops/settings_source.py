@@ -141,7 +141,7 @@ SHELL_ENV = "the shell's environment"
 def overridden(shell: Mapping[str, str], home: Path, config_path: Path, block: Any
                ) -> List[Tuple[str, str, str]]:
     """(setting, message, fix) for each setting two places set to different values, naming
-    the one in effect and the ones it overrides. Hermes 0.17-0.22 load ``$HERMES_HOME/.env``
+    the one in effect and the ones it overrides. Every Hermes this plugin supports loads ``$HERMES_HOME/.env``
     over the shell's environment (``load_hermes_dotenv``, override on), and the plugin reads
     the environment before the ``tencentdb_offload:`` block: .env, then the shell, then the
     block. ``shell``: the environment this command was started with (before .env)."""
