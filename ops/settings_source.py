@@ -141,10 +141,10 @@ SHELL_ENV = "the shell's environment"
 def overridden(shell: Mapping[str, str], home: Path, config_path: Path, block: Any
                ) -> List[Tuple[str, str, str]]:
     """(setting, message, fix) for each setting two places set to different values, naming
-    the one in effect and the ones it overrides. Every Hermes this plugin supports loads ``$HERMES_HOME/.env``
-    over the shell's environment (``load_hermes_dotenv``, override on), and the plugin reads
-    the environment before the ``tencentdb_offload:`` block: .env, then the shell, then the
-    block. ``shell``: the environment this command was started with (before .env)."""
+    the one in effect and the ones it overrides. Every Hermes this plugin supports loads
+    ``$HERMES_HOME/.env`` over the shell's environment (``load_hermes_dotenv``, override on),
+    and the plugin reads the environment before the ``tencentdb_offload:`` block: .env, then
+    the shell, then the block. ``shell``: the environment this command was started with (before .env)."""
     dotenv = read_dotenv(home / ".env", environ=shell)
     block = dict(block) if isinstance(block, Mapping) else {}
     out: List[Tuple[str, str, str]] = []
