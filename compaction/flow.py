@@ -10,7 +10,6 @@ through ``context``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import durable
@@ -24,6 +23,7 @@ from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
 from ..context import digest
 from ..context.messages import fresh, is_tool_result, repair, role, tool_results
+from ..context.compact_plan import Budget
 from ..context.fallback import local_compact
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
@@ -42,14 +42,6 @@ FORCED_FLOOR = 2_048            # a forced compaction never aims below this many
 CEILING_SHARE = 0.9
 
 
-@dataclass(frozen=True)
-class Budget:
-    target: int         # provider tokens the request must land at or under
-    overhead: int       # estimated tokens outside the list (system prompt, tool schemas)
-    for_messages: int   # estimated tokens the list itself may hold
-    before: int         # provider tokens of the request before
-
-
 def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message], int, List[str]]:
     """What a compaction works on (and what is prepared ahead): no canvas blocks of ours, one
     copy of each recall block (Hermes resends every turn's); canvases and copies removed."""
@@ -60,6 +52,10 @@ def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message
 
 def plan_budget(state: SessionState, messages: List[Message], current_tokens: Any, target: int,
                 fallback_overhead: int, count: TokenMemo, force: bool) -> Budget:
+    """The budget of a compaction of ``messages`` to ``target`` provider tokens: the overhead
+    outside the list (this conversation's estimate, else ``fallback_overhead``), what the
+    list may hold, and the request's size before (the host's count, ``current_tokens``,
+    anchors a calibration not yet made)."""
     overhead = state.overhead_estimate or fallback_overhead
     listed = sum(map(count, messages))
     host_count = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 else 0
@@ -79,8 +75,8 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
     before = state.calibrator.to_real(overhead + listed)
     if host_count and not force:
         before = max(before, host_count)
-    return Budget(target, overhead, max(256, state.calibrator.to_estimate(target) - overhead),
-                  before)
+    return Budget(max(256, state.calibrator.to_estimate(target) - overhead), overhead=overhead,
+                  target=target, before=before)
 
 
 class CompactionRun:
@@ -174,11 +170,12 @@ class CompactionRun:
     def budget(self, current_tokens: Any, force: bool) -> Budget:
         """Our target; a user who asks explicitly (``/compress``, ``force``) while the context
         is already under it gets half of what is there: they asked for a smaller context."""
-        args = (self.state, self.messages, current_tokens)
-        tail = (self.rt.last_overhead_estimate, self.count, force)
-        budget = plan_budget(*args, self.target, *tail)
+        overhead = self.rt.last_overhead_estimate
+        budget = plan_budget(self.state, self.messages, current_tokens, self.target, overhead,
+                             self.count, force)
         if force and budget.before <= budget.target:
-            budget = plan_budget(*args, max(FORCED_FLOOR, budget.before // 2), *tail)
+            budget = plan_budget(self.state, self.messages, current_tokens,
+                                 max(FORCED_FLOOR, budget.before // 2), overhead, self.count, force)
         return budget
 
     def gateway_step(self, clean: List[Message], budget: Budget) -> GatewayAttempt:

@@ -1,6 +1,6 @@
-"""The groups of one local compaction and what it may cost: the shared shapes of
-``fallback`` (which plans, fills and assembles) and ``tightening`` (which makes the must-keep
-part fit)."""
+"""What a compaction may cost, and the groups of one local compaction: the shared shapes of
+``compaction.flow`` (which sizes the budget), ``fallback`` (which plans, fills and assembles)
+and ``tightening`` (which makes the must-keep part fit)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,25 @@ from typing import Any, Dict, List, Set, Tuple
 Message = Dict[str, Any]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Budget:
-    """What the result may cost, and what is spent before any group is chosen."""
-    limit: int                     # estimated tokens the whole result may take
-    fixed: int                     # system messages, earlier digests, the new digest's share
-    digest_cap: int                # tokens all digest sections together may take
-    ceiling: int = 0               # what it may never pass (0: ``limit``)
+    """What one compaction may cost. The flow sizes it from its target in provider tokens
+    (``compaction.flow.plan_budget``); the local compaction prices its groups against it
+    (``room``). Tokens are estimated tokens (``tokens``) unless they say provider tokens."""
+    for_messages: int       # what the list itself (its system messages too) may take
+    overhead: int = 0       # outside the list: system prompt, tool schemas
+    target: int = 0         # provider tokens the request must land at or under
+    before: int = 0         # provider tokens of the request before
+    fixed: int = 0          # spent before any group is chosen: system messages, the
+                            # earlier digests, the new digest's share
+    ceiling: int = 0        # what the list may never pass (0: ``for_messages``)
 
     def room(self, must: int) -> int:
-        return self.limit - self.fixed - must
+        return self.for_messages - self.fixed - must
 
     @property
     def hard_limit(self) -> int:
-        return max(self.limit, self.ceiling)
+        return max(self.for_messages, self.ceiling)
 
     def hard_room(self, must: int) -> int:
         return self.hard_limit - self.fixed - must

@@ -342,7 +342,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     if plan.current >= 0 and unread_room > budget:
         hard = max(hard, _unread_limit(plan, read_backs.unread(src, seal), budget,
                                        (unread_room, ceiling, trigger), count))
-    costs = Budget(budget, sum(count(m) for m in systems) + max(cap, earlier), cap, hard)
+    costs = Budget(budget, fixed=sum(count(m) for m in systems) + max(cap, earlier), ceiling=hard)
 
     allowed = costs.hard_limit if plan.whole_over_budget else budget
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
