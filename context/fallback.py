@@ -157,15 +157,14 @@ def _plan(body: List[Message], keep_first: int, seal: Seal, reused: AbstractSet[
     return plan
 
 
-def _unread_limit(plan: Plan, unread: Set[str], budget: int, limits: Tuple[int, int, int],
-                  count: Callable[[Any], int]) -> int:
+def _unread_limit(plan: Plan, unread: Set[str], budget: int, room: int, ceiling: int,
+                  trigger: int, count: Callable[[Any], int]) -> int:
     """What keeping the newest step's ``unread`` results whole may bring the landing to over
-    ``budget``: the room given them, the ceiling, and room under the trigger for a step more
-    of their size (``limits``; 0: no such limit). Sets ``plan.unread`` when it is over
-    the budget; 0 otherwise."""
+    ``budget``: the ``room`` given them, the ``ceiling``, and room under the ``trigger`` for a
+    step more of their size (0: no such limit). Sets ``plan.unread`` when it is over the
+    budget; 0 otherwise."""
     if not unread:
         return 0
-    room, ceiling, trigger = limits
     size = sum(count(m) for m in plan.body if isinstance(m, dict) and unread.intersection(results_of(m)))
     limit = min([room] + [ceiling] * bool(ceiling) + [trigger - size] * bool(trigger))
     if limit <= budget:
@@ -341,7 +340,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     hard = ceiling if plan.asked_back else 0
     if plan.current >= 0 and unread_room > budget:
         hard = max(hard, _unread_limit(plan, read_backs.unread(src, seal), budget,
-                                       (unread_room, ceiling, trigger), count))
+                                       unread_room, ceiling, trigger, count))
     costs = Budget(budget, fixed=sum(count(m) for m in systems) + max(cap, earlier), ceiling=hard)
 
     allowed = costs.hard_limit if plan.whole_over_budget else budget

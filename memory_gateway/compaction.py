@@ -226,16 +226,20 @@ class GatewayCompactor:
             count: Optional[Callable[[Any], int]] = None) -> GatewayOutcome:
         wire, sidecars = strip_for_wire(messages)
         sent, originals = mask_for_wire(self.client, session_id, wire)     # once, not per try
-        args = (session_id, messages, (sent, sidecars, originals), target_tokens, context_length,
-                calibrator, overhead_estimate, count or TokenMemo())
+        prepared = (sent, sidecars, originals)
+        count = count or TokenMemo()
         started = time.monotonic()
         try:
-            return self._attempt(int(self.client.body_limit * 0.95), None, *args)
+            return self._attempt(int(self.client.body_limit * 0.95), None, session_id, messages,
+                                 prepared, target_tokens, context_length, calibrator,
+                                 overhead_estimate, count)
         except GatewayUnavailable as exc:
             if not exc.size_refusal:
                 raise
             left = self.client.timeout - (time.monotonic() - started)   # one deadline for both
-            return self._attempt(max(RESET_MEANS_TOO_LARGE, exc.body_bytes // 2), left, *args)
+            return self._attempt(max(RESET_MEANS_TOO_LARGE, exc.body_bytes // 2), left, session_id,
+                                 messages, prepared, target_tokens, context_length, calibrator,
+                                 overhead_estimate, count)
 
     def _attempt(self, limit: int, timeout: Optional[float], session_id: str,
                  messages: List[Message], prepared: Tuple[List[Message], Dict[str, Any], Any],
