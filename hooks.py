@@ -172,7 +172,7 @@ class HookHandlers:
                 pair["duration_ms"] = duration_ms
             if error_message:
                 pair["error"] = clean_text(str(error_message))
-            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now(), rt.at_rest,
+            ops.append(Outbox.op_enqueue(state.key, "pair", pair, rt.now(), rt.at_rest,
                                         unconfigured=not rt.settings.gateway_configured))
         rt.writer.submit(*ops)
 
@@ -211,7 +211,7 @@ class HookHandlers:
                 state.l15_hash = digest
         if rt.client is not None:
             if fresh:
-                rt.writer.submit(Store.op_enqueue(state.key, "prompt",
+                rt.writer.submit(Outbox.op_enqueue(state.key, "prompt",
                                                   {"prompt": cut, "recent_messages": recent},
                                                   rt.now(), rt.at_rest,
                                                   unconfigured=not rt.settings.gateway_configured))

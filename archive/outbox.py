@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional
 
 from ..context.redact import Redactor
 from ..common.text import clean_text
@@ -105,10 +105,13 @@ def sized(op: Callable[[sqlite3.Connection], Any], size: int) -> Callable[[sqlit
 
 
 class Outbox:
-    """Outbox access, mixed into ``Store`` (needs its ``_conn()`` and ``transaction()``)."""
+    """The outbox of one store (``Store.outbox``): on the store's connections, in its
+    transactions (``Store.transaction``), so a recovery of the file covers it too."""
 
-    _conn: Callable[[], sqlite3.Connection]
-    transaction: Callable[..., None]
+    def __init__(self, conn: Callable[[], sqlite3.Connection],
+                 transaction: Callable[[Iterable[Callable[[sqlite3.Connection], Any]]], None]) -> None:
+        self._conn = conn
+        self.transaction = transaction
 
     @staticmethod
     def op_enqueue(session: str, kind: str, payload: Dict[str, Any], now: float,

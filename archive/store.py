@@ -1,4 +1,4 @@
-"""SQLite archive of everything that leaves the context (the outbox is in ``outbox.py``).
+"""SQLite archive of everything that leaves the context; it holds the outbox (``outbox.py``).
 
 One connection per thread (WAL, so readers never wait for the writer). Hooks never touch
 SQLite themselves: they hand rows to ``StoreWriter`` (``writer.py``), one background thread
@@ -104,7 +104,7 @@ class StoreError(Exception):
     """The archive could not be used; the message says why and what to do."""
 
 
-class Store(Outbox):
+class Store:
     """Synchronous access to the database; safe from any thread."""
 
     BUSY_TIMEOUT_S = 10.0       # how long a write waits for another process's transaction
@@ -282,6 +282,13 @@ class Store(Outbox):
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    @property
+    def outbox(self) -> Outbox:
+        """The rows waiting for the Gateway, in this store. (Made on each use: held by the
+        store, it would make a reference cycle, and a store dropped unclosed would keep its
+        connections open until a garbage collection.)"""
+        return Outbox(self._conn, self.transaction)
 
     # -- archive ----------------------------------------------------------------------
     @staticmethod

@@ -41,9 +41,10 @@ def flush_text(runtime: "Runtime") -> str:
                 "deliver" % saved)
     done = runtime.flush(None, 10.0)
     holding = bool(getattr(runtime.settings, "gateway_configured", False))
-    left = (runtime.store.backlog(hold_unconfigured=True) if holding else runtime.store.backlog()) \
+    left = (runtime.store.outbox.backlog(hold_unconfigured=True) if holding
+            else runtime.store.outbox.backlog()) \
         if runtime.store else 0
-    held = runtime.store.held() if runtime.store and holding else 0
+    held = runtime.store.outbox.held() if runtime.store and holding else 0
     kept = ("; %s queued while no Gateway was configured held, not sent (python3 <plugin dir> "
             "outbox send-held sends them)" % plural(held, "row")) if held else ""
     gw = GatewayView.of(runtime.client, runtime.settings) if runtime.client else None

@@ -26,9 +26,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
 
 from ..memory_gateway.client import (GatewayClient, GatewayError, GatewayRejected,
                      GatewayUnavailable)
-from ..archive.outbox import OutboxHead, OutboxRow
+from ..archive.outbox import Outbox, OutboxHead, OutboxRow
 from ..archive.refused import refusals_line
-from ..archive.store import Store
 from ..memory_gateway.pair_cut import args_text, cut_args
 from ..memory_gateway.timestamps import gateway_timestamp
 from ..common.peer_text import plugin_logger
@@ -86,12 +85,12 @@ class IngestPolicy(Protocol):
 
 
 class IngestWorker:
-    def __init__(self, client: GatewayClient, store: Store, policy: IngestPolicy,
+    def __init__(self, client: GatewayClient, outbox: Outbox, policy: IngestPolicy,
                  hold_unconfigured: bool = False) -> None:
         """``hold_unconfigured``: the user configured this Gateway, so rows queued while none
         was configured stay held (``archive/outbox.py``) until they release them."""
         self.client = client
-        self.store = store
+        self.outbox = outbox
         self.policy = policy
         self.hold_unconfigured = hold_unconfigured
         self._held_said = False
@@ -128,7 +127,7 @@ class IngestWorker:
         if session is not None:
             self._retry_now(session)
         while True:
-            if self.store.backlog(session, self.hold_unconfigured) == 0:
+            if self.outbox.backlog(session, self.hold_unconfigured) == 0:
                 return True
             breaker = self.client.breaker
             if not breaker.allow() and not breaker.probe_due():
@@ -195,7 +194,7 @@ class IngestWorker:
                 return
         if self.hold_unconfigured and not self._held_said:
             self._say_held()
-        sessions = self.store.claim(self.owner, self.lease_s, time.time(), skip=self._waiting(),
+        sessions = self.outbox.claim(self.owner, self.lease_s, time.time(), skip=self._waiting(),
                                     hold_unconfigured=self.hold_unconfigured)
         refreshed = set()
         more = False
@@ -210,7 +209,7 @@ class IngestWorker:
                     log.warning("tencentdb-offload: %s", self.last_error, exc_info=True)
                     self._retry_later(session, CONFIG_RETRY_S)
                 finally:
-                    self.store.release(session, self.owner)
+                    self.outbox.release(session, self.owner)
                 more = more or more_here
                 if ok:
                     refreshed.add(session)
@@ -218,7 +217,7 @@ class IngestWorker:
                     return
         finally:
             for session in sessions:        # not reached (outage): free them for others
-                self.store.release(session, self.owner)
+                self.outbox.release(session, self.owner)
             if self._refusals:              # one line per pass, however many rows
                 log.warning("tencentdb-offload: %s", refusals_line(self._refusals))
                 self._refusals.clear()
@@ -229,7 +228,7 @@ class IngestWorker:
     def _say_held(self) -> None:
         """One log line per process: rows queued before a Gateway was configured are held."""
         self._held_said = True
-        held = self.store.held()
+        held = self.outbox.held()
         if held:
             log.warning("tencentdb-offload: %d outbox row(s) queued while no Gateway was configured "
                         "are held, not sent to %s; `python3 <plugin dir> outbox send-held` sends "
@@ -240,7 +239,7 @@ class IngestWorker:
         """Send the session's waiting rows in order, one byte-bounded batch at a time.
         Returns (all sent, rows left for the next pass)."""
         gid = self.policy.outgoing(session).gateway_id
-        heads = self.store.heads(session, ROWS_PER_PASS, self.hold_unconfigured)
+        heads = self.outbox.heads(session, ROWS_PER_PASS, self.hold_unconfigured)
         budget = int(self.client.body_limit * BATCH_SHARE)
         i = 0
         while i < len(heads):
@@ -264,13 +263,13 @@ class IngestWorker:
         """Content of a batch; a single result over the body limit loads only the part sent."""
         limit = self.client.body_limit
         if len(batch) == 1 and batch[0].bytes > limit * BATCH_SHARE:
-            return self.store.load(batch, int(limit * SHRUNK_SHARE))
-        return self.store.load(batch)
+            return self.outbox.load(batch, int(limit * SHRUNK_SHARE))
+        return self.outbox.load(batch)
 
     def _send(self, gid: str, batch: List[OutboxRow], session: str) -> bool:
         gone = [r for r in batch if r.kind == "pair" and "result" not in r.payload]
         if gone:        # its archived result was deleted (retention) before it was sent
-            self.store.mark_failed([r.id for r in gone], "archived result deleted", dead=True)
+            self.outbox.mark_failed([r.id for r in gone], "archived result deleted", dead=True)
             batch = [r for r in batch if r not in gone]
         if not batch:               # delivered or reclaimed since the heads were read
             return True
@@ -294,7 +293,7 @@ class IngestWorker:
                     return self._one_by_one(gid, batch, session)
                 return self._send_shrunk(gid, batch[0], session)
             return self._refused(gid, batch, session, exc)
-        self.store.mark_delivered(ids)
+        self.outbox.mark_delivered(ids)
         self.delivered += len(ids)
         self.policy.accepted(session)
         return True
@@ -314,11 +313,11 @@ class IngestWorker:
             if exc.config_problem:
                 if len(batch) > 1:      # find the row the Gateway refuses, deliver the rest
                     return self._one_by_one(gid, batch, session)
-                self.store.mark_failed(ids, str(exc), dead=True)
+                self.outbox.mark_failed(ids, str(exc), dead=True)
                 self._refusals[str(exc)] += len(ids)
                 return True
         self._backoff(session, batch)
-        self.store.mark_failed(ids, str(exc), dead=False)
+        self.outbox.mark_failed(ids, str(exc), dead=False)
         return False
 
     def _one_by_one(self, gid: str, batch: List[OutboxRow], session: str) -> bool:
@@ -330,7 +329,7 @@ class IngestWorker:
         return True
 
     def _renewed(self, session: str) -> bool:
-        return self.store.renew(session, self.owner, self.lease_s, time.time())
+        return self.outbox.renew(session, self.owner, self.lease_s, time.time())
 
     @staticmethod
     def _noted(row: OutboxRow) -> Dict[str, Any]:
@@ -375,7 +374,7 @@ class IngestWorker:
                               session)
         keep = min(len(params) // 2, most)      # the arguments are the large part
         if keep < 200:
-            self.store.mark_failed([row.id], "too large for the Gateway even when cut", dead=True)
+            self.outbox.mark_failed([row.id], "too large for the Gateway even when cut", dead=True)
             return True
         payload = dict(row.payload, params=cut_args(row.payload.get("params"), keep))
         return self._send(gid, [row._replace(payload=payload)], session)

@@ -135,7 +135,7 @@ class Runtime:
                            opener=None if self.store else self._open_store)
 
     def new_worker(self, client: GatewayClient, store: Store) -> IngestWorker:
-        return IngestWorker(client, store, SessionIngestPolicy(
+        return IngestWorker(client, store.outbox, SessionIngestPolicy(
             self.registry, canvas=self.settings.canvas, on_answer=self._gateway_answered),
             hold_unconfigured=self.settings.gateway_configured)
 

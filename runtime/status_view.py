@@ -33,7 +33,7 @@ def as_dict(rt: Any, scope: Scope) -> Dict[str, Any]:
             out["store"] = rt.store.stats().as_dict()
             if out["store"].get("outbox_dead"):
                 out["outbox_refused"] = {
-                    "rows": out["store"]["outbox_dead"], "reasons": rt.store.refused(),
+                    "rows": out["store"]["outbox_dead"], "reasons": rt.store.outbox.refused(),
                     "requeue": requeue_command(Path(__file__).resolve().parent.parent)}
         except Exception as exc:
             out["store"] = {"error": str(exc)}
