@@ -98,3 +98,14 @@ def test_a_host_without_a_preflight_keeps_the_threshold(tmp_path, monkeypatch):
     assert not ceiling.passes_next(eng, now)
     assert not eng.should_compress_preflight(conv)
 
+
+
+def test_the_messaging_gateway_keeps_the_threshold(tmp_path, monkeypatch):
+    """Its trigger sits under the ceiling on a 64K window: compacting before every step that
+    would pass it rewrote more often there (4.6 per conversation against 3.0)."""
+    as_host(monkeypatch, messaging_gateway=True, **SELECTING_HOST)
+    rt, eng = make_engine(tmp_path, THRESHOLD="0.9")
+    conv = near(eng, ceiling.limit(eng) - 11_000, ceiling.limit(eng) - 4_000)
+    now = eng.estimate_real(conv)
+    steps(eng, now - 12_000, now)
+    assert not eng.should_compress_preflight(conv)
