@@ -9,7 +9,7 @@ rewrite comes as late. Only where the host checks a request before the turn's fi
 preflight) is the turn start known; elsewhere the threshold alone decides. Not in the messaging
 gateway: its trigger sits under the ceiling on a 64K window (its shared compression pool
 refuses work when busy), and compacting before each step that would pass that trigger rewrote
-more often there for no saving (docs/benchmarks.md).
+more often there for no saving (docs/limits.md).
 """
 
 from __future__ import annotations
