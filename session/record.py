@@ -51,10 +51,11 @@ class Level(str, enum.Enum):
 
 
 WHEN = {"idle": " at a turn start after a pause (prompt cache cold)",
+        "ceiling": " at a turn start, before a step that would pass 90% of the window (or the trigger)",
         "request": " for one request only (the host had not compacted in time)"}
 # "adopted": the host's transcript compaction that took the bytes of the request cut before it
 # (``cut_memo``): one saving and one set of departures, counted with that cut, not again
-REASONS = {r: r for r in ("threshold", "idle", "manual", "request", "adopted")}   # an unknown one reads as threshold
+REASONS = {r: r for r in ("threshold", "idle", "ceiling", "manual", "request", "adopted")}   # an unknown one reads as threshold
 
 
 def _ratio(raw: Any) -> float:
@@ -104,7 +105,8 @@ class Compaction:
     trigger: int = 0            # where compaction started on this window (0: an older record)
     left: Tuple[str, ...] = ()  # keys to read back what left (tdai_read_cos), at most MAX_LEFT
     model_ratio: float = 0.0    # the compression.model_thresholds value of the trigger (0: none)
-    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual |
+    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | ceiling
+    #                             (a turn start before a step that would pass it) | manual |
     #                             request (one request cut, the host's transcript as it was) |
     #                             adopted (the transcript took that cut: nothing new left)
 
