@@ -135,6 +135,11 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     if report["mode"] == "gateway":
         out.append("  Gateway: %s delivered, %s waiting"
                    % (plural(s["delivered"], "outbox row"), count(s["outbox_backlog"])))
+    prepared = s.get("prepared_ahead")
+    if prepared:
+        out.append("  prepared ahead: %s of %s Gateway compactions used; the demo waited %.1f s for "
+                   "them where a real session gives them the model's replies and the user's pauses"
+                   % (count(prepared["used"]), count(prepared["started"]), prepared["waited_s"]))
     if s["warnings"]:
         out.append("  settings warnings: %d (listed at the top)" % len(s["warnings"]))
     for e in s["errors"][-3:]:
