@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..archive import readonly
+from ..common.cache_model import reports_caching
 from ..session.record import Compaction
 from ..settings.config import Settings
 from .env import CliError
@@ -65,7 +66,7 @@ def _request(n: int, ev: Dict[str, Any]) -> Dict[str, Any]:
             "context_length": _count(ev.get("context_length")),
             "threshold_tokens": _count(ev.get("threshold_tokens")),
             "cache_read_tokens": cached if reported else None,
-            "prompt_reported": prompt if reported else 0}
+            "prompt_reported": prompt if reported else 0, "caching": reports_caching(ev)}
 
 
 def _merge(bar: Dict[str, Any], r: Dict[str, Any]) -> None:
@@ -95,22 +96,24 @@ class Requests:
         self.bars: List[Dict[str, Any]] = []
         self.sent = array("d")
         self.count = self.reported = self.cached = self.prompt = 0
+        self.caching = False        # a request reported a cache read or write above 0
         self.largest: Optional[Dict[str, Any]] = None
         self.newest: Optional[Dict[str, Any]] = None
         for n, ev in enumerate(events, 1):
             self._add(_request(n, ev))
         if any(a > b for a, b in zip(self.sent, self.sent[1:])):    # a clock stepped back
             self.sent = array("d", sorted(self.sent))
-        for bar in self.bars:
+        for bar in self.bars:       # no share at all where nothing reported caching (0.22's zeros)
             bar["cached_share"] = (round(min(1.0, bar["cache_read_tokens"] / bar["prompt_reported"]), 4)
-                                   if bar["cache_read_tokens"] is not None and bar["prompt_reported"]
-                                   else None)
+                                   if self.caching and bar["cache_read_tokens"] is not None
+                                   and bar["prompt_reported"] else None)
 
     def _add(self, r: Dict[str, Any]) -> None:
         self.count += 1
         self.sent.append(r["ts"])
         if self.largest is None or r["prompt_tokens"] > self.largest["prompt_tokens"]:
             self.largest = dict(r)
+        self.caching = r.pop("caching") or self.caching
         if r["cache_read_tokens"] is not None:
             self.reported += 1
             self.cached += r["cache_read_tokens"]
@@ -200,6 +203,6 @@ def _summary(requests: Requests, compactions: Compactions, row: Dict[str, Any]) 
             # requests before this version were not recorded: the newest compaction's trigger
             "threshold_tokens": (newest["threshold_tokens"] if newest else
                                  last.trigger if last else 0),
-            "cache_reported_requests": requests.reported,
+            "cache_reported_requests": requests.reported if requests.caching else 0,
             "cached_share": (round(requests.cached / requests.prompt, 4)
-                             if requests.prompt else None)}
+                             if requests.prompt and requests.caching else None)}

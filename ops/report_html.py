@@ -12,6 +12,7 @@ import html
 import time
 from typing import Any, Dict, List, Tuple
 
+from ..common import cache_model
 from ..common.humanize import count, kilo, plural, printable
 
 WIDTH, LEFT, RIGHT, TOP = 1000, 70, 20, 40
@@ -163,10 +164,11 @@ def main_chart(fig: Dict[str, Any]) -> str:
 
 
 def cache_chart(fig: Dict[str, Any]) -> str:
+    """The cached share of each request, under its heading; nothing where no request reported
+    caching (the summary says so, once)."""
     requests = fig["requests"]
     if not any(r["cached_share"] is not None for r in requests):
-        return ('<p class="muted" data-cache-reported="0">The host reported no cached tokens for '
-                'these requests (Hermes reports them from 0.22 on, where the provider does).</p>')
+        return ""
     sc = Scale(fig["summary"]["requests"], 100, 16, CACHE_H)
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" class="cache-chart" width="%d" '
              'height="%d" viewBox="0 0 %d %d">' % (WIDTH, CACHE_H + 16 + BOTTOM, WIDTH,
@@ -185,14 +187,15 @@ def cache_chart(fig: Dict[str, Any]) -> str:
                      '</title></rect>'
                      % (r["n"], r["last"], r["cached_share"], x, y, width, round(sc.y(0) - y, 2),
                         _which(r).replace(", the largest", ""), 100 * r["cached_share"]))
-    return "".join(parts) + "</svg>"
+    return "<h2>Cached share per request</h2>" + "".join(parts) + "</svg>"
 
 
 def _summary(fig: Dict[str, Any]) -> str:
     s = fig["summary"]
     levels = ", ".join("%s %d" % (esc(k, 40), v) for k, v in sorted(s["levels"].items())) or "none"
     pct = "" if s["largest_request_pct"] is None else " = %.1f%% of the window" % s["largest_request_pct"]
-    cached = ("not reported by the host" if s["cached_share"] is None else
+    cached = ("%s (Hermes passes them on from 0.22 on, where the provider reports them)"
+              % cache_model.NOT_REPORTED if s["cached_share"] is None else
               "%.1f%% of the prompt tokens of the %s that reported it"
               % (100 * s["cached_share"], plural(s["cache_reported_requests"], "request")))
     rows = [("requests", "requests", count(s["requests"])),
@@ -276,7 +279,7 @@ def render_page(fig: Dict[str, Any]) -> str:
             "request.</p>%s<h2>Context size of every request</h2><p class=\"muted\">Bars: each "
             "request (orange: at or over the trigger). Red line: the window; dashed orange: the "
             "compaction trigger; purple arrows: each compaction, from its size before to after."
-            "</p>%s%s<h2>Cached share per request</h2>%s<h2>Compactions: what left the context</h2>"
+            "</p>%s%s%s<h2>Compactions: what left the context</h2>"
             "%s</body></html>\n"
             % (conv, STYLE, conv, esc(fig["store_dir"]), _when(time.time()), _summary(fig),
                _bars_note(fig), main_chart(fig), cache_chart(fig), compaction_table(fig)))

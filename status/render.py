@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from ..archive.stats import StoreStats
 from ..archive.visibility import OPERATOR, Scope
+from ..common import cache_model
 from ..common.humanize import count, kilo, plural, printable, size
 from ..session.record import Compaction
 from ..settings.thresholds import landing_text, trigger_text
@@ -148,7 +149,7 @@ def prompt_cache_line(pc: Dict[str, Any]) -> str:
     return ("  prompt cache: %s; compactions' rewrites wrote %s "
             "tokens; %s after a pause over %s" % (
                 "%.0f%% of prompt tokens read from it" % (share * 100)
-                if isinstance(share, (int, float)) else "the provider reports no cached tokens",
+                if isinstance(share, (int, float)) else cache_model.NOT_REPORTED,
                 count(pc.get("compaction_cache_write_tokens", 0)),
                 plural(pc.get("idle_compactions", 0), "idle compaction"),
                 "%s s (cache TTL)" % count(pc["ttl_s"]) if pc.get("ttl_s") else "the TTL (off)"))

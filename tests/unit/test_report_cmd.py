@@ -67,7 +67,7 @@ def test_what_left_reads_back_by_the_keys_shown(kept):
 def test_page_is_self_contained(kept):
     text = kept["page"].read_text(encoding="utf-8")
     assert "<script" not in text.lower()
-    assert re.findall(r"https?://[^\"' ]+", text) == ["http://www.w3.org/2000/svg"] * 2
+    assert set(re.findall(r"https?://[^\"' ]+", text)) == {"http://www.w3.org/2000/svg"}
     assert not re.search(r"\b(src|href)=", text)
 
 
