@@ -215,8 +215,13 @@ def _summary(fig: Dict[str, Any]) -> str:
     return '<table class="summary">%s</table>' % body
 
 
-def _left_cell(c: Dict[str, Any], conversation: str) -> str:
+def _left_cell(c: Dict[str, Any], conversation: str, cut: int = 0) -> str:
+    """What left at ``c``; an adopted one's left with the request cut it took (``cut``:
+    that cut's number, 0 when it is not listed)."""
     keys = c["left"]
+    if c["reason"] == "adopted":
+        return ('<span class="muted">nothing more left: what left is listed with the cut made '
+                'for one request%s, and counted there</span>' % (" (#%d)" % cut if cut else ""))
     if not keys:
         return ('<span class="muted">%s; keys not recorded for this compaction (an older '
                 'version wrote it): <code>archive list --session %s</code></span>'
@@ -236,14 +241,15 @@ def compaction_table(fig: Dict[str, Any]) -> str:
     head = ("<tr><th>#</th><th>when</th><th>after request</th><th>how</th>"
             "<th>tokens before → after (target)</th><th>saved</th><th>what left, and how to read "
             "it back</th></tr>")
-    rows = []
+    rows, cut = [], 0
     for c in fig["compactions"]:
+        cut = c["n"] if c["reason"] == "request" else cut
         rows.append('<tr class="compaction-row" data-n="%d"><td class="num">%d</td><td>%s</td>'
                     '<td class="num">%d</td><td>%s</td><td class="num">%s → %s (%s)</td>'
                     '<td class="num">%s</td><td>%s</td></tr>'
                     % (c["n"], c["n"], _when(c["ts"]), c["after_request"], esc(c["describe"], 400),
                        count(c["tokens_before"]), count(c["tokens_after"]), count(c["target"]) if c["target"] else "–",
-                       count(c["saved"]), _left_cell(c, fig["conversation"])))
+                       count(c["saved"]), _left_cell(c, fig["conversation"], cut)))
     return '<table class="compactions">%s%s</table>%s' % (head, "".join(rows), _not_listed(fig))
 
 
