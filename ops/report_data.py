@@ -17,13 +17,18 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..archive import readonly
 from ..common.cache_model import reports_caching
-from ..session.record import Compaction
+from ..session.record import Compaction, token_counts
 from ..settings.config import Settings
 from .env import CliError
 from .status import status_data, status_report
 
 MAX_BARS = 500              # request bars drawn: beyond, each bar is the largest of several
 MAX_LISTED = 100            # compactions listed and drawn: those that saved the most
+# which count each token figure of the page (and ``--json``) is
+ESTIMATED_FIELDS = ("compactions[].tokens_before", "compactions[].tokens_after",
+                    "compactions[].target", "compactions[].saved", "summary.tokens_saved")
+PROVIDER_FIELDS = ("requests[].prompt_tokens", "requests[].cache_read_tokens",
+                   "summary.largest_request_tokens")
 
 
 class NothingYet(Exception):
@@ -186,7 +191,8 @@ def figures(store_dir: Path, settings: Settings, conversation: Optional[str]) ->
             "compactions_not_listed": compactions.count - len(compactions.listed),
             "top_tokens": max([b["prompt_tokens"] for b in bars] + [b["context_length"] for b in bars]
                               + [compactions.largest_before, 1000]),
-            "status": row, "summary": _summary(requests, compactions, row)}
+            "status": row, "summary": _summary(requests, compactions, row),
+            "token_counts": token_counts(ESTIMATED_FIELDS, PROVIDER_FIELDS)}
 
 
 def _summary(requests: Requests, compactions: Compactions, row: Dict[str, Any]) -> Dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Tuple
 
 from ..common import cache_model
 from ..common.humanize import count, kilo, plural, printable
+from ..session.record import SIZES
 
 WIDTH, LEFT, RIGHT, TOP = 1000, 70, 20, 40
 MAIN_H, CACHE_H, BOTTOM = 360, 110, 34
@@ -114,8 +115,9 @@ def _request_bars(sc: Scale, requests: List[Dict[str, Any]]) -> List[str]:
         x, width = _slot(sc, r)
         y = sc.y(r["prompt_tokens"])
         cached = "" if r["cached_share"] is None else ' data-cached="%s"' % r["cached_share"]
-        out.append('<rect class="request" data-n="%d" data-last="%d" data-tokens="%d"%s x="%s" '
-                   'y="%s" width="%s" height="%s" fill="%s"><title>%s: %s tokens</title></rect>'
+        out.append('<rect class="request" data-n="%d" data-last="%d" data-tokens="%d" '
+                   'data-count="provider"%s x="%s" y="%s" width="%s" height="%s" fill="%s"><title>'
+                   '%s: %s tokens (the provider\'s count)</title></rect>'
                    % (r["n"], r["last"], r["prompt_tokens"], cached, x, y, width,
                       round(sc.y(0) - y, 2), "#e8913a" if r["over"] else "#4a78c2", _which(r),
                       count(r["prompt_tokens"])))
@@ -132,7 +134,8 @@ def _compaction_marks(sc: Scale, compactions: List[Dict[str, Any]]) -> List[str]
         label_y = TOP - 26 + 12 * (c["n"] % 2)
         out.append(
             '<g class="compaction" data-n="%d" data-level="%s" data-route="%s" data-before="%d" '
-            'data-after="%d" data-after-request="%d"><title>compaction %d: %s</title>'
+            'data-after="%d" data-count="estimated" data-after-request="%d"><title>compaction '
+            '%d: %s</title>'
             '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-dasharray="3 3"/>'
             '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-width="2.5" '
             'marker-end="url(#down)"/>%s</g>'
@@ -203,9 +206,9 @@ def _summary(fig: Dict[str, Any]) -> str:
             ("compaction trigger", "threshold_tokens", "%s tokens" % count(s["threshold_tokens"])
              if s["threshold_tokens"] else "not recorded"),
             ("largest request", "largest_request_tokens",
-             "%s tokens%s" % (count(s["largest_request_tokens"]), pct)),
+             "%s tokens (the provider's count)%s" % (count(s["largest_request_tokens"]), pct)),
             ("compactions", "compactions", "%s (levels: %s)" % (count(s["compactions"]), levels)),
-            ("tokens saved", "tokens_saved", count(s["tokens_saved"])),
+            ("tokens saved", "tokens_saved", "%s (estimated)" % count(s["tokens_saved"])),
             ("items archived", "archived_items", count(s["archived_items"])),
             ("texts with secrets masked before the Gateway", "texts_masked", count(s["texts_masked"])),
             ("cached", "cached_share", cached)]
@@ -239,7 +242,7 @@ def compaction_table(fig: Dict[str, Any]) -> str:
     if not fig["compactions"]:
         return '<p class="muted">No compaction yet in this conversation.</p>'
     head = ("<tr><th>#</th><th>when</th><th>after request</th><th>how</th>"
-            "<th>tokens before → after (target)</th><th>saved</th><th>what left, and how to read "
+            "<th>estimated tokens before → after (target)</th><th>saved</th><th>what left, and how to read "
             "it back</th></tr>")
     rows, cut = [], 0
     for c in fig["compactions"]:
@@ -281,11 +284,13 @@ def render_page(fig: Dict[str, Any]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<title>tencentdb-offload report: %s</title><style>%s</style></head><body>"
             "<h1>Conversation <code>%s</code></h1><p class=\"muted\">tencentdb-offload report from "
-            "the store %s, written %s. Sizes are provider tokens as the provider counted each "
-            "request.</p>%s<h2>Context size of every request</h2><p class=\"muted\">Bars: each "
-            "request (orange: at or over the trigger). Red line: the window; dashed orange: the "
-            "compaction trigger; purple arrows: each compaction, from its size before to after."
-            "</p>%s%s%s<h2>Compactions: what left the context</h2>"
+            "the store %s, written %s. Token figures: %s.</p>%s<h2>Context size of every "
+            "request</h2><p class=\"muted\">Bars: each request, the provider's count (orange: at "
+            "or over the trigger). Red line: the window; dashed orange: the compaction trigger; "
+            "purple arrows: each compaction, from its estimated size before to after (it can "
+            "start above a bar, even above the window: the context when it ran held results not "
+            "sent yet).</p>%s%s%s<h2>Compactions: what left the context</h2>"
             "%s</body></html>\n"
-            % (conv, STYLE, conv, esc(fig["store_dir"]), _when(time.time()), _summary(fig),
+            % (conv, STYLE, conv, esc(fig["store_dir"]), _when(time.time()), esc(SIZES, 600),
+               _summary(fig),
                _bars_note(fig), main_chart(fig), cache_chart(fig), compaction_table(fig)))

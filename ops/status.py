@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..archive import readonly
-from ..session.record import Compaction
+from ..session.record import Compaction, token_counts
 from ..hermes.config import hermes_home
 from ..hermes.prompt_cache import with_host_ttl
 from ..settings.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
@@ -103,12 +103,19 @@ def known_trigger(store_dir: Path, settings: Optional[Settings] = None,
         return None
 
 
+# which token figures of ``status --json`` are estimates (none is the provider's own count)
+ESTIMATED_FIELDS = ("compactions.tokens_saved", "compactions.recent[].tokens_before",
+                    "compactions.recent[].tokens_after", "compactions.recent[].target",
+                    "sessions[].tokens_saved")
+
+
 def status_data(report: StatusReport) -> Dict[str, Any]:
-    """``status --json``: the keys it has always had."""
+    """``status --json``: the keys it has always had, and which count each token figure is."""
     out: Dict[str, Any] = {"store_dir": report.store_dir, "exists": report.store is not None,
                            "settings": report.settings.public()}
     if report.store is not None:
         out.update(report.store.as_dict())
+        out["token_counts"] = token_counts(ESTIMATED_FIELDS)
     if report.store_problem:
         out["store_problem"] = report.store_problem
     return out

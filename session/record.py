@@ -3,8 +3,9 @@
 The engine builds a ``Compaction`` when a compaction lands; session stats, the events table,
 ``/tencentdb-offload``, ``python3 <plugin dir> status``, the 0.22 start-of-compaction line, the
 demo and replay all read this record and render it through ``describe()``, so one compaction
-reads the same everywhere. Sizes are always *provider tokens* (our estimate calibrated to the
-provider's own counts); when a line shows Hermes' figure beside ours, it says which is which.
+reads the same everywhere. Its sizes are *estimated*: provider tokens by our estimate
+calibrated to the provider's own counts (``SIZES``); every surface that shows them says so,
+and says which other figures are the provider's own count of a request (``token_counts``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,22 @@ WHEN = {"idle": " at a turn start after a pause (prompt cache cold)",
 # "adopted": the host's transcript compaction that took the bytes of the request cut before it
 # (``cut_memo``): one saving and one set of departures, counted with that cut, not again
 REASONS = {r: r for r in ("threshold", "idle", "manual", "request", "adopted")}   # an unknown one reads as threshold
+
+
+# what a compaction's sizes are, said once on every surface that shows them (issue 53: "74,885 →
+# 25,015 tokens" in a 64,000-token window read as a request over the window)
+SIZES = ("compaction sizes are estimated: the whole context when the compaction ran, tool "
+         "results not sent yet included, by the plugin's count calibrated to the provider's (or "
+         "Hermes' own figure when higher), so \"before\" can exceed any request sent, even the "
+         "window; request sizes are the provider's own count (prompt_tokens)")
+ESTIMATED, PROVIDER = "estimated", "provider"
+
+
+def token_counts(estimated: Any, provider: Any = ()) -> Dict[str, Any]:
+    """Which count each token figure of a ``--json`` output is (field paths as listed)."""
+    return {ESTIMATED: {"fields": list(estimated), "means": "the plugin's estimate: " + SIZES},
+            PROVIDER: {"fields": list(provider), "means": "the provider's own count of a "
+                       "request (prompt_tokens, cache tokens), as Hermes passed it on"}}
 
 
 def _ratio(raw: Any) -> float:
@@ -135,17 +152,18 @@ class Compaction:
         return max(0, self.tokens_before - self.tokens_after) * self.counted
 
     def describe(self) -> str:
-        """"compacted through the Gateway (mild): 118,020 → 52,311 tokens (target 64,000), 14 items
+        """"compacted through the Gateway (mild): 118,020 → 52,311 tokens (estimated; target 64,000), 14 items
         archived" — the one rendering every surface uses."""
         if self.adopted:
             return ("the host's transcript took the cut made for one request: %s → %s tokens "
-                    "(saved and archived with that cut, counted there once)"
+                    "(estimated; saved and archived with that cut, counted there once)"
                     % (count(self.tokens_before), count(self.tokens_after)))
         how = ("through the Gateway (%s)" % self.level.value if self.route is Route.GATEWAY else
                "through the Gateway (%s), finished locally" % self.level.value
                if self.route is Route.GATEWAY_THEN_LOCAL else "locally")
         # 0.1.0 recorded no target: a "(target 0)" would read as a compaction to nothing
-        target = " (target %s)" % count(self.target) if self.target else ""
+        target = " (%s; target %s)" % (ESTIMATED, count(self.target)) if self.target else \
+            " (%s)" % ESTIMATED
         line = "compacted %s%s: %s → %s tokens%s, %s archived" % (
             how, WHEN.get(self.reason, ""), count(self.tokens_before), count(self.tokens_after), target,
             plural(self.archived, "item"))

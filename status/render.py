@@ -11,7 +11,7 @@ from ..archive.stats import StoreStats
 from ..archive.visibility import OPERATOR, Scope
 from ..common import cache_model
 from ..common.humanize import count, kilo, plural, printable, size
-from ..session.record import Compaction
+from ..session.record import SIZES, Compaction
 from ..settings.thresholds import landing_text, trigger_text
 from ..memory_gateway.session_ids import gateway_session_id
 from ..settings.config import Settings, gateway_text
@@ -130,7 +130,7 @@ def _process_lines(p: ProcessView, s: Settings, known: int, private: bool = Fals
         "  compactions this process: %s (Gateway %s, local %s); levels: %s"
         % (count(t["compactions"]), count(t["gateway_compactions"]), count(t["local_compactions"]),
            ", ".join("%s %s" % (k, count(v)) for k, v in sorted(t["levels"].items())) or "none"),
-        "  tokens: %s before → %s after (saved %s); archived this process: %s"
+        "  tokens (estimated): %s before → %s after (saved %s); archived this process: %s"
         % (count(t["tokens_before"]), count(t["tokens_after"]), count(t["tokens_saved"]),
            plural(t["archived"], "item")),
         "  canvas: injected %s, stale blocks removed %s"
@@ -181,7 +181,7 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     if gateway_in_use(report.settings, report.gateway, st):
         lines.append("  store: " + store_figures(st))
     lines.append("  compactions (every process): %s (Gateway %s, local %s; %s idle, after a pause "
-                 "over the cache TTL%s); levels: %s; tokens saved %s"
+                 "over the cache TTL%s); levels: %s; tokens saved %s (estimated)"
                  % (count(comp.total), count(comp.gateway), count(comp.local), count(comp.idle),
                     "; %s for one request only, the host had not compacted in time%s"
                     % (count(comp.request_only), ", %s of them then taken by its transcript "
@@ -189,6 +189,8 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
                     if comp.request_only else "",
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
+    if comp.total or comp.recent:
+        lines.append("  (%s)" % SIZES)
     lines.append(masked_line(report.settings, store))
     lines += [PRIVATE] if private else _sessions_and_recent(store)
     seen = [e for e in store.errors[:5] if report.scope.sees(e.get("session"))]
@@ -215,7 +217,7 @@ def _sessions_and_recent(store: StoreView) -> List[str]:
     if store.sessions:
         lines.append("  sessions (newest first):")
         for r in store.sessions[:15]:
-            lines.append("    %s: %s, %s, saved %s tokens, %s waiting,%s last %s"
+            lines.append("    %s: %s, %s, saved %s tokens (estimated), %s waiting,%s last %s"
                          % (r.session, plural(r.archived_items, "item"), plural(r.compactions, "compaction"),
                             count(r.tokens_saved), count(r.backlog),
                             " %s masked," % plural(r.redacted, "text") if r.redacted else "",
