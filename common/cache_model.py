@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 READ, WRITE = 0.1, 1.25
-MODEL = "cache read %s, write %s" % (READ, WRITE)    # how a figure names the model it used
+MODEL = "read %s, write %s" % (READ, WRITE)    # how a figure names the model it used
+UNITS = ("units of one uncached input token under the cache model (%s), for the first request "
+         "after each compaction" % MODEL)
 # said where the provider's (or host's) usage carries no cache figures at all
 NOT_REPORTED = "the provider reports no cached tokens"
 

@@ -212,8 +212,23 @@ def _summary(fig: Dict[str, Any]) -> str:
             ("items archived", "archived_items", count(s["archived_items"])),
             ("texts with secrets masked before the Gateway", "texts_masked", count(s["texts_masked"])),
             ("cached", "cached_share", cached)]
+    values = dict(s)
+    c = s["cache_cost"]
+    if c["priced"]:
+        values.update(cache_written=c["written"], cache_cost=c["cost"])
+        rows[6:6] = [
+            ("compactions' cache writes", "cache_written",
+             "~%s tokens (estimated: what the request after each wrote); ~%s with no compaction "
+             "where the window held the context (%s of %s)%s"
+             % (count(c["written"]), count(c["written_without"]), count(c["fitted"]),
+                count(c["priced"]), "" if c["priced"] >= s["compactions"] else
+                "; figures for %s of %s compactions (older records have none)"
+                % (count(c["priced"]), count(s["compactions"])))),
+            ("their cost, cache model (%s)" % cache_model.MODEL, "cache_cost",
+             "%s units for the requests after them; %s without"
+             % (count(c["cost"]), count(c["cost_without"])))]
     body = "".join('<tr><th>%s</th><td class="figure" data-name="%s" data-value="%s">%s</td></tr>'
-                   % (label, name, "" if s[name] is None else s[name], text)
+                   % (label, name, "" if values[name] is None else values[name], text)
                    for label, name, text in rows)
     return '<table class="summary">%s</table>' % body
 
@@ -238,21 +253,42 @@ def _left_cell(c: Dict[str, Any], conversation: str, cut: int = 0) -> str:
             'archive show %s</code>' % (len(keys), shown, rest, esc(keys[0]), esc(keys[0])))
 
 
+def _cache_cell(c: Dict[str, Any]) -> str:
+    """What one compaction cost the prompt cache (``Compaction.cache_break``), estimated."""
+    brk = c["cache"]
+    if brk is None:
+        return ('<span class="muted">%s</span>' % ("counted with the cut" if c["reason"] == "adopted"
+                                                 else "not recorded (an older version)"))
+    without = ("wrote %s, cost %s (so far %s)" % (count(brk["written_without"]),
+                                                  count(brk["cost_without"]),
+                                                  count(brk["cumulative_cost_without"]))
+               if brk["cost_without"] is not None else "not an option: over the window")
+    return ('<span class="cache-break" data-written="%d" data-invalidated="%d" data-cost="%s" '
+            'data-cumulative-cost="%s" data-cost-without="%s" data-cumulative-cost-without="%s">'
+            'wrote %s, %s cached dropped; cost %s (so far %s)<br><span class="muted">no '
+            'compaction: %s</span></span>'
+            % (brk["written"], brk["invalidated"], brk["cost"], brk["cumulative_cost"],
+               "" if brk["cost_without"] is None else brk["cost_without"],
+               brk["cumulative_cost_without"], count(brk["written"]), count(brk["invalidated"]),
+               count(brk["cost"]), count(brk["cumulative_cost"]), without))
+
+
 def compaction_table(fig: Dict[str, Any]) -> str:
     if not fig["compactions"]:
         return '<p class="muted">No compaction yet in this conversation.</p>'
     head = ("<tr><th>#</th><th>when</th><th>after request</th><th>how</th>"
-            "<th>estimated tokens before → after (target)</th><th>saved</th><th>what left, and how to read "
-            "it back</th></tr>")
+            "<th>estimated tokens before → after (target)</th><th>saved</th><th>prompt cache: the "
+            "request after it (estimated tokens; cost under the cache model, %s)</th><th>what "
+            "left, and how to read it back</th></tr>" % cache_model.MODEL)
     rows, cut = [], 0
     for c in fig["compactions"]:
         cut = c["n"] if c["reason"] == "request" else cut
         rows.append('<tr class="compaction-row" data-n="%d"><td class="num">%d</td><td>%s</td>'
                     '<td class="num">%d</td><td>%s</td><td class="num">%s → %s (%s)</td>'
-                    '<td class="num">%s</td><td>%s</td></tr>'
+                    '<td class="num">%s</td><td>%s</td><td>%s</td></tr>'
                     % (c["n"], c["n"], _when(c["ts"]), c["after_request"], esc(c["describe"], 400),
                        count(c["tokens_before"]), count(c["tokens_after"]), count(c["target"]) if c["target"] else "–",
-                       count(c["saved"]), _left_cell(c, fig["conversation"], cut)))
+                       count(c["saved"]), _cache_cell(c), _left_cell(c, fig["conversation"], cut)))
     return '<table class="compactions">%s%s</table>%s' % (head, "".join(rows), _not_listed(fig))
 
 

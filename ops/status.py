@@ -103,10 +103,18 @@ def known_trigger(store_dir: Path, settings: Optional[Settings] = None,
         return None
 
 
-# which token figures of ``status --json`` are estimates (none is the provider's own count)
+# which count each token figure of ``status --json`` is
 ESTIMATED_FIELDS = ("compactions.tokens_saved", "compactions.recent[].tokens_before",
                     "compactions.recent[].tokens_after", "compactions.recent[].target",
-                    "sessions[].tokens_saved")
+                    "compactions.recent[].prefix_kept", "compactions.recent[].cache.prefix_kept",
+                    "compactions.recent[].cache.invalidated", "compactions.recent[].cache.written",
+                    "compactions.recent[].cache.written_without", "compactions.cache.written",
+                    "compactions.cache.written_without", "sessions[].tokens_saved")
+PROVIDER_FIELDS = ("compactions.recent[].cached_before", "compactions.recent[].cache.cached_before")
+PRICED_FIELDS = ("compactions.recent[].cache.cost", "compactions.recent[].cache.cost_without",
+                 "compactions.recent[].cache.cumulative_cost",
+                 "compactions.recent[].cache.cumulative_cost_without", "compactions.cache.cost",
+                 "compactions.cache.cost_without")
 
 
 def status_data(report: StatusReport) -> Dict[str, Any]:
@@ -115,7 +123,7 @@ def status_data(report: StatusReport) -> Dict[str, Any]:
                            "settings": report.settings.public()}
     if report.store is not None:
         out.update(report.store.as_dict())
-        out["token_counts"] = token_counts(ESTIMATED_FIELDS)
+        out["token_counts"] = token_counts(ESTIMATED_FIELDS, PROVIDER_FIELDS, PRICED_FIELDS)
     if report.store_problem:
         out["store_problem"] = report.store_problem
     return out

@@ -31,6 +31,7 @@ class CacheClock:
     spent: float = 0.0                  # the ``last_wall`` whose pause an idle compaction used
     warm_after: float = 0.0             # longest pause after which the provider read its cache
     compacted: bool = False             # a compaction since the last response (its rewrite)
+    last_prompt: int = 0                # the provider's count of the request it answered (cached)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def pause(self, wall: float, mono: float) -> Optional[float]:
@@ -65,6 +66,12 @@ class CacheClock:
         with self.lock:
             self.spent = self.last_wall
 
+    def held(self, ttl: float, wall: float, mono: float) -> int:
+        """Tokens the provider's cache holds for the conversation: the provider's count of its
+        last request, or 0 when none was answered or the cache has gone cold since."""
+        with self.lock:
+            return 0 if self.cold(ttl, wall, mono) else self.last_prompt
+
     def compaction_landed(self) -> None:
         with self.lock:
             self.compacted = True
@@ -80,6 +87,7 @@ class CacheClock:
             if gap is not None and ttl > 0 and gap > ttl and not after_compaction:
                 self._learn(gap, prompt, usage)
             self.last_wall, self.last_mono = wall, mono
+            self.last_prompt = max(0, int(prompt))
             return after_compaction
 
     def _learn(self, gap: float, prompt: int, usage: Mapping[str, Any]) -> None:
@@ -95,7 +103,8 @@ class CacheClock:
 
     def export(self) -> Dict[str, float]:
         with self.lock:
-            return {"at": self.last_wall, "spent": self.spent, "warm_after": self.warm_after}
+            return {"at": self.last_wall, "spent": self.spent, "warm_after": self.warm_after,
+                    "prompt": self.last_prompt}
 
     def seed(self, raw: Any) -> None:
         """What an earlier process left (each value checked); never overrides this process's."""
@@ -106,6 +115,7 @@ class CacheClock:
                 self.last_wall = _seconds(raw.get("at"))
                 self.spent = _seconds(raw.get("spent"))
                 self.warm_after = min(LEARNED_CAP_S, _seconds(raw.get("warm_after")))
+                self.last_prompt = int(min(_seconds(raw.get("prompt")), 1e8))    # (editable)
 
     def snapshot(self, ttl: float, wall: float, mono: float) -> Dict[str, Any]:
         gap = self.pause(wall, mono)

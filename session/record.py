@@ -13,8 +13,9 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
+from ..common import cache_model
 from ..common.humanize import count, plural, printable
 
 
@@ -67,11 +68,13 @@ SIZES = ("compaction sizes are estimated: the whole context when the compaction 
 ESTIMATED, PROVIDER = "estimated", "provider"
 
 
-def token_counts(estimated: Any, provider: Any = ()) -> Dict[str, Any]:
-    """Which count each token figure of a ``--json`` output is (field paths as listed)."""
+def token_counts(estimated: Any, provider: Any = (), priced: Any = ()) -> Dict[str, Any]:
+    """Which count each token figure of a ``--json`` output is (field paths as listed), and
+    which figures are prices under the cache model."""
     return {ESTIMATED: {"fields": list(estimated), "means": "the plugin's estimate: " + SIZES},
             PROVIDER: {"fields": list(provider), "means": "the provider's own count of a "
-                       "request (prompt_tokens, cache tokens), as Hermes passed it on"}}
+                       "request (prompt_tokens, cache tokens), as Hermes passed it on"},
+            "cache_model": {"fields": list(priced), "means": cache_model.UNITS}}
 
 
 def _ratio(raw: Any) -> float:
@@ -91,6 +94,11 @@ def _num(raw: Any) -> float:
 
 def _int(raw: Any) -> int:
     return int(_num(raw))
+
+
+def _recorded(raw: Any) -> int:
+    """A count an older record may lack (-1 then, or for a value that is not a count)."""
+    return _int(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0 else -1
 
 
 MAX_LEFT = 200              # keys of what left kept in a record (``archived`` has the total)
@@ -124,6 +132,10 @@ class Compaction:
     reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual |
     #                             request (one request cut, the host's transcript as it was) |
     #                             adopted (the transcript took that cut: nothing new left)
+    prefix_kept: int = -1       # estimated tokens at the request's start it left as they were
+    #                             (system prompt, tool schemas, first messages); -1: not recorded
+    cached_before: int = 0      # the provider's count of the last request, when the cache held
+    #                             it then (0: none sent, or cold after a pause over the TTL)
 
     @property
     def idle(self) -> bool:
@@ -150,6 +162,24 @@ class Compaction:
     def saved(self) -> int:
         """Tokens this record saved (an adopted cut's were counted with the cut)."""
         return max(0, self.tokens_before - self.tokens_after) * self.counted
+
+    def cache_break(self) -> Optional[Dict[str, Any]]:
+        """What it cost the provider's prompt cache, under the cache model (``cache_model``),
+        for the first request after it (later ones are not counted): the cached tokens past
+        the kept prefix it threw away, the tokens that request writes, and its price; beside
+        them the same with no compaction, where the context before fitted the window. None
+        for a record that predates the figures, or one counted with an earlier (adopted)."""
+        if self.prefix_kept < 0 or not self.counted:
+            return None
+        read = min(self.prefix_kept, self.cached_before, self.tokens_after)
+        fits = 0 < self.tokens_before <= self.context_length
+        held = min(self.cached_before, self.tokens_before)
+        return {"prefix_kept": self.prefix_kept, "cached_before": self.cached_before,
+                "invalidated": max(0, self.cached_before - read),
+                "written": self.tokens_after - read,
+                "cost": round(cache_model.cost(self.tokens_after, read), 1),
+                "written_without": self.tokens_before - held if fits else None,
+                "cost_without": round(cache_model.cost(self.tokens_before, held), 1) if fits else None}
 
     def describe(self) -> str:
         """"compacted through the Gateway (mild): 118,020 → 52,311 tokens (estimated; target 64,000), 14 items
@@ -194,4 +224,6 @@ class Compaction:
                    error=printable(data.get("error") or "", 500),
                    at=_num(data.get("at")), ms=_num(data.get("ms")), trigger=_int(data.get("trigger")),
                    left=_keys(data.get("left")), model_ratio=_ratio(data.get("model_ratio")),
-                   reason=REASONS.get(str(data.get("reason") or ""), "threshold"))
+                   reason=REASONS.get(str(data.get("reason") or ""), "threshold"),
+                   prefix_kept=_recorded(data.get("prefix_kept")),
+                   cached_before=_int(data.get("cached_before")))

@@ -15,7 +15,8 @@ from ..session.record import SIZES, Compaction
 from ..settings.thresholds import landing_text, trigger_text
 from ..memory_gateway.session_ids import gateway_session_id
 from ..settings.config import Settings, gateway_text
-from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView, prompt_cache
+from .model import (CacheCost, GatewayView, HeldSession, ProcessView, StatusReport, StoreView,
+                    prompt_cache)
 
 RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
 NO_GATEWAY = "local mode (no Gateway configured)"
@@ -147,7 +148,7 @@ def _process_lines(p: ProcessView, s: Settings, known: int, private: bool = Fals
 def prompt_cache_line(pc: Dict[str, Any]) -> str:
     share = pc.get("cached_share")
     return ("  prompt cache: %s; compactions' rewrites wrote %s "
-            "tokens; %s after a pause over %s" % (
+            "tokens (the provider's count); %s after a pause over %s" % (
                 "%.0f%% of prompt tokens read from it" % (share * 100)
                 if isinstance(share, (int, float)) else cache_model.NOT_REPORTED,
                 count(pc.get("compaction_cache_write_tokens", 0)),
@@ -189,6 +190,8 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
                     if comp.request_only else "",
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
+    if comp.cache.priced:
+        lines.append(cache_cost_line(comp.cache, comp.total))
     if comp.total or comp.recent:
         lines.append("  (%s)" % SIZES)
     lines.append(masked_line(report.settings, store))
@@ -198,6 +201,18 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     if len(seen) < len(store.errors[:5]):
         lines.append("  %d error(s) of other conversations not shown here" % (len(store.errors[:5]) - len(seen)))
     return lines
+
+
+def cache_cost_line(c: CacheCost, total: int) -> str:
+    """What the compactions cost the provider's prompt cache, beside no compaction where the
+    window held the context (docs/commands.md, "What a compaction cost")."""
+    return ("  compactions so far cost ~%s cache-write tokens (estimated: what the request after "
+            "each wrote; ~%s with no compaction where the window held the context, %s of %s)%s; "
+            "under the cache model (%s) those requests cost %s units, %s without"
+            % (count(c.written), count(c.written_without), count(c.fitted), count(c.priced),
+               "" if c.priced >= total else " (figures for %s of %s compactions: older "
+               "records have none)" % (count(c.priced), count(total)),
+               cache_model.MODEL, count(c.cost), count(c.cost_without)))
 
 
 def masked_line(s: Settings, store: StoreView) -> str:

@@ -32,7 +32,7 @@ def _store(directory):
     rows.append((now + 7, "conv", "compaction", {
         "route": "local", "level": "local", "tokens_before": BEFORE, "tokens_after": AFTER,
         "target": 28_800, "archived": 9, "trigger": 54_400, "context_length": WINDOW,
-        "left": ["call_1"]}))
+        "left": ["call_1"], "prefix_kept": 3_000, "cached_before": 55_000}))
     conn = sqlite3.connect(str(directory / "store.db"))
     with conn:
         conn.executemany("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
