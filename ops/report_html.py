@@ -259,14 +259,14 @@ def _cache_cell(c: Dict[str, Any]) -> str:
     if brk is None:
         return ('<span class="muted">%s</span>' % ("counted with the cut" if c["reason"] == "adopted"
                                                  else "not recorded (an older version)"))
-    without = ("wrote %s, cost %s (so far %s)" % (count(brk["written_without"]),
+    without = ("writes %s, costs %s (so far %s)" % (count(brk["written_without"]),
                                                   count(brk["cost_without"]),
                                                   count(brk["cumulative_cost_without"]))
                if brk["cost_without"] is not None else "not an option: over the window")
     return ('<span class="cache-break" data-written="%d" data-invalidated="%d" data-cost="%s" '
             'data-cumulative-cost="%s" data-cost-without="%s" data-cumulative-cost-without="%s">'
-            'wrote %s, %s cached dropped; cost %s (so far %s)<br><span class="muted">no '
-            'compaction: %s</span></span>'
+            'writes %s tokens, drops %s cached; costs %s units (so far %s)<br><span '
+            'class="muted">no compaction: %s</span></span>'
             % (brk["written"], brk["invalidated"], brk["cost"], brk["cumulative_cost"],
                "" if brk["cost_without"] is None else brk["cost_without"],
                brk["cumulative_cost_without"], count(brk["written"]), count(brk["invalidated"]),
