@@ -25,16 +25,16 @@ log = plugin_logger("tencentdb_offload")
 def register(ctx: Any) -> None:
     runtime = shared_runtime()
     ctx.register_context_engine(open_session(runtime))
-    # Hook and command registrations are per process: the host stores them once (0.22 calls
-    # register() per agent and warns on a repeated command). A no-op context (0.22's engine
-    # loader) does not count: it registers nothing.
+    # Hook and command registrations are per process: the host stores them once (a host may
+    # call register() per agent and warn on a repeated command). A no-op context (the host's
+    # engine loader) does not count: it registers nothing.
     real = type(ctx).__name__ != "_EngineCollector"
     # hooks once per plugin manager (a rebuilt manager, e.g. a plugin reload, gets them again)
     if real and first_time_for(getattr(ctx, "_manager", ctx), "hooks"):
         hooks = HookHandlers(runtime)
         ctx.register_hook("post_tool_call", hooks.post_tool_call)
         ctx.register_hook("pre_llm_call", hooks.pre_llm_call)
-        # one canvas and one copy of each recall block per request (0.22: select_context)
+        # one canvas and one copy of each recall block per request (or select_context does it)
         if not running_host().selects_context and hasattr(ctx, "register_middleware"):
             try:
                 ctx.register_middleware("llm_request", hooks.llm_request)

@@ -3,8 +3,8 @@
 Decisions only: HTTP (and shrink-and-retry) lives in ``memory_gateway``, SQL in ``archive``,
 message surgery in ``context``. Per-agent fields (token counters, context length, bound
 conversation) are copied by ``__deepcopy__``/``clone_for_agent``; the process runtime is shared
-by reference. Hosts with ``select_context`` (0.22) get the canvas per request, never persisted;
-older hosts get it through ``pre_llm_call`` and with the compacted list.
+by reference. A host that selects context gets the canvas per request, never persisted; one
+that does not gets it through ``pre_llm_call`` and with the compacted list.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ class TencentDBOffloadEngine(ContextEngine):
         self.protect_last_n = 6 if running_host().messaging_gateway else 0
         for attr in COUNTERS:                # the host reads last_real_prompt_tokens too
             setattr(self, attr, 0)
-        self.awaiting_real_usage_after_compression = False   # 0.22 sets it after compactions
+        self.awaiting_real_usage_after_compression = False   # the host may set it after compactions
         self.model = ""
-        self.model_thresholds: Dict[str, Any] = {}    # 0.22 sets compression.model_thresholds
+        self.model_thresholds: Dict[str, Any] = {}    # the host may set compression.model_thresholds
         self._key = "default"
         self._session_id = ""
         self._last_compress_aborted = self._last_compression_made_progress = False
@@ -64,10 +64,10 @@ class TencentDBOffloadEngine(ContextEngine):
         return NAME
 
     @property
-    def summary_target_ratio(self) -> float:     # 0.22 reads it for idle compaction
+    def summary_target_ratio(self) -> float:     # the host may read it for idle compaction
         s = self.runtime.settings
         if self.context_length and self.threshold_tokens:
-            return self.story_target() / self.threshold_tokens
+            return self.ordinary_target() / self.threshold_tokens
         return s.compact_ratio / s.threshold
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "TencentDBOffloadEngine":
@@ -91,10 +91,11 @@ class TencentDBOffloadEngine(ContextEngine):
         s = self.runtime.settings
         named = self._threshold_for(self.model, provider)
         self.threshold_percent = s.threshold if named is None else named
-        # 0.22 checks every request: the built-in's small-window trigger, later in its gateway
+        # a host that checks every request: the built-in's small-window trigger, later in its
+        # messaging gateway
         host = running_host()
         trigger = applying_trigger(s, self.context_length, model_ratio=named,
-                                   fleet=host.checks_every_request, host_floor=host.floor_applies)
+                                   messaging=host.checks_every_request, host_floor=host.floor_applies)
         self.threshold_tokens = trigger.tokens
         self.current_state().use_trigger(trigger.tokens, trigger)
 
@@ -135,7 +136,7 @@ class TencentDBOffloadEngine(ContextEngine):
     def update_from_response(self, usage: Dict[str, Any], **_: Any) -> None:
         """Never raises: the host calls it inside its API-call retry loop, so an error here
         would be retried as a failed provider call."""
-        self.awaiting_real_usage_after_compression = False    # as the built-in does (0.22)
+        self.awaiting_real_usage_after_compression = False    # as the host's built-in does
         if not isinstance(usage, dict):
             return
         try:
@@ -154,7 +155,7 @@ class TencentDBOffloadEngine(ContextEngine):
             estimate = state.response_measured(prompt)
             if estimate:
                 state.calibrator.observe(estimate, prompt)
-                self.runtime.hand_over(state.key, "calibration", state.calibrator.export())
+                self.runtime.leave_for_next_process(state.key, "calibration", state.calibrator.export())
             state.record_usage(prompt, usage, after_compaction)
             self.runtime.record_request(state, prompt, usage, self.context_length,
                                         self.threshold_tokens)
@@ -170,14 +171,14 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def should_compress_info(self, prompt_tokens: Optional[int] = None,
                              **_: Any) -> Tuple[bool, Optional[str]]:
-        """(run now?, why not). 0.22 prints the reason as "over the threshold but blocked", so
+        """(run now?, why not). The host may print the reason as "over the threshold but blocked", so
         there is one only for a real block: over the trigger and still not compacting."""
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
         if self.current_state().compact_transcript and self.runtime.settings.enabled:
-            return True, None               # its last request was cut for itself (0.22)
+            return True, None               # its last request was cut for itself (request_cut)
         if (not isinstance(tokens, (int, float)) or tokens < 0 or self.threshold_tokens <= 0
                 or tokens < self.threshold_tokens):
-            return (not running_host().selects_context and    # 0.17/0.19's turn start (0.22: preflight)
+            return (not running_host().selects_context and    # a turn start with no preflight
                     idle.wanted(self, tokens)), None
         if not self.runtime.settings.enabled:
             return False, "tencentdb-offload is disabled (TENCENTDB_OFFLOAD_ENABLED=false)"
@@ -197,27 +198,28 @@ class TencentDBOffloadEngine(ContextEngine):
     # -- compaction -------------------------------------------------------------------------
     def compress(self, messages: Any, current_tokens: Any = None, focus_topic: Any = None,
                  force: bool = False, memory_context: str = "", **_: Any) -> List[Dict[str, Any]]:
-        """The compacted list, in the order the host will store and reload it (0.17 reloads a
-        session by timestamp: ``stored_in_order``)."""
+        """The compacted list, in the order the host will store and reload it (a host may reload
+        a session by timestamp: ``stored_in_order``)."""
         result = self._compress(messages, current_tokens, focus_topic, force, memory_context)
         return result if result is messages else stored_in_order(result)
 
     def _compress(self, messages: Any, current_tokens: Any, focus_topic: Any, force: bool,
                   memory_context: str) -> List[Dict[str, Any]]:
-        """Never raises (0.17 re-runs compress on a TypeError): any failure ends in the
-        local compaction, and if even that fails the list comes back unchanged. Re-entrant:
-        0.22 may call it again on this instance while a stalled call still runs."""
+        """Never raises (a host may re-run compress on a TypeError): any failure ends in the
+        local compaction, and if even that fails the list comes back unchanged. Re-entrant: a
+        host that pools compression may call it again on this instance while a stalled call
+        still runs."""
         cancelled = attempt_cancelled(self)
         self._last_compress_aborted = False
         self._last_compression_made_progress = False
         if not isinstance(messages, list) or not messages or not self.runtime.settings.enabled:
             return messages if isinstance(messages, list) else []
-        # held: never evicted before its result lands (0.17: a subagent may rebind the engine)
+        # held: never evicted before its result lands (a subagent may rebind a shared engine)
         state, target = self.runtime.registry.get(self._key, hold=True), None
         try:
             reason = "manual" if force else idle.start(self.runtime, state)
             caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
-            if caught_up is not None:           # the last request cut's bytes (0.22): already
+            if caught_up is not None:           # the last request cut's bytes: already
                 return self._landed(state, caught_up[1], caught_up[0], repin=False)    # pin kept
             target = self.compaction_target(deep=reason == "idle")     # this call's, not shared
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
@@ -253,10 +255,10 @@ class TencentDBOffloadEngine(ContextEngine):
         return result
 
     def compaction_target(self, deep: bool = False) -> int:    # deep: idle, on a cold cache
-        target = self.story_target()
+        target = self.ordinary_target()
         return idle.idle_target(target) if deep else target
 
-    def story_target(self) -> int:
+    def ordinary_target(self) -> int:
         """The ordinary target: the digest is sized for it even when an idle one lands deeper."""
         return landing_tokens(self.runtime.settings, self.context_length or 128_000,
                               running_host().checks_every_request,
@@ -270,7 +272,7 @@ class TencentDBOffloadEngine(ContextEngine):
         return state.calibrator.to_real(overhead + messages_tokens(messages))
 
     def should_compress_preflight(self, messages: Any = None, **_: Any) -> bool:
-        """Turn start (0.22): a fresh agent or process knows no usage yet, and the host's
+        """Turn start (the preflight): a fresh agent or process knows no usage yet, and the host's
         rough count can be under the provider's; our calibrated estimate decides too."""
         if not isinstance(messages, list) or self.threshold_tokens <= 0:
             return False
@@ -278,20 +280,20 @@ class TencentDBOffloadEngine(ContextEngine):
             estimate = self.estimate_real(messages)    # past the trigger, or idle on a cold cache
             return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
                                                       or idle.wanted(self, estimate))
-        except Exception:       # said (once): 0.22 would stop compacting at turn starts unseen
+        except Exception:       # said (once): the host would stop compacting at turn starts unseen
             self.runtime.note_fault("the turn-start check (preflight) failed", self._key)
             return False
 
     def prune_tool_results_only(self, messages: Any, current_tokens: Any = None,
                                 **_: Any) -> Tuple[Any, int]:
-        """0.22's cheap step after every tool round. Its result is never persisted: every new
+        """The host's cheap step after every tool round. Its result is never persisted: every new
         process or agent reloads the unpruned history, so each prune would cost two cache
         breaks and win nothing durable. We prune nothing; near the trigger we prepare the
         Gateway compaction instead, so the real one (persisted) is quick."""
         prepare.ahead(self, messages, current_tokens)
         return messages, 0
 
-    # -- per request and per turn (0.22) ---------------------------------------------------
+    # -- per request and per turn (a host that selects context) ----------------------------
     def select_context(self, request_messages: Any, *, conversation_messages: Any = None,
                        incoming_message: Any = None, budget_tokens: int = 0, **_: Any) -> Any:
         """The request as sent: calibration data, exactly one canvas (the current one), and a
@@ -310,7 +312,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 state.request_measured(*request_tokens(smaller))
             block = state.canvas_text if self.runtime.settings.canvas else ""
             out, removed = build_request(state, request_messages, block, self.runtime.seal,
-                                         self.runtime.hand_over if self.runtime.settings.canvas
+                                         self.runtime.leave_for_next_process if self.runtime.settings.canvas
                                          else None)
             state.record_canvas_removed(removed)
             return request_messages if out is None and smaller is not None else out
@@ -325,7 +327,7 @@ class TencentDBOffloadEngine(ContextEngine):
 
     def get_automatic_compaction_status_message(self, *, phase: str = "", default_message: str = "",
                                                 **context: Any) -> Optional[str]:
-        """The line 0.22 shows when a compaction starts: this plugin, the path, tokens and the
+        """The line the host shows when a compaction starts: this plugin, the path, tokens and the
         target, how to recall, and how the previous compaction ended."""
         rt = self.runtime
         via_gateway = rt.client is not None and rt.client.available

@@ -1,4 +1,5 @@
-"""Hermes hook handlers: ``post_tool_call``, ``pre_llm_call`` and (before 0.22) the ``llm_request`` guard.
+"""Hermes hook handlers: ``post_tool_call``, ``pre_llm_call`` and (on a host that does not select
+context) the ``llm_request`` guard.
 
 Bound to the process runtime (not to an engine copy) and routed by the ``session_id`` kwarg
 Hermes passes. None of them does network I/O or waits on disk: they update in-memory
@@ -16,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from .hermes.host import running_host
 from .context import canvas, recall_blocks, result_keys
-from .context import messages as M
+from .context import messages
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
 from .common.text import clean_text
 from .archive.store import ArchiveItem, Store
@@ -67,7 +68,7 @@ def bounded(value: Any, depth: int = 0) -> Any:
 
 
 def _plain(content: Any) -> str:
-    return M.text_of({"content": content})
+    return messages.text_of({"content": content})
 
 
 def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[str, str]]:
@@ -86,14 +87,14 @@ def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[st
         if len(out) >= RECENT_COUNT:
             break
         # each message is read once, and only as far as its role needs (pre_llm_call's cost)
-        r = M.role(msg)
+        r = messages.role(msg)
         if r == "user":
-            if M.is_tool_result(msg):
+            if messages.is_tool_result(msg):
                 continue
-        elif r != "assistant" or M.calls_of(msg):
+        elif r != "assistant" or messages.calls_of(msg):
             continue
         whole = _plain(msg.get("content"))
-        if M.is_plugin_text(whole, seal):
+        if messages.is_plugin_text(whole, seal):
             continue
         text = canvas.strip(whole, seal)[0].strip()
         if len(text) <= (5 if r == "user" else 10) or is_heartbeat_prompt(text):
@@ -171,7 +172,8 @@ class HookHandlers:
                 pair["duration_ms"] = duration_ms
             if error_message:
                 pair["error"] = clean_text(str(error_message))
-            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now(), rt.at_rest))
+            ops.append(Store.op_enqueue(state.key, "pair", pair, rt.now(), rt.at_rest,
+                                        unconfigured=not rt.settings.gateway_configured))
         rt.writer.submit(*ops)
 
     # -- pre_llm_call -----------------------------------------------------------------
@@ -211,18 +213,19 @@ class HookHandlers:
             if fresh:
                 rt.writer.submit(Store.op_enqueue(state.key, "prompt",
                                                   {"prompt": cut, "recent_messages": recent},
-                                                  rt.now(), rt.at_rest))
+                                                  rt.now(), rt.at_rest,
+                                                  unconfigured=not rt.settings.gateway_configured))
                 state.ask_canvas()
             if rt.near_threshold(state):
                 rt.worker.kick(state.key)     # L1 summaries should exist before compaction
         if not (rt.settings.canvas and state.canvas_hash) or running_host().selects_context:
-            return None         # 0.22: the canvas goes in per request (engine.select_context)
+            return None         # the canvas goes in per request (engine.select_context)
         with state.lock:
             if state.canvas_hash == state.injected_canvas_hash:
                 return None
         if isinstance(history, list) and any(canvas.holds_block(m, rt.seal)
                                              for m in reversed(history)):
-            # 0.19 replays the one shown with its user message: swapping it for a newer one
+            # the host replays the one shown with its user message: swapping it for a newer one
             # rewrites the prompt prefix from there; the next compaction shows the current one.
             # Newest first: ours sits on the user message of the last compaction or turn start,
             # so only the messages since are read

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from . import lookup, readonly
 from .stats import tables
-from ..common.redact import strict
+from ..context.redact import strict
 from ..context import item_key
 
 BUSY_S = 10.0
@@ -60,7 +60,7 @@ def open_readonly(directory: Path, timeout: float = BUSY_S) -> sqlite3.Connectio
 
 
 def conversation_of(conn: sqlite3.Connection, session: str) -> str:
-    """The conversation ``session`` names: itself, or the one a session id Hermes 0.17 rotated
+    """The conversation ``session`` names: itself, or the one a session id the host rotated
     at a compaction belongs to (the id Hermes printed last is such an alias)."""
     try:
         row = conn.execute("SELECT conversation FROM aliases WHERE session_id=? LIMIT 1",

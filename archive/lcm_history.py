@@ -7,6 +7,14 @@ Users switching from hermes-lcm (LCM-X) keep months of history in its SQLite sto
 (``archive/lcm_open.py`` opens it). Who may read which of its rows is decided by
 ``archive/visibility.py``: every call takes the session ids it may read (None: all).
 
+LCM-X (hermes-lcm's name since v0.24; schema 5, with side tables such as ``message_relations``
+and ``summary_node_provenance`` that are not read here) can keep a large tool output or payload
+outside ``lcm.db``: the row then holds a one-line stub naming a JSON file in its payload folder
+(``LCM_LARGE_OUTPUT_EXTERNALIZATION_PATH``, else ``$HERMES_HOME/lcm-large-outputs``), e.g.
+``[Externalized tool output: tool=read_file; tool_call_id=…; chars=N; bytes=N; read it with
+lcm_expand(externalized_ref="R"); ref=R]``. A hit on such a row says so and where the text is;
+reading it reads that file's text (bounded), never the stub as if it were the message.
+
 Search finds what the archive's search finds: every word (quotes around it dropped), in any
 case in every script (``str.casefold``: ``STRASSE`` finds ``straße``), as a substring, newest
 first (the FTS index folds only its own way and finds words by prefix, so it is not used).
@@ -17,6 +25,7 @@ Python; a longer message is folded a chunk at a time, never selected whole.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -40,6 +49,46 @@ SMALL = 64 * 1024           # chars of a message the scan selects; the rest fold
 CHUNK = 1 << 20             # bytes of a long message read and folded at a time
 BATCH = 200                 # rows fetched at a time
 SNIPPET_BEFORE, SNIPPET = 200, 500
+
+
+PAYLOAD_VAR = "LCM_LARGE_OUTPUT_EXTERNALIZATION_PATH"
+PAYLOAD_DIR = "lcm-large-outputs"       # LCM-X's default folder, in the Hermes home
+PAYLOAD_MAX = 16 << 20      # a payload file larger than this is named, not read
+STUB_MAX = 512              # LCM-X's stubs are one line of at most this many characters
+# "[Externalized tool output: …; ref=R]", "[GC'd externalized payload: …; ref=R]": ref= last
+_STUB = re.compile(r"\[(?P<gc>GC'd externalized|Externalized) (?P<what>tool output|payload):"
+                   r"(?P<fields>.*?;)?\s*ref=(?P<ref>[^;\]\s]+)\]")
+_FIELD = re.compile(r"\s*(\w+)=([^;]*)")
+
+
+def payload_dir(env: Mapping[str, str]) -> Path:
+    """Where LCM-X writes the outputs it keeps outside ``lcm.db``."""
+    value = (env.get(PAYLOAD_VAR) or "").strip()
+    if value and "\0" not in value:
+        return Path(value).expanduser()
+    return hermes_home(env) / PAYLOAD_DIR
+
+
+def stub_of(text: Any) -> Optional[Dict[str, Any]]:
+    """The fields of an LCM-X stub when ``text`` is one and nothing else (the row's message
+    lives in a payload file): ref, what, tool, tool_call_id, chars, kind, role; else None."""
+    if not isinstance(text, str) or len(text) > STUB_MAX:
+        return None
+    found = _STUB.fullmatch(text.strip())
+    ref = found.group("ref") if found else ""
+    # a plain file name, as LCM-X itself requires: never a path out of its folder
+    if not ref or "/" in ref or "\\" in ref or ref.startswith(".") or Path(ref).name != ref:
+        return None
+    fields = {k: v.strip() for k, v in (m.groups() for m in (_FIELD.match(f) for f in
+                                                               (found.group("fields") or "").split(";")) if m)}
+    try:
+        chars = int(fields.get("chars", ""))
+    except ValueError:
+        chars = None
+    return {"ref": ref, "what": found.group("what"), "collected": found.group("gc").startswith("GC"),
+            "tool": fields.get("tool", "") if fields.get("tool") != "?" else "",
+            "tool_call_id": fields.get("tool_call_id", "") if fields.get("tool_call_id") != "?" else "",
+            "kind": fields.get("kind", ""), "role": fields.get("role", ""), "chars": chars}
 
 
 def store_path(setting: str, env: Mapping[str, str]) -> Optional[Path]:
@@ -112,13 +161,49 @@ def _in_sessions(sessions: Optional[Collection[str]]) -> Tuple[str, List[str]]:
 class LcmHistory:
     """Read-only search and read of one hermes-lcm store; a connection per call, none kept."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, payloads: Optional[Path] = None) -> None:
         self.path = Path(path)
+        # LCM-X's payload folder: the environment's (``payload_dir``), else beside lcm.db
+        self.payloads = Path(payloads) if payloads is not None else self.path.parent / PAYLOAD_DIR
 
     @classmethod
     def from_settings(cls, settings: Any, env: Mapping[str, str] = os.environ) -> Optional["LcmHistory"]:
         path = store_path(getattr(settings, "lcm_history", "auto"), env)
-        return cls(path) if path is not None else None
+        return cls(path, payload_dir(env)) if path is not None else None
+
+    def externalized(self, stub: Dict[str, Any]) -> Dict[str, Any]:
+        """Where the text of a stubbed row lives, and a sentence saying so."""
+        path = self.payloads / stub["ref"]
+        exists = path.is_file()
+        what = "tool output" if stub["what"] == "tool output" else "%s %s" % (
+            stub["role"] or "message", "payload" if not stub["kind"] else stub["kind"].replace("_", " "))
+        about = ", ".join(filter(None, (stub["tool"], "%s chars" % format(stub["chars"], ",")
+                                        if stub["chars"] is not None else "")))
+        text = ("[LCM-X kept this %s%s outside lcm.db; this row holds only its stub. The text is in "
+                "%s%s]" % (what, " (%s)" % about if about else "", path,
+                           "" if exists else " (not there now: LCM-X %s it)" % (
+                               "collected" if stub["collected"] else "moved or deleted")))
+        return {"ref": stub["ref"], "path": str(path), "exists": exists, "tool": stub["tool"],
+                "tool_call_id": stub["tool_call_id"], "chars": stub["chars"], "text": text}
+
+    def _payload(self, info: Dict[str, Any], sessions: Optional[Collection[str]]) -> Tuple[Optional[str], str]:
+        """(the payload's text, '') or (None, why not): bounded, and, for a reader limited to
+        some sessions, only a payload LCM-X wrote for one of them."""
+        path = Path(info["path"])
+        try:
+            if path.stat().st_size > PAYLOAD_MAX:
+                return None, "%s is larger than the %d MB read here" % (path, PAYLOAD_MAX >> 20)
+            data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except FileNotFoundError:
+            return None, "%s is not there" % path
+        except (OSError, ValueError) as exc:
+            return None, "cannot read %s (%s)" % (path, getattr(exc, "strerror", None) or exc)
+        text = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            return None, "%s holds no text" % path
+        if sessions is not None and str(data.get("session_id") or "") not in sessions:
+            return None, "%s belongs to another conversation" % path
+        return text, ""
 
     def exists(self) -> bool:
         return self.path.is_file()
@@ -218,11 +303,18 @@ class LcmHistory:
         finally:
             cur.close()
 
-    @staticmethod
-    def _hit(conn: sqlite3.Connection, row: tuple, at: int, ascii_head: bool,
+    def _hit(self, conn: sqlite3.Connection, row: tuple, at: int, ascii_head: bool,
              passed: Callable[[], bool]) -> Dict[str, Any]:
         store_id, session, role, tool_name, ts, head = row
         head = head if isinstance(head, str) else ""
+        stub = stub_of(head)
+        if stub is not None:            # the message is elsewhere: say where, not the stub
+            info = self.externalized(stub)
+            return {"key": KEY_PREFIX + str(store_id), "source": LABEL, "session": str(session or ""),
+                    "time": _when(ts), "role": str(role or ""), "tool_name": str(tool_name or stub["tool"]),
+                    "chars": stub["chars"] if stub["chars"] is not None else len(head),
+                    "externalized": {k: v for k, v in info.items() if k != "text"},
+                    "snippet": info["text"]}
         start = snippet_start(at)
         if len(head) <= SMALL:          # the whole message came with its row
             text = head[start:start + SNIPPET]
@@ -256,11 +348,29 @@ class LcmHistory:
             if row is None:
                 return None
             store_id, session, role, tool_name, ts, kind = row
+            head = conn.execute("SELECT substr(content, 1, ?) FROM messages WHERE store_id=? AND "
+                                "typeof(content)='text'", (STUB_MAX + 1, store_id)).fetchone()
+            stub = stub_of(head[0]) if head else None       # over STUB_MAX: no stub
+            out: Dict[str, Any] = {"key": key, "kind": "message", "role": str(role or ""), "tool_call_id": "",
+                                   "tool_name": str(tool_name or ""), "source": LABEL,
+                                   "session": str(session or ""), "time": _when(ts)}
+            if stub is not None:        # the text is in LCM-X's payload file: read that
+                info = self.externalized(stub)
+                text, why = self._payload(info, sessions) if info["exists"] else (None, "")
+                out["tool_name"] = out["tool_name"] or stub["tool"]
+                out["tool_call_id"] = stub["tool_call_id"]
+                out["externalized"] = {k: v for k, v in info.items() if k != "text"}
+                if text is not None:
+                    out["externalized"]["read_from"] = info["path"]
+                    out.update(content=text[offset:offset + limit], total_chars=len(text))
+                    return out
+                out["externalized"]["unread"] = why or info["text"]
+                out.update(content=info["text"][offset:offset + limit], total_chars=len(info["text"]))
+                return out
             page, total = ("", 0) if kind not in ("text", "blob") else _page_and_total(
                 _Timed(chunks(conn, store_id, "messages", CHUNK), passed), offset, limit)  # type: ignore[arg-type]
-            return {"key": key, "kind": "message", "role": str(role or ""), "tool_call_id": "",
-                    "tool_name": str(tool_name or ""), "content": page, "total_chars": total,
-                    "source": LABEL, "session": str(session or ""), "time": _when(ts)}
+            out.update(content=page, total_chars=total)
+            return out
         return self._run(work)
 
 

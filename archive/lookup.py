@@ -1,7 +1,7 @@
 """Read-side queries of the archive for the recall tools: one conversation only, paged, folded.
 
 Every query is scoped to a conversation: its key plus the Hermes session ids aliased to it
-(0.17 rotates the id at each compaction), never another conversation's rows. Pages are read
+(a host may rotate the id at each compaction), never another conversation's rows. Pages are read
 from the stored value in place (SQLite incremental blob I/O), so a page of a 50 MB result
 costs a page, not 50 MB. Search folds case with Python's ``str.casefold`` (SQLite's
 ``lower``/``LIKE`` fold ASCII only), a row and a chunk at a time.

@@ -7,6 +7,11 @@ a sender first leases a session (``outbox_leases``), so each row is sent by one 
 in order; a lease that expires (its holder crashed or stalled) is taken over, which is the
 only way a row is sent twice. Senders read row heads (id, kind, size) and load content one
 byte-bounded batch at a time, so a large backlog never sits in memory.
+
+A row queued while no Gateway was configured (the default URL, in case a Gateway answers
+there) is marked ``unconfigured``. A process whose Gateway the user configured holds those
+rows: they are not sent to it until the user says so (``outbox send-held``), or are dropped
+(``outbox drop-held``); data written before there was a Gateway never leaves silently.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 import sqlite3
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
-from ..common.redact import Redactor
+from ..context.redact import Redactor
 from ..common.text import clean_text
 from .lookup import prefix
 from .refused import refused_by_reason
@@ -36,7 +41,8 @@ CREATE TABLE IF NOT EXISTS outbox(
   dead INTEGER NOT NULL DEFAULT 0,
   last_error TEXT,
   archive_id INTEGER,
-  bytes INTEGER);
+  bytes INTEGER,
+  unconfigured INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(dead, session, id);
 CREATE TABLE IF NOT EXISTS outbox_leases(
   session TEXT PRIMARY KEY,
@@ -45,21 +51,34 @@ CREATE TABLE IF NOT EXISTS outbox_leases(
 """
 
 
-def migrate_outbox(conn: sqlite3.Connection) -> None:
+def migrate_outbox(conn: sqlite3.Connection, unconfigured: bool = False) -> None:
     """Stores made before the result was stored once: add the columns; old rows keep their
-    inline result (``archive_id`` NULL) and are delivered as they are."""
+    inline result (``archive_id`` NULL) and are delivered as they are. Stores made before
+    rows said whether a Gateway was configured: the rows waiting take ``unconfigured``, what
+    the process opening the store runs with (they were most likely queued so)."""
     cols = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
-    if "archive_id" in cols:
+    if "archive_id" in cols and "unconfigured" in cols:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        conn.execute("ALTER TABLE outbox ADD COLUMN archive_id INTEGER")
-        conn.execute("ALTER TABLE outbox ADD COLUMN bytes INTEGER")
-        conn.execute("UPDATE outbox SET bytes=length(CAST(payload AS BLOB))")
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}   # another process may have
+        if "archive_id" not in cols:
+            conn.execute("ALTER TABLE outbox ADD COLUMN archive_id INTEGER")
+            conn.execute("ALTER TABLE outbox ADD COLUMN bytes INTEGER")
+            conn.execute("UPDATE outbox SET bytes=length(CAST(payload AS BLOB))")
+        if "unconfigured" not in cols:
+            conn.execute("ALTER TABLE outbox ADD COLUMN unconfigured INTEGER NOT NULL DEFAULT 0")
+            if unconfigured:
+                conn.execute("UPDATE outbox SET unconfigured=1 WHERE dead=0")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _sendable(hold_unconfigured: bool) -> str:
+    """The condition on waiting rows a sender may send."""
+    return "dead=0 AND unconfigured=0" if hold_unconfigured else "dead=0"
 
 
 class OutboxHead(NamedTuple):
@@ -93,10 +112,11 @@ class Outbox:
 
     @staticmethod
     def op_enqueue(session: str, kind: str, payload: Dict[str, Any], now: float,
-                   mask: Optional[Callable[[str], str]] = None) -> Callable:
+                   mask: Optional[Callable[[str], str]] = None, unconfigured: bool = False) -> Callable:
         """Queue a row. A pair whose result the archive holds (same session, same call, same
         text: archived earlier in the same transaction) references it instead of copying it.
-        ``mask``: its texts masked at rest, on the writer thread (as the archive's)."""
+        ``mask``: its texts masked at rest, on the writer thread (as the archive's).
+        ``unconfigured``: queued while no Gateway was configured (held from one configured later)."""
         result = payload.get("result")
 
         def op(conn: sqlite3.Connection) -> None:
@@ -116,18 +136,20 @@ class Outbox:
             size = len(text.encode("utf-8"))
             if archive_id is not None:
                 size += len(result.encode("utf-8", "replace"))  # type: ignore[union-attr]
-            conn.execute("INSERT INTO outbox(session,kind,payload,created,archive_id,bytes) "
-                         "VALUES (?,?,?,?,?,?)", (session, kind, text, now, archive_id, size))
+            conn.execute("INSERT INTO outbox(session,kind,payload,created,archive_id,bytes,unconfigured) "
+                         "VALUES (?,?,?,?,?,?,?)", (session, kind, text, now, archive_id, size,
+                                                    1 if unconfigured else 0))
         return sized(op, len(result) if isinstance(result, str) else 256)
 
     # -- leases: one sender per session across processes ----------------------------
     def claim(self, owner: str, lease_s: float, now: float,
-              skip: frozenset = frozenset()) -> List[str]:
-        """Lease every session with waiting rows that no other live sender holds."""
+              skip: frozenset = frozenset(), hold_unconfigured: bool = False) -> List[str]:
+        """Lease every session with rows to send that no other live sender holds."""
         got: List[str] = []
         # read first, outside a write transaction: an idle sender never takes the write lock
         sessions = [r[0] for r in self._conn().execute(
-            "SELECT DISTINCT session FROM outbox WHERE dead=0") if r[0] not in skip]
+            "SELECT DISTINCT session FROM outbox WHERE " + _sendable(hold_unconfigured))
+            if r[0] not in skip]
         if not sessions:
             return got
 
@@ -160,11 +182,11 @@ class Outbox:
             "DELETE FROM outbox_leases WHERE session=? AND owner=?", (session, owner))])
 
     # -- reading, one bounded batch at a time ----------------------------------------
-    def heads(self, session: str, limit: int = 1000) -> List[OutboxHead]:
-        """The session's waiting rows, oldest first, without their content."""
+    def heads(self, session: str, limit: int = 1000, hold_unconfigured: bool = False) -> List[OutboxHead]:
+        """The session's rows to send, oldest first, without their content."""
         rows = self._conn().execute(
-            "SELECT id, kind, attempts, coalesce(bytes, 0) FROM outbox "
-            "WHERE dead=0 AND session=? ORDER BY id LIMIT ?", (session, limit)).fetchall()
+            "SELECT id, kind, attempts, coalesce(bytes, 0) FROM outbox WHERE %s AND session=? "
+            "ORDER BY id LIMIT ?" % _sendable(hold_unconfigured), (session, limit)).fetchall()
         return [OutboxHead(*r) for r in rows]
 
     def load(self, heads: List[OutboxHead], max_bytes: Optional[int] = None) -> List[OutboxRow]:
@@ -212,10 +234,17 @@ class Outbox:
         """Why rows were refused for good (reason, rows, sessions), commonest first."""
         return refused_by_reason(self._conn(), limit)
 
-    def backlog(self, session: Optional[str] = None) -> int:
+    def backlog(self, session: Optional[str] = None, hold_unconfigured: bool = False) -> int:
+        """Rows waiting to be sent (``hold_unconfigured``: not counting the held ones)."""
+        where = _sendable(hold_unconfigured)
         if session is None:
-            row = self._conn().execute("SELECT count(*) FROM outbox WHERE dead=0").fetchone()
+            row = self._conn().execute("SELECT count(*) FROM outbox WHERE " + where).fetchone()
         else:
-            row = self._conn().execute("SELECT count(*) FROM outbox WHERE dead=0 AND session=?",
+            row = self._conn().execute("SELECT count(*) FROM outbox WHERE %s AND session=?" % where,
                                        (session,)).fetchone()
         return int(row[0])
+
+    def held(self) -> int:
+        """Rows queued while no Gateway was configured, still waiting."""
+        return int(self._conn().execute(
+            "SELECT count(*) FROM outbox WHERE dead=0 AND unconfigured=1").fetchone()[0])

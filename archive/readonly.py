@@ -51,7 +51,7 @@ def connect(path: Path, timeout: float = 5) -> sqlite3.Connection:
 
 
 def rollback_journal(path: Path) -> bool:
-    """A database in rollback-journal mode (Hermes 0.22 keeps state.db so on a SQLite with the
+    """A database in rollback-journal mode (Hermes keeps state.db so on a SQLite with the
     WAL-reset bug), or one a writer left a ``-journal`` beside: ``immutable=1`` would ignore the
     writer's lock and the journal and read pages of a write that never committed."""
     if Path(str(path) + "-journal").exists():
@@ -189,7 +189,7 @@ class StoreReader:
         return rows[0][0] if rows else 0
 
     def conversation_of(self, session_id: str) -> Optional[str]:
-        """The conversation a (Hermes 0.17 rotated) session id belongs to, if recorded."""
+        """The conversation a session id (one the host rotated) belongs to, if recorded."""
         rows = self._rows("aliases", "SELECT conversation FROM aliases WHERE session_id=?",
                           (session_id,))
         return rows[0][0] if rows else None

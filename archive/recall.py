@@ -287,8 +287,8 @@ class RecallTools:
 
 
 def host_limit(window: int) -> int:
-    """Characters of one tool answer that Hermes shows the model whole: over it (0.19+: 15 %
-    of the window at 4 chars a token, 8,000–100,000; 0.17: 100,000) the answer is saved to a
+    """Characters of one tool answer that Hermes shows the model whole: over it (15 % of the
+    window at 4 chars a token, 8,000–100,000; an older Hermes: 100,000) the answer is saved to a
     file and the model sees its first 1,500 characters."""
     share = int(window * 4 * HOST_SHARE) if isinstance(window, int) and window > 0 else HOST_MAX
     return max(HOST_MIN, min(share, HOST_MAX)) - HOST_MARGIN
@@ -303,7 +303,8 @@ def _page_answer(item: Dict[str, Any], offset: int, room: int) -> str:
              "tool_call_id": item["tool_call_id"], "tool_name": item["tool_name"],
              "offset": offset, "returned": 0, "total_chars": total, "next_offset": None,
              "source": item.get("source", "archive"), "content": "",
-             **{k: item[k] for k in ("session", "time", "incomplete") if k in item}, **_reused(item)}
+             **{k: item[k] for k in ("session", "time", "incomplete", "externalized") if k in item},
+             **_reused(item)}
     while True:
         nxt = offset + len(page)
         value.update(content=page, returned=len(page), next_offset=nxt if nxt < total else None)

@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS counters(
 """
 
 SCHEMA_VERSION = repair.SCHEMA_VERSION
-# Hermes 0.17 resumes a rotated session id for months: its alias goes only with its rows
+# A host that rotates session ids resumes a rotated one for months: its alias goes only with its rows
 _ALIAS_IN_USE = " AND conversation NOT IN (SELECT session FROM archive UNION SELECT conversation FROM handover)"
 
 
@@ -109,8 +109,11 @@ class Store(Outbox):
 
     BUSY_TIMEOUT_S = 10.0       # how long a write waits for another process's transaction
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, unconfigured: bool = False) -> None:
+        """``unconfigured``: this process runs with no Gateway configured (rows an older
+        version queued are taken to be such rows: ``migrate_outbox``)."""
         self.directory = Path(directory)
+        self.unconfigured = unconfigured
         self.path = self.directory / "store.db"
         self.last_error = ""
         self.recoveries: List[str] = []     # what was found broken while live and done about it
@@ -156,7 +159,7 @@ class Store(Outbox):
         conn = self._conn(create=True)
         self._refuse(conn, SCHEMA)          # a store we do not know is left as it is
         conn.executescript(SCHEMA + OUTBOX_SCHEMA)
-        migrate_outbox(conn)
+        migrate_outbox(conn, self.unconfigured)
         self._refuse(conn, OUTBOX_SCHEMA)
         if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
             conn.execute("PRAGMA user_version=%d" % SCHEMA_VERSION)

@@ -47,8 +47,8 @@ class StoreWriter:
     # on another process's write lock takes the busy timeout (10 s), and a recall must not
     HELD_WAIT_S = 0.5
     EXIT_FLUSH_S = 10.0              # a normal exit waits at most this long for queued writes
-    # A submit comes from a hook whose caller is still running: 0.22 runs every hook on a new
-    # thread and joins it. Waking at once, this thread would take the GIL from that caller for
+    # A submit comes from a hook whose caller is still running: a host may run every hook on a
+    # new thread and join it. Waking at once, this thread would take the GIL from that caller for
     # its whole CPU burst (JSON of a 100 KB result). Waiting briefly lets the caller finish
     # first, and batches what the same tool step submits (never while someone flushes).
     SETTLE_S = 0.002

@@ -39,7 +39,7 @@ def result_text(size: int) -> str:
 
 def samples(reps: int) -> Dict[str, Any]:
     C.load_plugin()
-    from tencentdb_offload.common import redact
+    from tencentdb_offload.context import redact
     from tencentdb_offload.memory_gateway.client import GatewayClient
     out: Dict[str, Any] = {"source": redact.source(), "python": sys.executable}
     for label, size in SIZES.items():

@@ -23,7 +23,8 @@ def cost(tokens: int, cached: int) -> float:
 
 
 def reports_caching(usage: Mapping[str, Any]) -> bool:
-    """The usage says something about the cache: a read or a write above 0. Hermes 0.22 passes
-    both buckets as 0 when the provider reports neither, which is not "nothing was cached"."""
+    """The usage says something about the cache: a read or a write above 0. A host that passes
+    the cache buckets on passes both as 0 when the provider reports neither, which is not
+    "nothing was cached"."""
     return any(isinstance(usage.get(k), int) and not isinstance(usage.get(k), bool)
                and usage.get(k) > 0 for k in ("cache_read_tokens", "cache_write_tokens"))

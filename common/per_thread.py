@@ -1,7 +1,7 @@
 """One resource per thread (a SQLite connection, a kept-alive socket), closed only where safe.
 
-Hermes runs engines and tools on many threads (0.22's pools, the messaging gateway's per-request
-agents). A plain ``threading.local`` cannot be closed from outside, and a list of every
+Hermes runs engines and tools on many threads (its compression and hook pools, the messaging
+gateway's per-request agents). A plain ``threading.local`` cannot be closed from outside, and a list of every
 resource ever opened keeps those of finished threads open forever. This keeps one per live
 thread and closes a resource only on its owner thread or after the owner has ended: closing a
 SQLite connection or a socket under a thread that is using it breaks that thread's transaction

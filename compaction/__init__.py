@@ -1,2 +1,2 @@
 """One compaction: its steps, Gateway compactions prepared ahead, its typed record, and
-what a 0.22 request carries."""
+what a request carries on a host that selects context."""

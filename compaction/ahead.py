@@ -1,7 +1,7 @@
 """Gateway compactions prepared ahead of need, so ``compress()`` holds the host briefly.
 
-Hermes 0.22 runs ``compress()`` on a 4-worker pool shared by every agent of the process and
-refuses new compactions while all four are busy ("Context compression pool saturated"); the
+A host that pools compression runs ``compress()`` on a 4-worker pool shared by every agent of
+the process and refuses new compactions while all four are busy ("Context compression pool saturated"); the
 request then goes out uncompacted. A Gateway ``/compact`` takes seconds. So from the warm-up
 point a background thread asks the Gateway to compact a snapshot of the conversation, and
 ``compress()`` applies the ready result when the snapshot is still a prefix of the list it is
@@ -18,7 +18,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from .ahead_later import Later
+from .ahead_later import PauseBookings
 
 from ..session.record import Level
 from .engine_view import CompactingEngine
@@ -73,7 +73,7 @@ class _Job:
     sent: bool = False              # taken off the queue by a pool thread
 
 
-class AheadOfNeed:
+class PreparedCompactions:
     """Per conversation at most one prepared (or preparing) Gateway compaction, run by a
     pool of at most ``MAX_RUNNING`` threads (started when there is work, gone when idle):
     100 conversations queue, they do not each get a thread. A queued job that no longer
@@ -90,7 +90,7 @@ class AheadOfNeed:
         self._max = max(1, max_sessions)
         self.closed = False
         self.used = self.started_jobs = self.skipped = 0
-        self.later = Later(self.start, self._max, on_error)     # preparations due after a pause
+        self.after_pause = PauseBookings(self.start, self._max, on_error)   # due after a pause
 
     def busy(self, key: str) -> bool:
         """No new job for this conversation now (one is running, or the runtime closed):
@@ -198,7 +198,7 @@ class AheadOfNeed:
     def drop(self, key: str) -> None:
         """This conversation ended: its preparation no longer matters (if still queued, it is
         never sent)."""
-        self.later.cancel(key)
+        self.after_pause.cancel(key)
         with self._lock:
             job = self._jobs.pop(key, None)
         if job is not None:
@@ -210,12 +210,13 @@ class AheadOfNeed:
             threads = sum(1 for t in self._threads if t.is_alive())
         return {"prepared_started": self.started_jobs, "prepared_used": self.used,
                 "prepared_skipped": self.skipped, "preparing": running, "threads": threads,
-                "prepared_after_pause": self.later.fired, "waiting_for_pause": self.later.waiting}
+                "prepared_after_pause": self.after_pause.fired,
+                "waiting_for_pause": self.after_pause.waiting}
 
     def close(self, timeout: float = 2.0) -> None:
         """Drop every job (queued ones are never sent) and join the pool's threads; one in
         the middle of a /compact gets ``timeout`` to finish (it is a daemon after that)."""
-        self.later.close()
+        self.after_pause.close()
         with self._lock:
             self.closed = True
             for job in self._jobs.values():

@@ -4,7 +4,7 @@ A turn start after a pause longer than the provider's cache TTL compacts (``idle
 not wait for a ``/compact`` that takes seconds. In a process that outlives the turn (the
 messaging gateway), the pause is idle time: at a turn's end the conversation is booked here,
 and once most of the TTL has passed with no newer response, its compaction is prepared
-(``AheadOfNeed.start``), so the turn that ends the pause finds it ready. One thread serves
+(``PreparedCompactions.start``), so the turn that ends the pause finds it ready. One thread serves
 every conversation (started when something is booked, gone when nothing is); a conversation
 holds at most one booking, the newest; at most ``most`` are held (the oldest go first).
 """
@@ -20,7 +20,9 @@ Booking = Tuple[float, Tuple[Any, ...], Callable[[], bool]]    # (due, start's a
 IDLE_EXIT_S = 30.0      # the thread ends after this long with nothing booked
 
 
-class Later:
+class PauseBookings:
+    """Preparations booked for after a pause: each started when due, if still wanted then."""
+
     def __init__(self, start: Callable[..., bool], most: int,
                  on_error: Callable[[str], None] = lambda _what: None) -> None:
         self._start = start

@@ -1,6 +1,6 @@
 """What a request cut sent, kept so that the transcript compaction after it lands on the same bytes.
 
-On 0.22 a request the host sends near the window uncompacted is cut for itself
+On a host that selects context, a request it sends near the window uncompacted is cut for itself
 (``request_cut``); the host's transcript still holds everything, and the compaction the engine
 then asks for would choose afresh, and land elsewhere: a second rewrite of the prompt cache's
 prefix one request later (docs/benchmarks.md). When the transcript still begins with
@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .engine_view import CompactingEngine
 from ..session.record import Compaction
-from ..context import messages as M
+from ..context.messages import fresh, leading_systems
 
 Message = Dict[str, Any]
 
@@ -47,7 +47,7 @@ def message_key(m: Any) -> str:
 def remember(engine: CompactingEngine, body: Sequence[Message], result: Sequence[Message],
              record: Compaction) -> None:
     engine.current_state().remember_cut(
-        CutMemo(tuple(map(message_key, body)), tuple(M.fresh(m) for m in result), record))
+        CutMemo(tuple(map(message_key, body)), tuple(fresh(m) for m in result), record))
 
 
 def catch_up(engine: CompactingEngine, messages: List[Any], reason: str,
@@ -60,7 +60,7 @@ def catch_up(engine: CompactingEngine, messages: List[Any], reason: str,
     memo = state.take_cut()             # set only while the transcript is due
     if memo is None or reason != "threshold":
         return None
-    lead = M.leading_systems(messages)
+    lead = leading_systems(messages)
     body = messages[lead:]
     n = len(memo.source)
     if len(body) < n or tuple(map(message_key, body[:n])) != memo.source:

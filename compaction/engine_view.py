@@ -18,7 +18,7 @@ class CompactingEngine(Protocol):
 
     def compaction_target(self, deep: bool = False) -> int: ...     # deep: an idle landing
 
-    def story_target(self) -> int: ...      # the target the digest is sized for
+    def ordinary_target(self) -> int: ...      # the target the digest is sized for
 
     def estimate_real(self, messages: Any) -> int: ...      # provider tokens of a request of them
 

@@ -19,11 +19,11 @@ from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session.state import SessionState
 from ..hermes.host import running_host
-from ..settings.thresholds import fleet_landing
+from ..settings.thresholds import messaging_landing
 from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
-from ..context import digest as D
-from ..context import messages as M
+from ..context import digest
+from ..context.messages import fresh, is_tool_result, repair, role, tool_results
 from ..context.fallback import local_compact
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
@@ -31,8 +31,8 @@ from ..common.peer_text import plugin_logger
 
 Message = Dict[str, Any]
 log = plugin_logger("tencentdb_offload.compaction")
-# Hermes 0.22 runs compress() on a 4-worker pool shared by every agent of the process and
-# refuses compactions while all are busy: there we wait this long for the Gateway, at most.
+# A host that pools compression runs compress() on a 4-worker pool shared by every agent of the
+# process and refuses compactions while all are busy: there we wait this long for the Gateway.
 POOL_GATEWAY_WAIT_S = 0.5
 ARCHIVE_BEFORE_RETURN_S = 2.0  # what leaves mid-turn is on disk before the next request
 FORCED_FLOOR = 2_048            # a forced compaction never aims below this many tokens
@@ -66,7 +66,7 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
     host_count = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 else 0
     if host_count and not state.calibrator.points and \
             not state.calibrator.plausible_anchor((overhead or 0) + listed, host_count):
-        host_count = 0      # (0.22's preflight in a fresh process counts chars / 4)
+        host_count = 0      # (a host's preflight in a fresh process counts chars / 4)
     if host_count and not state.calibrator.points:
         # no calibration yet: the host's count of (about) this list is the best anchor; what
         # it counts beyond the messages is system prompt + tool schemas
@@ -74,7 +74,7 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
         state.calibrator.observe(overhead + listed, host_count)
     elif host_count and not overhead and not state.last_usage:
         # calibration handed over by an earlier process, nothing sent or answered in this one
-        # yet (0.17 compacts at turn start before its first request): the same anchor,
+        # yet (a host may compact at turn start before its first request): the same anchor,
         # calibrated (later counts may predate a compaction: they are not used so)
         overhead = max(0, state.calibrator.to_estimate(host_count) - listed)
     before = state.calibrator.to_real(overhead + listed)
@@ -85,8 +85,9 @@ def plan_budget(state: SessionState, messages: List[Message], current_tokens: An
 
 
 class CompactionRun:
-    """One attempt; ``cancelled`` is the host's check for *this* attempt (0.22 installs it on
-    the engine before calling compress, and a later attempt replaces it: capture it first)."""
+    """One attempt; ``cancelled`` is the host's check for *this* attempt (a host that pools
+    compression installs it on the engine before calling compress, and a later attempt replaces
+    it: capture it first)."""
 
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
                  memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True,
@@ -124,30 +125,30 @@ class CompactionRun:
         shown = estimate_text(block) + PER_MESSAGE if block else 0
         room = max(256, budget.for_messages - shown)
         # the story (the digest) is sized for the ordinary target, even on a deeper landing
-        story = self.engine.story_target()
-        self.digest_cap = None if story <= self.target else D.budget_for(
-            max(256, self.state.calibrator.to_estimate(story) - budget.overhead - shown))
+        ordinary = self.engine.ordinary_target()
+        self.digest_cap = None if ordinary <= self.target else digest.budget_for(
+            max(256, self.state.calibrator.to_estimate(ordinary) - budget.overhead - shown))
         def list_room(tokens: int) -> int:     # what a request of ``tokens`` leaves the list
             return self.state.calibrator.to_estimate(tokens) - budget.overhead - shown
 
         ceiling = list_room(int(self.engine.threshold_tokens * CEILING_SHARE))
         # the provider's text stays well inside the digest's share of this budget
-        self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, D.budget_for(room)))
+        self.memory = clean_peer(self.memory_context, min(MEMORY_CHARS, digest.budget_for(room)))
         notes = self.notes(clean, attempt)
         # with the messaging gateway's lower landing, the newest step's results the model has
         # not read stay whole up to the ceiling while a step more of their size fits under the
         # trigger: trimmed only to reach the landing, a real model would ask for them again.
         # Elsewhere only the canvas' room is theirs: the per-turn CLI paid more otherwise.
         unread_room = room + shown
-        if fleet_landing(s, self.engine.context_length, running_host().checks_every_request):
+        if messaging_landing(s, self.engine.context_length, running_host().checks_every_request):
             unread_room = max(unread_room, ceiling)
         result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
                                             unread_room=unread_room,
                                             trigger=list_room(self.engine.threshold_tokens))
-        # the last word on shape: 0.17 sends consecutive assistant turns as they are (0.19 and
-        # 0.22 merge them), so merge them here, calls unioned
-        result = [M.fresh(m) for m in M.repair(result)]
-        if self.unchanged(result) or all(M.role(m) == "system" for m in result):
+        # the last word on shape: a host may send consecutive assistant turns as they are
+        # (others merge them), so merge them here, calls unioned
+        result = [fresh(m) for m in repair(result)]
+        if self.unchanged(result) or all(role(m) == "system" for m in result):
             return self.messages, None      # (nothing but orphans: no conversation to keep)
         if not placed:
             result = self.with_notes(result, notes)
@@ -241,7 +242,7 @@ class CompactionRun:
             notes = notes.without_memory()
         if not notes:
             return result
-        return place(result, D.note_pair(result, notes, seal=self.rt.seal))
+        return place(result, digest.note_pair(result, notes, seal=self.rt.seal))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
                notes: Notes = Notes(), ceiling: int = 0, unread_room: int = 0,
@@ -261,7 +262,7 @@ class CompactionRun:
                       recallable=recallable, count=self.count, seal=rt.seal,
                       summaries=summaries, notes=notes, focus=self.focus,
                       digest_cap=self.digest_cap)
-        note_cost = D.tokens_of("\n".join(notes.lines())) if notes else 0
+        note_cost = digest.tokens_of("\n".join(notes.lines())) if notes else 0
         common.update((key, max(0, value - note_cost)) for key, value in
                       (("ceiling", ceiling), ("unread_room", unread_room), ("trigger", trigger)))
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
@@ -277,7 +278,7 @@ class CompactionRun:
             # higher landing is read by every later request and leaves less room before the
             # next rewrite (issue 55: 1.06x the cost without a Gateway). Its canvas and L1
             # summaries are kept either way (``Runtime.gateway_attempt``, ``summaries``).
-            as_sent = sum(map(self.count, M.repair(replied))) + note_cost
+            as_sent = sum(map(self.count, repair(replied))) + note_cost
             deeper = ours.tokens_before > local_room and as_sent > ours.tokens_after + (
                 0 if ours.notes_placed else note_cost)      # (under the room: nothing to gain)
             if as_sent <= room and not deeper:
@@ -312,16 +313,16 @@ class CompactionRun:
             try:
                 if self.rt.store is not None:
                     self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
-                        tid for m in clean if M.is_tool_result(m) for tid, _t in M.tool_results(m)})
+                        tid for m in clean if is_tool_result(m) for tid, _t in tool_results(m)})
             except Exception:   # unreadable: this process's knowledge stands (said once)
                 self.rt.note_fault("reading the archive's reused call ids failed", self.state.key)
         with self.state.lock:       # (archive_departures may add some during the run)
             return set(self.state.reused_ids) | self.listed_reuse
 
     def unchanged(self, result: List[Message]) -> bool:
-        # Fresh dicts returned: Hermes 0.17 persists a rotated session by object identity.
+        # Fresh dicts returned: a host that rotates the session id persists it by object identity.
         return len(result) == len(self.messages) and result == [
-            M.fresh(m) if isinstance(m, dict) else m for m in self.messages]
+            fresh(m) if isinstance(m, dict) else m for m in self.messages]
 
     def publish(self, clean: List[Message], result: List[Message],
                 attempt: GatewayAttempt) -> int:
@@ -349,7 +350,7 @@ class CompactionRun:
 
 def attempt_cancelled(engine: CompactingEngine) -> Callable[[], bool]:
     """This attempt's cancellation check, captured at entry (a later attempt replaces the
-    attribute; 0.22 installs it before calling compress)."""
+    attribute; a host that pools compression installs it before calling compress)."""
     check = getattr(engine, "_compression_cancelled_check", None)
 
     def cancelled() -> bool:
@@ -381,7 +382,7 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
             # and what it says can be read back is in the archive, or says it was not kept
             out, _lost = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
                                           durable.named(gone, set(), plain.messages, rt.seal))
-            return [M.fresh(m) for m in out]
+            return [fresh(m) for m in out]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)
         rt.note_error("plain local compaction failed too (%s); messages kept" % exc,

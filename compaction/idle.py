@@ -61,7 +61,7 @@ def start(rt: Any, state: Any) -> str:
     if not due(rt, state):
         return "threshold"
     state.cache.spend()
-    rt.hand_over(state.key, "cache_clock", state.cache.export())
+    rt.leave_for_next_process(state.key, "cache_clock", state.cache.export())
     return "idle"
 
 
@@ -69,7 +69,7 @@ def responded(rt: Any, state: Any, prompt: int, usage: Mapping[str, Any]) -> boo
     """A provider response: note its time (handed over) and what its cache report teaches;
     True when it is the first after a compaction."""
     after = state.cache.responded(prompt, usage, rt.settings.cache_ttl_s, rt.now(), rt.monotonic())
-    rt.hand_over(state.key, "cache_clock", state.cache.export())
+    rt.leave_for_next_process(state.key, "cache_clock", state.cache.export())
     return after
 
 

@@ -1,8 +1,8 @@
-"""When a Gateway compaction is prepared before ``compress()`` needs it (Hermes 0.22).
+"""When a Gateway compaction is prepared before ``compress()`` needs it (pooled compression).
 
 Near the trigger (``PREPARE_FROM`` of it, after a tool step or a turn) it is prepared at once
-(``AheadOfNeed``). At a turn's end past the idle trigger, with a cache TTL set, it is booked for
-the pause instead (``ahead_later``): started once most of the TTL has passed with no newer
+(``PreparedCompactions``). At a turn's end past the idle trigger, with a cache TTL set, it is
+booked for the pause instead (``ahead_later``): started once most of the TTL has passed with no newer
 response, so that the cold turn start that follows finds it ready and waits for nothing.
 """
 
@@ -46,6 +46,7 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
         if now:
             rt.ahead.start(*args)
         else:
-            rt.ahead.later.book(state.key, ttl * PREPARE_AFTER_PAUSE, args, idle.pause_unused(state))
+            rt.ahead.after_pause.book(state.key, ttl * PREPARE_AFTER_PAUSE, args,
+                                      idle.pause_unused(state))
     except Exception:
         rt.note_fault("preparing a compaction failed", engine.current_state().key)

@@ -1,6 +1,7 @@
-"""A request the host would send near or past the window, cut for that request alone (0.22).
+"""A request the host would send near or past the window, cut for that request alone.
 
-Hermes 0.22 compacts on a 4-worker pool shared by every agent of the process and refuses work
+A host that pools compression compacts on a 4-worker pool shared by every agent of the process
+and refuses work
 while all four are busy ("Context compression pool saturated"); a cooldown after a failed
 attempt skips it too. Then neither the turn-start nor the after-tool-step compaction runs and
 the request goes out as it is: over the window when the step added big results.
@@ -22,8 +23,8 @@ from .engine_view import CompactingEngine
 from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
 from ..hermes.host import running_host
-from ..settings.thresholds import fleet_trigger, fleet_window
-from ..context import messages as M
+from ..settings.thresholds import messaging_trigger, messaging_window
+from ..context import messages
 
 Message = Dict[str, Any]
 log = plugin_logger("tencentdb_offload.compaction")
@@ -33,8 +34,9 @@ log = plugin_logger("tencentdb_offload.compaction")
 # calibrated estimate errs by a few per cent; the ordinary trigger is at most 0.85 of the window.
 REQUEST_CEILING = 0.95
 # In the messaging gateway on the window its later trigger (0.85) is for: at 0.95, requests the
-# pool let through reached 0.93 of the window (held-out fleet, 100K); at 0.88 none passed 0.82.
-FLEET_REQUEST_CEILING = 0.88
+# pool let through reached 0.93 of the window (the held-out messaging shape, 100K); at 0.88 none
+# passed 0.82.
+MESSAGING_REQUEST_CEILING = 0.88
 
 
 def ceiling_share(engine: CompactingEngine) -> float:
@@ -44,9 +46,10 @@ def ceiling_share(engine: CompactingEngine) -> float:
     cutting under the trigger would make the exception the rule (THRESHOLD 0.98 cut every
     request from 0.95 while status said 0.98)."""
     window = engine.context_length
-    own = running_host().checks_every_request and fleet_window(window) and engine.threshold_tokens == fleet_trigger(window, 0)
+    own = (running_host().checks_every_request and messaging_window(window)
+           and engine.threshold_tokens == messaging_trigger(window, 0))
     if own:
-        return FLEET_REQUEST_CEILING
+        return MESSAGING_REQUEST_CEILING
     return max(REQUEST_CEILING, min(engine.threshold_tokens / window, 1.0)) if window > 0 \
         else REQUEST_CEILING
 
@@ -64,7 +67,7 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
     when it is within the ceiling or nothing could be cut. Leading system messages go as they are."""
     if not too_big(engine, estimate):
         return None
-    lead = M.leading_systems(request)
+    lead = messages.leading_systems(request)
     body = [m for m in request[lead:] if isinstance(m, dict)]
     if not body:
         return None

@@ -1,4 +1,5 @@
-"""What a 0.22 request carries, derived the same way for every request of a conversation.
+"""What a request carries on a host that selects context, the same way for every request of a
+conversation.
 
 ``select_context`` rebuilds every request from the stored history, so what it adds must not
 move: a canvas that follows the newest user message, or changes whenever the Gateway redraws
@@ -23,10 +24,11 @@ from .ahead import content_key
 from ..context.provenance import Seal
 from ..session.state import SessionState
 from ..context import canvas, recall_blocks
-from ..context import messages as M
+from ..context.messages import is_real_user, newest_real_user
 
 Message = Dict[str, Any]
-HandOver = Callable[[str, str, Any], None]    # Runtime.hand_over: (conversation, name, value)
+# Runtime.leave_for_next_process: (conversation, name, value)
+LeaveForNextProcess = Callable[[str, str, Any], None]
 
 
 def anchor_key(message: Message) -> str:
@@ -39,29 +41,29 @@ def _anchor(messages: List[Message], key: str, seal: Seal) -> int:
     if not key:
         return -1
     return next((i for i in range(len(messages) - 1, -1, -1)
-                 if M.is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
+                 if is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
 
 
-def _unpin(state: SessionState, hand_over: Optional[HandOver]) -> None:
+def _unpin(state: SessionState, leave_for_next: Optional[LeaveForNextProcess]) -> None:
     """The request right after a compaction went without a canvas (none known yet): the
     chance to show one for free has passed; nothing stays pinned until the next turn's first
     request (mid-turn it would re-bill everything after the user message)."""
     with state.lock:
         state.canvas_repin = False
         state.pinned_anchor = state.pinned_canvas = ""
-    if hand_over is not None:
-        hand_over(state.key, "pin", ["", ""])
+    if leave_for_next is not None:
+        leave_for_next(state.key, "pin", ["", ""])
 
 
 def _pin_anew(state: SessionState, clean: List[Message], block: str, seal: Seal,
-              hand_over: Optional[HandOver]) -> int:
+              leave_for_next: Optional[LeaveForNextProcess]) -> int:
     """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
     if state.canvas_repin and not block and not state.canvas_cleared:
         block = state.pinned_canvas     # none fetched yet: the one shown before the compaction
-    at = M.newest_real_user(clean, seal=seal)
+    at = newest_real_user(clean, seal=seal)
     if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
         if state.canvas_repin:
-            _unpin(state, hand_over)
+            _unpin(state, leave_for_next)
         return -1
     anchor = anchor_key(clean[at])
     with state.lock:
@@ -72,26 +74,27 @@ def _pin_anew(state: SessionState, clean: List[Message], block: str, seal: Seal,
             state.injected_canvas_hash = canvas.digest(block)
     if shown:
         state.record_canvas_shown()
-    if hand_over is not None:
-        hand_over(state.key, "pin", [anchor, block])
+    if leave_for_next is not None:
+        leave_for_next(state.key, "pin", [anchor, block])
     return at
 
 
 def build(state: SessionState, request: List[Message], block: str, seal: Seal,
-          hand_over: Optional[HandOver] = None) -> Tuple[Optional[List[Message]], int]:
-    """(the request to send, or None for "as it is"; stale blocks removed). ``hand_over``
-    keeps a new pin for the next process (``Runtime.hand_over``); None when the canvas is off,
-    and so is a pin an earlier process left."""
+          leave_for_next: Optional[LeaveForNextProcess] = None
+          ) -> Tuple[Optional[List[Message]], int]:
+    """(the request to send, or None for "as it is"; stale blocks removed). ``leave_for_next``
+    keeps a new pin for the next process (``Runtime.leave_for_next_process``); None when the
+    canvas is off, and so is a pin an earlier process left."""
     deduped, _copies = recall_blocks.keep_newest(request, oldest=True)
     clean, removed = canvas.strip_all(deduped, seal)
     same = None if removed == 0 and deduped is request else clean
     if not block and not state.pinned_canvas:
         if state.canvas_repin:
-            _unpin(state, hand_over)
+            _unpin(state, leave_for_next)
         return same, removed
     at = -1 if state.canvas_repin else _anchor(clean, state.pinned_anchor, seal)
     if at < 0 or not state.pinned_canvas:
-        at = _pin_anew(state, clean, block, seal, hand_over)
+        at = _pin_anew(state, clean, block, seal, leave_for_next)
         if at < 0:
             return same, removed
     return canvas.inject_at(clean, at, state.pinned_canvas, seal), removed

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import blocks as B
-from . import messages as M
+from . import blocks
+from . import messages
 
 Message = Dict[str, Any]
 ARGS_SUFFIX = ".arguments"
@@ -41,7 +41,7 @@ def _cut(value: Any, limit: int, pointer: str, key: str = "", depth: int = 0) ->
         return value
     if isinstance(value, str):
         bound = max(limit, IDENTIFYING_CHARS) if key.lower() in IDENTIFYING else limit
-        return M.trim_text(value, bound, pointer) if len(value) > bound else value
+        return messages.trim_text(value, bound, pointer) if len(value) > bound else value
     if isinstance(value, dict):
         return {k: _cut(v, limit, pointer, str(k), depth + 1) for k, v in value.items()}
     if isinstance(value, list):
@@ -57,7 +57,7 @@ def _shorter_args(raw: Any, limit: int, pointer: str) -> Tuple[Any, bool]:
         try:
             parsed = json.loads(raw)
         except (ValueError, RecursionError):
-            return M.trim_text(raw, limit, pointer), True     # not JSON: it was never valid
+            return messages.trim_text(raw, limit, pointer), True     # not JSON: it was never valid
         try:
             text = json.dumps(_cut(parsed, limit, pointer), ensure_ascii=False)
         except (ValueError, TypeError, RecursionError):
@@ -78,30 +78,31 @@ def trim_call_args(msg: Message, limit: int,
                    recallable: bool = True) -> Optional[Tuple[Message, List[Tuple[str, str, str]]]]:
     """A copy of an assistant message whose long call arguments are cut, and (tool_call_id,
     tool name, full arguments text) for each call cut; None when nothing is over ``limit``."""
-    if M.role(msg) != "assistant" or not M.calls_of(msg):
+    if messages.role(msg) != "assistant" or not messages.calls_of(msg):
         return None
     cut: List[Tuple[str, str, str]] = []
     out = dict(msg)
     if msg.get("tool_calls"):
         out["tool_calls"] = [_cut_call(b, limit, recallable, cut)
-                             for b in B.call_blocks(msg["tool_calls"])]
+                             for b in blocks.call_blocks(msg["tool_calls"])]
     if isinstance(msg.get("content"), list):
         out["content"] = [_cut_call(b, limit, recallable, cut)
-                          for b in B.content_blocks(msg["content"])]
+                          for b in blocks.content_blocks(msg["content"])]
     if not cut:
         return None
     return {k: v for k, v in out.items() if k != "api_content" and not k.startswith("_")}, cut
 
 
-def _cut_call(b: B.Block, limit: int, recallable: bool, cut: List[Tuple[str, str, str]]) -> Any:
+def _cut_call(b: blocks.Block, limit: int, recallable: bool,
+              cut: List[Tuple[str, str, str]]) -> Any:
     """The call (a ``tool_calls`` entry or a ``tool_use`` block) with its arguments cut, noted
     in ``cut``; anything else as it was."""
-    if b.kind is not B.Kind.TOOL_USE or not b.id:
+    if b.kind is not blocks.Kind.TOOL_USE or not b.id:
         return b.raw
     new, changed = _shorter_args(b.args, limit, _pointer(b.id, recallable))
     if not changed:
         return b.raw
-    cut.append((b.id, b.name, B.as_text(b.args)))
+    cut.append((b.id, b.name, blocks.as_text(b.args)))
     if b.in_calls:
         return dict(b.raw, function=dict(b.raw.get("function") or {}, arguments=new))
     return dict(b.raw, input=new)

@@ -41,7 +41,7 @@ _SEAL_TEXT_RE = re.compile(r"\[(\s*tdo-seal)", re.I)
 # The real Gateway's canvas is ~1.7K tokens; it goes into every request, so one grown past
 # this (or a hostile one: a 1 MB canvas took a 64K window whole) is cut, keeping its head.
 MAX_CANVAS_TOKENS = 6_000
-# Hermes 0.19 and 0.22 replace a hook's context over 10,000 characters (hooks.output_spill)
+# Hermes replaces a hook's context over 10,000 characters (hooks.output_spill)
 # by a 1,000-character preview: the block with its preamble and seal stays under that.
 MAX_CANVAS_CHARS = 8_500
 GOAL_CHARS = 300            # the goal line, from the canvas' metadata, is bounded apart

@@ -13,7 +13,8 @@ from typing import AbstractSet, Any, Dict, Iterable, List, NamedTuple, Optional,
 
 from . import item_key, result_keys
 from .blocks import Kind, blocks_of, text_parts
-from . import messages as M
+from .messages import (call_args, is_plugin_text, is_tool_result, results_of, role, text_of,
+                       tool_results)
 from .provenance import Seal
 
 Message = Dict[str, Any]
@@ -43,12 +44,12 @@ def plain_text(m: Message) -> str:
     content = m.get("content")
     if isinstance(content, str) and not m.get("tool_calls"):
         return content
-    return M.text_of(m)
+    return text_of(m)
 
 
 def own_text(m: Message) -> str:
     """A message's text without the tool results it carries (archived by their ids)."""
-    if not M.results_of(m):
+    if not results_of(m):
         return plain_text(m)
     return "\n".join(p for p in text_parts(b for b in blocks_of(m)
                                             if b.kind is not Kind.TOOL_RESULT) if p)
@@ -58,8 +59,8 @@ def call_arguments(messages: Iterable[Any]) -> Dict[str, Tuple[str, Any]]:
     """``tool_call_id`` → (tool name, arguments) for every call in ``messages``."""
     out: Dict[str, Tuple[str, Any]] = {}
     for m in messages:
-        if isinstance(m, dict) and M.role(m) == "assistant":
-            out.update(M.call_args(m))
+        if isinstance(m, dict) and role(m) == "assistant":
+            out.update(call_args(m))
     return out
 
 
@@ -71,11 +72,11 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
     kept_calls, summarised = set(), set()
     kept_text: Counter = Counter()      # copies: of a text said twice, one may leave
     for m in after:
-        for tid, text in M.tool_results(m):
+        for tid, text in tool_results(m):
             kept_calls.add((tid, text))         # a set: compared by hash, then in full
             if text.startswith(OFFLOADED_MARK):
                 summarised.add(tid)
-        if not M.is_tool_result(m):
+        if not is_tool_result(m):
             kept_text[own_text(m)] += 1
     args = call_arguments(before)
     items: List[Departed] = []
@@ -85,22 +86,22 @@ def find(before: List[Message], after: List[Message], extra: List[Message] = (),
         if not isinstance(m, dict):
             continue
         # results by their id, also beside the user's own text in one message (Anthropic)
-        for tid, text in M.tool_results(m):
+        for tid, text in tool_results(m):
             if (tid, text) in kept_calls:
                 continue
             count += 1
             left.add(tid)
             name, call_args = args.get(tid, ("", ""))
             items.append(Departed("tool_result", text, tid, name, "tool", call_args))
-        if not M.is_tool_result(m):
+        if not is_tool_result(m):
             text = own_text(m)
             if kept_text[text] > 0:
                 kept_text[text] -= 1
-            elif text and not M.is_plugin_text(text, seal):
+            elif text and not is_plugin_text(text, seal):
                 count += 1
-                items.append(Departed("message", text, role=M.role(m)))
+                items.append(Departed("message", text, role=role(m)))
     for m in extra:
-        for tid, text in M.tool_results(m):
+        for tid, text in tool_results(m):
             if tid not in left:
                 name, call_args = args.get(tid, ("", ""))
                 items.append(Departed("tool_result", text, tid, name, "tool", call_args))
@@ -113,7 +114,7 @@ def merged_only(before: List[Message], via: List[Message], after: List[Message],
     """Messages of ``via`` (a Gateway reply, consecutive same-role messages merged by its
     repair) that left by ``after`` but were never in ``before``: the digest names them by their
     merged text, whose key nothing else archives (the originals are archived by theirs)."""
-    had = {own_text(m) for m in before if isinstance(m, dict) and not M.is_tool_result(m)}
+    had = {own_text(m) for m in before if isinstance(m, dict) and not is_tool_result(m)}
     return [d for d in find(via, after, seal=seal).items
             if d.kind == "message" and d.content not in had]
 
@@ -134,5 +135,5 @@ def read_keys(gone: Departures, reused: AbstractSet[str] = frozenset()) -> List[
 
 def gateway_summaries(messages: List[Message]) -> Dict[str, str]:
     """``tool_call_id`` → the Gateway's summary, for results it replaced in ``messages``."""
-    return {tid: text for m in messages if M.is_tool_result(m)
-            for tid, text in M.tool_results(m) if text.startswith(OFFLOADED_MARK)}
+    return {tid: text for m in messages if is_tool_result(m)
+            for tid, text in tool_results(m) if text.startswith(OFFLOADED_MARK)}

@@ -25,8 +25,9 @@ from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
 
 from . import digest_fold as fold
 from . import item_key, result_keys
-from . import messages as M
-from ..common.redact import strict
+from .messages import (call_args, calls_of, group_spans, is_tool_result, results_of, role, text_of,
+                       tool_results, trim_text)
+from .redact import strict
 from .notes import Notes, memory_of
 from .provenance import Seal
 from .tokens import PER_MESSAGE, estimate_text
@@ -167,8 +168,8 @@ def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None,
     for m in cut:
         if not isinstance(m, dict):
             continue
-        if M.role(m) == "user" and not M.is_tool_result(m):
-            text = M.text_of(m)
+        if role(m) == "user" and not is_tool_result(m):
+            text = text_of(m)
             key = message_key("user", _archived_text(m))
             if is_rule(text):
                 rules.append((text, key))
@@ -177,15 +178,15 @@ def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None,
         if not turns:
             turns.append(Turn())                # steps of a turn whose request stays
         turn = turns[-1]
-        if M.role(m) == "assistant":
-            for tid, (name, args) in M.call_args(m).items():
+        if role(m) == "assistant":
+            for tid, (name, args) in call_args(m).items():
                 by_id[tid] = Call(tid, name, key_arg(args))
                 turn.calls.append(by_id[tid])
             content = m.get("content")
-            said = content if isinstance(content, str) else M.text_of({"content": content})
+            said = content if isinstance(content, str) else text_of({"content": content})
             if said.strip():
                 turn.conclusion = conclusion_of(said)
-        for tid, text in M.tool_results(m):
+        for tid, text in tool_results(m):
             call = by_id.get(tid)
             if call is not None:
                 call.outcome = outcome_of(text)
@@ -198,7 +199,7 @@ def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None,
 
 def _archived_text(m: Message) -> str:
     content = m.get("content")
-    return content if isinstance(content, str) and not m.get("tool_calls") else M.text_of(m)
+    return content if isinstance(content, str) and not m.get("tool_calls") else text_of(m)
 
 
 def conclusion_of(text: str) -> str:
@@ -235,7 +236,7 @@ def render_turn(n: int, turn: Turn) -> str:
 def rule_line(text: str, key: str) -> str:
     """A rule on one line: its own line breaks would read, at the next collapse, as digest
     structure (a turn line, a memory note); the whole text stays readable by its key."""
-    return "! %s (%s)" % (M.trim_text(" ".join(strict(text).split()), RULE_CHARS, "full text: " + key), key)
+    return "! %s (%s)" % (trim_text(" ".join(strict(text).split()), RULE_CHARS, "full text: " + key), key)
 
 
 def render(turns: Sequence[Turn], rules: Sequence[Tuple[str, str]], first: int, *,
@@ -269,7 +270,7 @@ def last_number(bodies: Sequence[str]) -> int:
 def free_number(messages: Sequence[Message]) -> int:
     """The smallest n whose digest call id is not already in ``messages`` (ids stay unique
     even beside digests another key sealed)."""
-    used = {tid for m in messages if isinstance(m, dict) for tid in M.calls_of(m)}
+    used = {tid for m in messages if isinstance(m, dict) for tid in calls_of(m)}
     n = 1
     while CALL_ID % n in used:
         n += 1
@@ -287,9 +288,9 @@ def pair(seal: Seal, body: str, n: int) -> List[Message]:
 
 def body_of(group: Sequence[Message], seal: Seal) -> Optional[str]:
     """The digest body when ``group`` is a digest pair this installation sealed, else None."""
-    if len(group) != 2 or M.calls_of(group[0]) != M.results_of(group[1]):
+    if len(group) != 2 or calls_of(group[0]) != results_of(group[1]):
         return None
-    if (group[0].get("content") or "") != "" or M.role(group[1]) != "tool":
+    if (group[0].get("content") or "") != "" or role(group[1]) != "tool":
         return None
     opened = seal.open_text(group[1].get("content"))
     return opened[1] if opened is not None and opened[0] == KIND else None
@@ -325,7 +326,7 @@ def build(earlier: Sequence[str], cut: Sequence[Message], *, seal: Seal, cap: in
 def note_pair(messages: Sequence[Message], notes: Notes, *, seal: Seal) -> List[Message]:
     """A section holding only ``notes``, for a compaction that cut no turns (the Gateway's,
     or a local one that only trimmed): "continued" when ``messages`` hold a digest."""
-    spans = M.group_spans(messages)
+    spans = group_spans(messages)
     earlier = any(body_of(messages[s:e], seal) is not None for s, e in spans)
     body = "\n".join([CONTINUED if earlier else NOTE_HEADER] + notes.lines())
     return pair(seal, body, free_number(messages))

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import digest as D
+from . import digest
 from . import gateway_cuts
-from . import messages as M
+from . import messages
 from . import result_keys
 from .provenance import Seal
 
@@ -28,7 +28,7 @@ def pointed(result: Sequence[Message], seal: Seal) -> List[str]:
     """Keys the trim or summary pointers of ours in ``result`` name (the call id, or its
     ``result_keys`` key when the id is reused), and those ending a result the Gateway cut."""
     return [result_keys.pointer_in(tid, text) or tid
-            for m in result for tid, text in M.tool_results(m)     # (beside text too)
+            for m in result for tid, text in messages.tool_results(m)     # (beside text too)
             if (seal.open_text(text) or ("",))[0] in POINTER_KINDS or text.endswith(
                 "\n" + gateway_cuts.HINT % (result_keys.pointer_in(tid, text) or "\0"))]
 
@@ -56,7 +56,7 @@ def unkept(messages: Sequence[Any], lost: AbstractSet[str], why: str, seal: Seal
             return pointers(text)
         kind, body = opened
         new = pointers(body)
-        new = D.unkept(new, lost, why) if kind == D.KIND else new
+        new = digest.unkept(new, lost, why) if kind == digest.KIND else new
         return text if new == body else seal.seal_text(kind, new)
 
     out, changed = [], 0
@@ -93,17 +93,17 @@ def restore(result: List[Message], before: Sequence[Message], seal: Seal,
     originals: Dict[str, Message] = {}
     for m in before:
         if isinstance(m, dict):
-            for tid, text in M.tool_results(m):
+            for tid, text in messages.tool_results(m):
                 originals[result_keys.key_of(tid, text, reused)] = m
     out: List[Message] = []
     restored = 0
     for m in reversed(result):
         missing = [key for key in pointed([m], seal) if not held(key)] \
-            if M.results_of(m) else []
+            if messages.results_of(m) else []
         orig = next((originals[k] for k in missing if k in originals), None)
-        if orig is not None and M.results_of(orig) == M.results_of(m) and orig != m:
+        if orig is not None and messages.results_of(orig) == messages.results_of(m) and orig != m:
             if fits is None or fits(m, orig):
-                out.append(M.fresh(orig))
+                out.append(messages.fresh(orig))
                 restored += len(missing)
                 continue
             honest = unheld(orig) if unheld is not None else None

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set
 
-from . import blocks as B
-from . import digest as D
-from . import focus as F
-from . import messages as M
+from . import blocks
+from . import digest
+from . import focus
+from .messages import (NOTICE_MARK, call_args, calls_of, group_spans, is_real_user, is_tool_result,
+                       newest_real_user, repair, results_of, role, text_of, tool_results,
+                       trim_text, with_content)
 from .heartbeat import is_heartbeat_call
 from .callargs import args_key, trim_call_args
 from . import item_key
@@ -57,7 +59,7 @@ class CompactResult:
 def drop_old_notices(messages: Sequence[Message], seal: Seal) -> List[Message]:
     """Our earlier notices (sealed) are replaced, never archived or stacked; text that only
     looks like one is the user's and stays."""
-    return [m for m in messages if not (M.role(m) in ("user", "assistant")
+    return [m for m in messages if not (role(m) in ("user", "assistant")
                                         and seal.is_ours(m.get("content"), "notice"))]
 
 
@@ -77,9 +79,9 @@ def _shorter(text: str, tid: str, limit: int, summaries: Optional[Dict[str, str]
     hint = hint or RECALL_HINT % key
     summary = (summaries or {}).get(tid)
     if summary and len(summary) < len(text):     # the Gateway's L1 summary stands in
-        body = "%s Summary of an archived tool result: %s\n(%s)" % (M.NOTICE_MARK, summary, hint)
+        body = "%s Summary of an archived tool result: %s\n(%s)" % (NOTICE_MARK, summary, hint)
         return seal.seal_text("summary", body) if seal is not None else body
-    short = M.trim_text(text, limit, hint)
+    short = trim_text(text, limit, hint)
     if seal is None or (opened is None and short == text):
         return short
     return seal.seal_text("trim", short)
@@ -92,39 +94,39 @@ def trim_result(msg: Message, limit: int, summaries: Optional[Dict[str, str]] = 
     Gateway summary when ``summaries`` has one, else trimmed (None if nothing to do); with a
     ``seal``, what the plugin wrote is sealed ("summary" / "trim"). ``hint`` replaces the
     recall pointer (a trim whose text the archive could not take promises none)."""
-    if M.role(msg) == "tool":
-        res = B.tool_results(msg)[0]
+    if role(msg) == "tool":
+        res = blocks.tool_results(msg)[0]
         short = _shorter(res.text, res.id, limit, summaries, seal, reused, hint)
-        return None if len(res.text) <= limit or short == res.text else M.with_content(msg, short)
+        return None if len(res.text) <= limit or short == res.text else with_content(msg, short)
     content = msg.get("content")
     if not isinstance(content, list):
         return None
-    changed, blocks = False, []
-    for b in B.content_blocks(content):
+    changed, parts = False, []
+    for b in blocks.content_blocks(content):
         raw = b.raw
-        if b.kind is B.Kind.TOOL_RESULT:
+        if b.kind is blocks.Kind.TOOL_RESULT:
             short = _shorter(b.text, b.id, limit, summaries, seal, reused, hint)
             if len(b.text) > limit and short != b.text:
                 raw = dict(raw, content=short)
                 changed = True
-        blocks.append(raw)
-    return M.with_content(msg, blocks) if changed else None
+        parts.append(raw)
+    return with_content(msg, parts) if changed else None
 
 
 def has_compressible(messages: Sequence[Message], keep_first: int, trim_chars: int) -> bool:
     """Something before the current turn that could leave, or a long result to trim."""
-    current = M.newest_real_user(messages, default=0)
-    head = sum(1 for m in messages[:current] if M.role(m) == "system") + keep_first
+    current = newest_real_user(messages, default=0)
+    head = sum(1 for m in messages[:current] if role(m) == "system") + keep_first
     return current > head or any(len(t) > trim_chars for m in messages[:current]
-                                 if M.is_tool_result(m) for _tid, t in M.tool_results(m))
+                                 if is_tool_result(m) for _tid, t in tool_results(m))
 
 
 def trim_user(msg: Message, limit: int) -> Optional[Message]:
-    text = M.text_of(msg)
+    text = text_of(msg)
     if len(text) <= limit:
         return None
-    key = item_key.message_key(M.role(msg), plain_text(msg))      # the archive's key for it
-    return M.with_content(msg, M.trim_text(text, limit, 'full text: tdai_read_cos(key="%s")' % key))
+    key = item_key.message_key(role(msg), plain_text(msg))      # the archive's key for it
+    return with_content(msg, trim_text(text, limit, 'full text: tdai_read_cos(key="%s")' % key))
 
 
 # --- local compaction in steps: plan, price, tighten, fill, assemble ------------------------
@@ -132,18 +134,18 @@ def trim_user(msg: Message, limit: int) -> Optional[Message]:
 def _plan(body: List[Message], keep_first: int, seal: Seal, reused: AbstractSet[str]) -> Plan:
     """Groups, earlier digests, the current turn; heartbeat groups before it leave first (not
     the current turn's: the host appends the model's answer to it)."""
-    spans = M.group_spans(body)
-    start = max((s for s, _e in spans if M.is_real_user(body[s], seal)), default=len(body))
+    spans = group_spans(body)
+    start = max((s for s, _e in spans if is_real_user(body[s], seal)), default=len(body))
     kept, removed = [], []
     for s, e in spans:
-        calls = M.call_args(body[s])
+        calls = call_args(body[s])
         if s < start and calls and all(is_heartbeat_call(n, a) for n, a in calls.values()):
             removed.extend(body[s:e])
         else:
             kept.append((s, e))
     plan = Plan(body, kept, next((i for i, (s, _e) in enumerate(kept) if s == start), -1), [], [])
     for i, (s, e) in enumerate(kept):
-        text = D.body_of(body[s:e], seal) if i < plan.current or plan.current < 0 else None
+        text = digest.body_of(body[s:e], seal) if i < plan.current or plan.current < 0 else None
         if text is not None:
             plan.digests.append(i)
             plan.bodies.append(text)
@@ -164,7 +166,7 @@ def _unread_limit(plan: Plan, unread: Set[str], budget: int, limits: Tuple[int, 
     if not unread:
         return 0
     room, ceiling, trigger = limits
-    size = sum(count(m) for m in plan.body if isinstance(m, dict) and unread.intersection(M.results_of(m)))
+    size = sum(count(m) for m in plan.body if isinstance(m, dict) and unread.intersection(results_of(m)))
     limit = min([room] + [ceiling] * bool(ceiling) + [trigger - size] * bool(trigger))
     if limit <= budget:
         return 0
@@ -181,8 +183,8 @@ def _choose_head(plan: Plan, keep_first: int) -> None:
             break
         plan.head.append(i)
         used += e - s
-    while plan.head and M.role(plan.body[plan.spans[plan.head[-1]][0]]) == "assistant" \
-            and not M.calls_of(plan.body[plan.spans[plan.head[-1]][0]]):
+    while plan.head and role(plan.body[plan.spans[plan.head[-1]][0]]) == "assistant" \
+            and not calls_of(plan.body[plan.spans[plan.head[-1]][0]]):
         plan.head.pop()
     plan.must = set(plan.head)
     if plan.current >= 0:
@@ -202,32 +204,33 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
     for m in plan.messages(i):
         new = None
         if limit is not None:
-            if M.is_tool_result(m) or M.results_of(m):
-                if keep.isdisjoint(M.results_of(m)):
+            if is_tool_result(m) or results_of(m):
+                if keep.isdisjoint(results_of(m)):
                     new = trim_result(m, limit, seal=seal, reused=plan.reused)
-            elif M.calls_of(m):
+            elif calls_of(m):
                 shorter = trim_call_args(m, limit, recallable)
                 if shorter is not None:
                     new, calls = shorter
                     cut.extend(calls)
-            elif users and M.role(m) in ("user", "assistant"):   # hardest: their words too
+            elif users and role(m) in ("user", "assistant"):   # hardest: their words too
                 new = trim_user(m, limit)
         out.append(new if new is not None else m)
     plan.versions[i], plan.args_cut[i] = out, cut
     plan.cost[i] = sum(count(m) for m in out)
 
 
-def _prefer(plan: Plan, room: int, pattern: Any, trim: Callable[..., None],
+def _prefer(plan: Plan, room: int, topic: Any, trim: Callable[..., None],
             trim_chars: int) -> Set[int]:
-    """The groups matching the focus, newest first, within ``focus.SHARE`` of ``room``: whole
-    when they fit, else trimmed as any old group is."""
+    """The groups matching the focus ``topic``, newest first, within ``focus.SHARE`` of
+    ``room``: whole when they fit, else trimmed as any old group is."""
     chosen: Set[int] = set()
+    pattern = focus.pattern(topic)
     if pattern is None:
         return chosen
-    spend = int(max(0, room) * F.SHARE)
+    spend = int(max(0, room) * focus.SHARE)
     last_head = plan.head[-1] if plan.head else -1
     for i in range(len(plan.spans) - 1, last_head, -1):
-        if i in plan.must or i in plan.digests or not F.matches(plan.messages(i), pattern):
+        if i in plan.must or i in plan.digests or not focus.matches(plan.messages(i), pattern):
             continue
         for limit in (None, trim_chars):
             trim(i, limit)
@@ -285,7 +288,7 @@ def _put(out: List[Message], digest: List[Message]) -> None:
     """Append the digest pair, before a plain assistant message if one ends ``out``: after it
     the call would be merged into that message (by us or the host) and lose its shape."""
     at = len(out)
-    if out and M.role(out[-1]) == "assistant" and not M.calls_of(out[-1]):
+    if out and role(out[-1]) == "assistant" and not calls_of(out[-1]):
         at -= 1
     out[at:at] = digest
 
@@ -299,8 +302,8 @@ def _departed(plan: Plan, chosen: Set[int], messages: Sequence[Message],
     """Trimmed call arguments, and user messages made by merging two user turns in a row (as
     the host sends them): the digest and trims name the merged text's key, and departures
     archive only the originals, so the merged text is archived too."""
-    own = {plain_text(m) for m in messages if isinstance(m, dict) and M.role(m) == "user"}
-    merged = [plain_text(m) for m in gone if M.role(m) == "user" and not M.is_tool_result(m)]
+    own = {plain_text(m) for m in messages if isinstance(m, dict) and role(m) == "user"}
+    merged = [plain_text(m) for m in gone if role(m) == "user" and not is_tool_result(m)]
     return [Departed("tool_args", full, args_key(tid), name, "assistant")
             for i in sorted(chosen) for tid, name, full in plan.args_cut.get(i, ())] + [
         Departed("message", text, role="user") for text in merged if text and text not in own]
@@ -329,12 +332,12 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
     seal = seal or _PROCESS_SEAL
-    src = M.repair(drop_old_notices(messages, seal))
+    src = repair(drop_old_notices(messages, seal))
     before = sum(count(m) for m in messages)
-    systems = [m for m in src if M.role(m) == "system"]
-    plan = _plan([m for m in src if M.role(m) != "system"], keep_first, seal, reused)
-    cap = digest_cap if digest_cap is not None else D.budget_for(budget)
-    earlier = sum(D.tokens_of(b) for b in plan.bodies)
+    systems = [m for m in src if role(m) == "system"]
+    plan = _plan([m for m in src if role(m) != "system"], keep_first, seal, reused)
+    cap = digest_cap if digest_cap is not None else digest.budget_for(budget)
+    earlier = sum(digest.tokens_of(b) for b in plan.bodies)
     hard = ceiling if plan.asked_back else 0
     if plan.current >= 0 and unread_room > budget:
         hard = max(hard, _unread_limit(plan, read_backs.unread(src, seal), budget,
@@ -346,23 +349,25 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
     tighten(plan, costs, trim_chars, trim, count)
-    chosen = _fill(plan, costs, _prefer(plan, costs.room(plan.must_cost()), F.pattern(focus),
-                                        trim, trim_chars))
+    chosen = _fill(plan, costs, _prefer(plan, costs.room(plan.must_cost()), focus, trim,
+                                        trim_chars))
     cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests
            for m in plan.messages(i)]
     trimmed = [o for i in sorted(chosen) for o, n in zip(plan.messages(i), plan.versions[i])
                if n is not o]
     if not cut and not trimmed and not plan.removed:
-        same = M.repair(messages)      # nothing to do: the list as it was, only made valid
+        same = repair(messages)      # nothing to do: the list as it was, only made valid
         after = sum(count(m) for m in same)
         return CompactResult(same, [], [], before, after, after <= allowed)
     if notes.memory and carried(notes.memory, systems + [m for i in sorted(chosen) for m in
                                                          plan.versions[i]] + _digest_messages(plan)):
         notes = notes.without_memory()
-    digest, replaces = D.build(plan.bodies, cut, seal=seal, cap=cap, recallable=recallable,
-                               summaries=summaries, number=D.free_number(plan.body), notes=notes, reused=plan.reused)
-    result = M.repair(systems + _assemble(plan, chosen, digest, replaces))
+    new_digest, replaces = digest.build(plan.bodies, cut, seal=seal, cap=cap, recallable=recallable,
+                                        summaries=summaries, number=digest.free_number(plan.body),
+                                        notes=notes, reused=plan.reused)
+    result = repair(systems + _assemble(plan, chosen, new_digest, replaces))
     removed = plan.removed + cut + (_digest_messages(plan) if replaces else [])
     after = sum(count(m) for m in result)
     return CompactResult(result, removed, trimmed, before, after, after <= allowed,
-                         _departed(plan, chosen, messages, cut + trimmed), replaces, bool(digest and notes))
+                         _departed(plan, chosen, messages, cut + trimmed), replaces,
+                         bool(new_digest and notes))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Pattern, Sequence, Tuple
 
-from . import messages as M
+from .messages import text_of
 from .departures import find
 from .digest import key_arg, message_key, one_line
 from .provenance import Seal
@@ -55,7 +55,7 @@ def pattern(words: Sequence[str]) -> Optional[Pattern[str]]:
 
 def matches(messages: Sequence[Any], pat: Optional[Pattern[str]]) -> bool:
     """Some message of ``messages`` (text, call arguments, results) matches ``pat``."""
-    return pat is not None and any(pat.search(M.text_of(m)[:SCAN_CHARS]) for m in messages
+    return pat is not None and any(pat.search(text_of(m)[:SCAN_CHARS]) for m in messages
                                    if isinstance(m, dict))
 
 

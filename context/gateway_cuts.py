@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
 
-from . import blocks as B
-from . import messages as M
+from .blocks import Kind, content_blocks
+from . import messages
 from . import result_keys
 
 Message = Dict[str, Any]
@@ -58,14 +58,15 @@ def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str
     versions: Dict[str, List[str]] = {}
     for m in sent:
         if isinstance(m, dict):
-            for tid, text in M.tool_results(m):
+            for tid, text in messages.tool_results(m):
                 versions.setdefault(tid, []).append(text)
-    back = Counter(tid for m in reply if isinstance(m, dict) for tid, _t in M.tool_results(m))
+    back = Counter(tid for m in reply if isinstance(m, dict)
+                   for tid, _t in messages.tool_results(m))
     nth: Counter = Counter()
     out = []
     for m in reply:
         new: Dict[Tuple[str, str], str] = {}
-        for tid, text in (M.tool_results(m) if isinstance(m, dict) else ()):
+        for tid, text in (messages.tool_results(m) if isinstance(m, dict) else ()):
             nth[tid] += 1
             if tid not in versions or text in versions[tid] or result_keys.pointer_in(tid, text):
                 continue
@@ -83,12 +84,12 @@ def keyed(sent: Sequence[Message], reply: List[Message], reused: AbstractSet[str
 
 def _with_texts(m: Message, new: Dict[Tuple[str, str], str]) -> Message:
     content = m.get("content")
-    if M.role(m) == "tool" or not isinstance(content, list):     # one result
+    if messages.role(m) == "tool" or not isinstance(content, list):     # one result
         (text,) = new.values()
-        return M.with_content(m, text)
+        return messages.with_content(m, text)
     blocks = []
-    for b in B.content_blocks(content):
+    for b in content_blocks(content):
         key = (b.id, b.text)
-        blocks.append(dict(b.raw, content=new[key]) if b.kind is B.Kind.TOOL_RESULT
+        blocks.append(dict(b.raw, content=new[key]) if b.kind is Kind.TOOL_RESULT
                       and key in new else b.raw)
-    return M.with_content(m, blocks)
+    return messages.with_content(m, blocks)

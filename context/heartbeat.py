@@ -1,6 +1,6 @@
 """Heartbeat polls: which turns and tool steps are a scheduler's liveness poll, not work.
 
-Hermes 0.17/0.19/0.22 ship no heartbeat of this kind (no heartbeat turn, no ``HEARTBEAT.md``
+No supported Hermes ships a heartbeat of this kind (no heartbeat turn, no ``HEARTBEAT.md``
 reader, no ``HEARTBEAT_OK``; its "heartbeats" are process liveness files and the kanban
 worker's ``kanban_heartbeat`` tool, which is work). The shapes here are the OpenClaw-style poll
 a scheduler may still send: the whole prompt is the poll, and its tool step reads the file

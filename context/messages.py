@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from . import blocks as B
+from . import blocks
 from .provenance import Seal
 from .validate import validation_errors  # noqa: F401  (the one validator, re-exported)
 
@@ -30,15 +30,15 @@ def role(msg: Any) -> str:
 
 def calls_of(msg: Message) -> List[str]:
     """Tool-call ids an assistant message issues (OpenAI tool_calls or Anthropic tool_use)."""
-    return B.use_ids(msg)
+    return blocks.use_ids(msg)
 
 
 def results_of(msg: Message) -> List[str]:
     """Tool-call ids a message answers (``tool`` role or Anthropic ``tool_result`` blocks)."""
-    return B.result_ids(msg)
+    return blocks.result_ids(msg)
 
 
-is_tool_result = B.only_results       # True for messages that only carry tool results
+is_tool_result = blocks.only_results       # True for messages that only carry tool results
 
 
 def is_plugin_text(text: Any, seal: Optional[Seal]) -> bool:
@@ -68,18 +68,18 @@ def newest_real_user(messages: Sequence[Any], default: int = -1,
 
 def text_of(msg: Message) -> str:
     """All text a message carries, for search, archive and size decisions."""
-    return "\n".join(p for p in B.text_parts(B.blocks_of(msg)) if p)
+    return "\n".join(p for p in blocks.text_parts(blocks.blocks_of(msg)) if p)
 
 
 def tool_results(msg: Message):
     """(tool_call_id, result text) for every tool result a message carries."""
-    for b in B.tool_results(msg):
+    for b in blocks.tool_results(msg):
         yield b.id, b.text
 
 
 def call_args(msg: Message) -> Dict[str, Tuple[str, str]]:
     """tool_call_id -> (tool name, arguments text) for the calls an assistant issues."""
-    return {b.id: (b.name, B.as_text(b.args)) for b in B.tool_uses(msg)}
+    return {b.id: (b.name, blocks.as_text(b.args)) for b in blocks.tool_uses(msg)}
 
 
 # --- groups --------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def _stamp(msg: Any) -> Optional[float]:
 def stored_in_order(messages: List[Any]) -> List[Any]:
     """``messages`` as a host that reloads a session by ``ORDER BY timestamp`` reads them back.
 
-    Hermes 0.17 writes each message with its ``timestamp`` (the time of the write when it has
+    Such a host writes each message with its ``timestamp`` (the time of the write when it has
     none) and a later process reloads the session sorted by it: a message we put in the list
     (the digest pair, a note, the canvas) came back behind the kept ones that carry their
     original time, so the next turn's request no longer started with the compacted prefix
@@ -249,16 +249,16 @@ def _keep_calls(msg: Message, keep: Set[str], rep: RepairReport) -> Optional[Mes
     rep.add("unanswered_calls_removed", sum(1 for c in calls if c not in keep))
     out = {k: v for k, v in msg.items() if k != "api_content"}
     if msg.get("tool_calls"):
-        tcs = [b.raw for b in B.call_blocks(msg["tool_calls"])
-               if b.kind is B.Kind.TOOL_USE and b.id in keep]
+        tcs = [b.raw for b in blocks.call_blocks(msg["tool_calls"])
+               if b.kind is blocks.Kind.TOOL_USE and b.id in keep]
         if tcs:
             out["tool_calls"] = tcs
         else:
             out.pop("tool_calls", None)
     content = msg.get("content")
     if isinstance(content, list):
-        out["content"] = [b.raw for b in B.content_blocks(content)
-                          if not (b.kind is B.Kind.TOOL_USE and b.id not in keep)]
+        out["content"] = [b.raw for b in blocks.content_blocks(content)
+                          if not (b.kind is blocks.Kind.TOOL_USE and b.id not in keep)]
     if out.get("tool_calls") or calls_of(out):
         return out
     if _has_text(out.get("content")):
@@ -275,8 +275,8 @@ def _drop_result_blocks(msg: Message, allowed: Set[str], rep: RepairReport) -> O
         rep.add("orphan_results_dropped")
         return None
     kept, dropped, used = [], 0, set()
-    for b in B.content_blocks(msg.get("content")):
-        if b.kind is B.Kind.TOOL_RESULT:
+    for b in blocks.content_blocks(msg.get("content")):
+        if b.kind is blocks.Kind.TOOL_RESULT:
             if b.id not in allowed or b.id in used:
                 dropped += 1
                 continue
@@ -294,8 +294,9 @@ def _has_text(content: Any) -> bool:
     if isinstance(content, str):
         return bool(content.strip())
     if isinstance(content, list):       # any block but a blank text block is something to say
-        return any(not (b.kind is B.Kind.TEXT and isinstance(b.raw, dict) and not b.text.strip())
-                   for b in B.content_blocks(content))
+        return any(not (b.kind is blocks.Kind.TEXT and isinstance(b.raw, dict)
+                        and not b.text.strip())
+                   for b in blocks.content_blocks(content))
     return False
 
 
@@ -333,6 +334,6 @@ def merge_two(first: Message, second: Message) -> Message:
     if all(x is None or isinstance(x, str) for x in (a, b)):
         joined: Any = "\n\n".join(x for x in (a or "", b or "") if x)
     else:
-        joined = B.as_blocks(a) + B.as_blocks(b)
+        joined = blocks.as_blocks(a) + blocks.as_blocks(b)
     out = with_content(second, joined)
     return out

@@ -1,7 +1,7 @@
 """What a compaction carries across besides the turns that left: the memory provider's text
 and the focus-matched items the Gateway archived, cleaned, bounded and placed once.
 
-Hermes 0.19 and 0.22 pass what a memory provider's ``on_pre_compress`` returns to
+Hermes passes what a memory provider's ``on_pre_compress`` returns to
 ``compress`` as ``memory_context``. It is a peer's text: control characters and bidi
 overrides go, our own marks (the notice prefix, a seal line, the canvas and recall fences)
 are defused so it never reads as ours, and it is capped. It rides in the one digest section
@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Sequence, Tuple
 
-from . import messages as M
+from .messages import calls_of, group_spans, is_tool_result, leading_systems, role, text_of
 from ..common.humanize import printable
-from ..common.redact import strict
+from .redact import strict
 
 Message = Dict[str, Any]
 MEMORY_CHARS = 2000         # of the provider's text (Hermes itself caps it at 6,000)
@@ -87,7 +87,7 @@ def _flat(text: str) -> str:
 def carried(text: str, messages: Sequence[Any]) -> bool:
     """``text`` already stands in one of ``messages`` (whitespace aside)."""
     want = _flat(text)
-    return bool(want) and any(want in _flat(M.text_of(m)) for m in messages
+    return bool(want) and any(want in _flat(text_of(m)) for m in messages
                               if isinstance(m, dict))
 
 
@@ -98,11 +98,11 @@ def place(after: List[Message], pair: List[Message]) -> List[Message]:
     prompt cache nothing more, and it leaves the positions of the older messages as they
     were (the Gateway's levels scan the list by position)."""
     at = len(after)
-    if at and M.role(after[-1]) == "user" and not M.is_tool_result(after[-1]):
+    if at and role(after[-1]) == "user" and not is_tool_result(after[-1]):
         at -= 1
-    while at > 0 and M.role(after[at - 1]) == "assistant" and not M.calls_of(after[at - 1]):
+    while at > 0 and role(after[at - 1]) == "assistant" and not calls_of(after[at - 1]):
         at -= 1
-    systems = M.leading_systems(after)
+    systems = leading_systems(after)
     if at <= systems:           # never first: a provider wants the conversation to open with
-        at = next((e for s, e in M.group_spans(after) if s >= systems), len(after))  # a user
+        at = next((e for s, e in group_spans(after) if s >= systems), len(after))  # a user
     return after[:at] + pair + after[at:]

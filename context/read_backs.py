@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Set
 
-from . import messages as M
+from .messages import call_args, group_spans, newest_real_user, results_of
 from .provenance import Seal
 
 Message = Dict[str, Any]
@@ -17,22 +17,22 @@ RECALL_TOOL = "tdai_read_cos"       # the engine's read-back tool (archive/recal
 
 def asked_back(messages: Sequence[Message], seal: Optional[Seal] = None) -> Set[str]:
     """Ids of the current turn's calls to the read-back tool."""
-    start = M.newest_real_user(messages, seal=seal)
+    start = newest_real_user(messages, seal=seal)
     if start < 0:
         return set()
     return {tid for m in messages[start:] if isinstance(m, dict)
-            for tid, (name, _args) in M.call_args(m).items() if name == RECALL_TOOL}
+            for tid, (name, _args) in call_args(m).items() if name == RECALL_TOOL}
 
 
 def unread(messages: Sequence[Message], seal: Optional[Seal] = None) -> Set[str]:
     """Ids of the newest step's results when that step belongs to the current turn: the
     model asked for them, and no request has carried them yet."""
-    start = M.newest_real_user(messages, seal=seal)
-    spans = M.group_spans(messages)
+    start = newest_real_user(messages, seal=seal)
+    spans = group_spans(messages)
     if start < 0 or not spans or spans[-1][0] <= start:
         return set()
     s, e = spans[-1]
-    return {tid for m in messages[s + 1:e] if isinstance(m, dict) for tid in M.results_of(m)}
+    return {tid for m in messages[s + 1:e] if isinstance(m, dict) for tid in results_of(m)}
 
 
 def restore(original: Sequence[Message], reply: List[Message],
@@ -42,7 +42,7 @@ def restore(original: Sequence[Message], reply: List[Message],
     ids = asked_back(original, seal) | unread(original, seal)
     if not ids:
         return reply
-    whole = {frozenset(M.results_of(m)): m for m in original
-             if isinstance(m, dict) and ids.intersection(M.results_of(m))}
-    return [whole.get(frozenset(M.results_of(m)), m) if isinstance(m, dict) else m
+    whole = {frozenset(results_of(m)): m for m in original
+             if isinstance(m, dict) and ids.intersection(results_of(m))}
+    return [whole.get(frozenset(results_of(m)), m) if isinstance(m, dict) else m
             for m in reply]

@@ -1,11 +1,11 @@
 """The memory provider's recall blocks: keep the newest copy of each, drop older identical ones.
 
 Hermes wraps what a memory provider recalls for a turn in one ``<memory-context>`` fence
-(``agent/memory_manager.build_memory_context_block``, the same text on 0.17, 0.19 and 0.22:
+(``agent/memory_manager.build_memory_context_block``, the same text on every supported release:
 the opening tag, a fixed system note, a blank line, the recall with every fence tag removed,
-the closing tag) and appends it to that turn's user message (``api_content`` on 0.19, the
-request copy on 0.22). Every past turn keeps its copy, so a long session resends the same
-persona block once per turn. Only that exact shape is a recall block. Pure: the caller
+the closing tag) and appends it to that turn's user message (``api_content``, or the request
+copy on a host that selects context). Every past turn keeps its copy, so a long session
+resends the same persona block once per turn. Only that exact shape is a recall block. Pure: the caller
 archives what was removed.
 """
 
@@ -92,7 +92,7 @@ def keep_newest(messages: List[Any], oldest: bool = False) -> Tuple[List[Any], L
     (older identical copies removed from content and ``api_content``); and the blocks removed,
     one entry per copy. The same list when there is nothing to remove.
 
-    ``oldest=True`` keeps the first copy instead: for a request rebuilt every time (0.22's
+    ``oldest=True`` keeps the first copy instead: for a request rebuilt every time (the host's
     ``select_context``), so that each turn's new copy goes and the prefix the provider cached
     stays byte-identical; the copy is the same text either way."""
     newest: Dict[str, int] = {}

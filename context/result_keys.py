@@ -12,7 +12,7 @@ import hashlib
 import re
 from typing import AbstractSet, Any, Dict, Iterable, Optional, Set, Tuple
 
-from . import messages as M
+from .messages import is_tool_result, tool_results
 
 SEP = "~"
 DIGITS = 8
@@ -70,7 +70,7 @@ def reused_in(messages: Iterable[Any]) -> Set[str]:
     """Ids that carry different texts in ``messages`` (hashed only when an id repeats)."""
     texts: Dict[str, Set[str]] = {}
     for m in messages:
-        if isinstance(m, dict) and M.is_tool_result(m):
-            for tid, text in M.tool_results(m):
+        if isinstance(m, dict) and is_tool_result(m):
+            for tid, text in tool_results(m):
                 texts.setdefault(tid, set()).add(text)
     return {tid for tid, seen in texts.items() if len(seen) > 1}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Set
 
-from . import messages as M
+from . import messages
 from .compact_plan import Budget, Plan
 
 HARDER = (2, 4)                    # trim_chars divisors, then the fixed limits below
@@ -56,7 +56,7 @@ def _trim_fewest(plan: Plan, i: int, room: Callable[[int], int], trim_chars: int
     spare = room(plan.must_cost())
     whole = set(keep)
     for orig, now in reversed(list(zip(plan.messages(i), plan.versions[i]))):
-        ids = M.results_of(orig)
+        ids = messages.results_of(orig)
         if now is orig or not ids:          # already whole, or not a result
             continue
         extra = count(orig) - count(now)

@@ -28,7 +28,7 @@ RATIO_MIN, RATIO_MAX = SLOPE_MIN, SLOPE_MAX
 OVERHEAD_MAX_SHARE = 0.25
 OUTLIER_AFTER, OUTLIER_FACTOR = 4, 2.0      # points before a fit is trusted; how far off is off
 # an inherited point over the band only by an overhead that fits the smallest window Hermes
-# runs (64K) is a short session's request with tool schemas we never see (0.22), not damage
+# runs (64K) is a short session's request with tool schemas we never see (select_context), not damage
 UNVOUCHED_EXCESS = OVERHEAD_MAX_SHARE * 64_000
 
 # Weights per character class, fitted against the o200k tokenizer on English prose, Chinese,
@@ -162,7 +162,7 @@ def _plausible(points: List[Any]) -> List[Tuple[float, float]]:
     """The pairs a provider could have counted: positive numbers whose ratio is in
     ``RATIO_MIN``–``RATIO_MAX`` (an overhead of ten windows is not a provider's count), and
     above that ratio only by an overhead no larger than a request an in-band pair counted (a
-    session's first small request carries the tool schemas, which 0.22's request view does
+    session's first small request carries the tool schemas, which ``select_context``'s view does
     not show us: say 2K of ours, 11K counted; every later request counts that overhead too)."""
     pairs = _pairs(points)
     in_band = [y for x, y in pairs if RATIO_MIN <= y / x <= RATIO_MAX]

@@ -8,9 +8,8 @@ Shape: a role a provider knows, content that is text, null (assistant/system) or
 typed blocks, tool calls with an id and a named function, a ``tool`` message with its id.
 Sequence: system (or developer) messages first; every call answered by the results right
 after it, each once; no result without an open call; no two user turns in a row. Two
-assistant turns in a row are valid: Hermes 0.19/0.22 merge them before every provider call
-(their calls unioned), the Anthropic adapter merges them on 0.17, OpenAI-compatible APIs
-accept them.
+assistant turns in a row are valid: Hermes merges them before every provider call (their
+calls unioned) or its Anthropic adapter does, and OpenAI-compatible APIs accept them.
 """
 
 from __future__ import annotations

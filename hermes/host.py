@@ -33,6 +33,12 @@ class Host:
     # this process is Hermes' messaging gateway: many users' conversations in one process,
     # and the slash command answers whoever sends it
     messaging_gateway: bool = False
+    # loads the engine ``context.engine`` names from plugins/<name> even when
+    # ``plugins.enabled`` does not list it (the plugin's hooks and tools still need the list)
+    loads_engine_unlisted: bool = False
+    # its ``hermes plugins`` commands fetch a package manager first: without network they
+    # fail, so a fix that must work offline edits config.yaml instead
+    plugin_commands_need_network: bool = False
 
     @property
     def checks_every_request(self) -> bool:
@@ -47,10 +53,13 @@ class Host:
 
 
 def describe() -> Host:
-    """The running host, from what it offers (see the module doc)."""
+    """The running host, from what it offers (see the module doc). On every release so far a
+    ``ContextEngine`` with ``select_context`` comes with every other fact but the messaging
+    gateway, which the process says itself (docs/hosts.md)."""
     selects = compat.INSIDE_HERMES and hasattr(compat.ContextEngine, "select_context")
     return Host(selects_context=selects, pools_compression=selects, small_window_floor=selects,
-                messaging_gateway=os.environ.get("_HERMES_GATEWAY") == "1")
+                messaging_gateway=os.environ.get("_HERMES_GATEWAY") == "1",
+                loads_engine_unlisted=selects, plugin_commands_need_network=selects)
 
 
 _current: Optional[Host] = None
@@ -65,3 +74,10 @@ def running_host() -> Host:
             if _current is None:
                 _current = describe()
     return _current
+
+
+def known_host() -> Optional[Host]:
+    """The running host where this process can tell (inside Hermes, or the command line run
+    with Hermes' Python); None where it cannot (the command line with a Python without Hermes):
+    a surface that describes the host then says what may apply."""
+    return running_host() if compat.INSIDE_HERMES else None

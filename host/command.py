@@ -40,17 +40,22 @@ def flush_text(runtime: "Runtime") -> str:
         return ("%s; nothing sent: the Gateway is off (local mode), so there is no outbox to "
                 "deliver" % saved)
     done = runtime.flush(None, 10.0)
-    left = runtime.store.backlog() if runtime.store else 0
+    holding = bool(getattr(runtime.settings, "gateway_configured", False))
+    left = (runtime.store.backlog(hold_unconfigured=True) if holding else runtime.store.backlog()) \
+        if runtime.store else 0
+    held = runtime.store.held() if runtime.store and holding else 0
+    kept = ("; %s queued while no Gateway was configured held, not sent (python3 <plugin dir> "
+            "outbox send-held sends them)" % plural(held, "row")) if held else ""
     gw = GatewayView.of(runtime.client, runtime.settings) if runtime.client else None
     if gw is None or gw.looks_unused:       # local mode: nothing was sent, even with no backlog
         return ("%s; nothing sent: %s; %s kept in case a Gateway answers at the default URL"
                 % (saved, NO_GATEWAY, plural(left, "row")))
     if done and not left:
-        return "outbox delivered: nothing waiting for the Gateway"
+        return "outbox delivered: nothing waiting for the Gateway" + kept
     why = runtime.worker.last_error or gw.last_error or "health %s, breaker %s" % (
         gw.health, gw.breaker_state)
-    return "outbox not delivered: %s waiting (kept on disk, sent when the Gateway answers); %s" % (
-        plural(left, "row"), why)
+    return "outbox not delivered: %s waiting (kept on disk, sent when the Gateway answers); %s%s" % (
+        plural(left, "row"), why, kept)
 
 
 def make_command(runtime: "Runtime") -> Callable[[str], str]:

@@ -1,6 +1,6 @@
 """Putting the plugin together: the process runtime and engines bound to a conversation.
 
-One runtime per process and ``HERMES_HOME``. Hermes 0.22 calls ``register(ctx)`` once per
+One runtime per process and ``HERMES_HOME``. A host may call ``register(ctx)`` once per
 agent and may import this package twice (``hermes_plugins.<slug>`` for the hooks and
 ``_hermes_user_context_engine.<name>`` for the engine) or re-import it; module globals would
 give each copy its own writer, sender and session state. So the live runtimes are kept in one

@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..common.per_thread import PerThread
-from ..common.redact import Redactor
+from ..context.redact import Redactor
 from .breaker import CircuitBreaker
 from .compact_body import encode_compact
 from .shared_health import HungRoute, SharedHealth, down_trust_s

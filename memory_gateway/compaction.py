@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..context import canvas
-from ..context import messages as M
+from ..context.messages import HISTORY_TAG, RepairReport, is_tool_result, repair, role, text_of
 from .client import COMPACT, RESET_MEANS_TOO_LARGE, GatewayClient, encode_compact
 from .lone_surrogates import mend_results, utf8
 from .errors import GatewayProtocolError, GatewayUnavailable, ReplyRefused
@@ -133,7 +133,7 @@ def shrink_to_body_limit(messages: List[Message], limit: int,
         return messages, []
     out = list(messages)
     originals: List[Message] = []
-    order = sorted((i for i, m in enumerate(messages) if M.is_tool_result(m)),
+    order = sorted((i for i, m in enumerate(messages) if is_tool_result(m)),
                    key=lambda i: sizes[i], reverse=True)
     for tier in BODY_TIERS:
         for i in order:
@@ -182,27 +182,27 @@ def clean_reply(reply: List[Any], sent: Sequence[Message], sidecars: Dict[str, A
     problems = shape_problems(reply) or unfaithful(reply, sent)
     if problems:
         raise ReplyRefused("compact reply refused: %s" % problems)
-    rep = M.RepairReport()
+    rep = RepairReport()
     newest_canvas = ""
     seen_history = set()
     kept: List[Any] = []
     for m in reply:
         if m.get("role") == "system":
             continue
-        text = M.text_of(m) if M.role(m) == "user" else ""
+        text = text_of(m) if role(m) == "user" else ""
         if m.get("_mmdContextMessage") or (text and canvas_only(m)):
             # the Gateway's canvas message, taken whole (a canvas cannot close it early); a
             # user message that merely contains our tags is the user's text and stays
             newest_canvas = canvas.gateway_block(m) or newest_canvas
             rep.add("canvas_blocks_removed")
             continue
-        if M.HISTORY_TAG in text:
+        if HISTORY_TAG in text:
             if text in seen_history:
                 rep.add("history_duplicates_removed")
                 continue
             seen_history.add(text)
         kept.append(m)
-    repaired = unmask(M.repair(kept, rep), originals or {})
+    repaired = unmask(repair(kept, rep), originals or {})
     if sidecars:
         for i, m in enumerate(repaired):
             api = sidecars.get(_content_key(m))
@@ -263,7 +263,7 @@ class GatewayCompactor:
         report = data.get("report") or {}
         if not isinstance(report, dict):
             raise GatewayProtocolError("compact report is not an object")
-        host_systems = [m for m in messages if M.role(m) == "system"]
+        host_systems = [m for m in messages if role(m) == "system"]
         repaired, block = clean_reply(data["messages"], wire, sidecars, host_systems, originals)
         return GatewayOutcome(repaired, report, effective_level(report), block,
                               unmask(body_trimmed, originals))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, List
 
-from ..context import blocks as B
+from ..context import blocks
 
 LONE = re.compile("[\ud800-\udfff]")
 # the high half the Gateway's cut leaves: at the end of what it kept, before its notice
@@ -38,10 +38,10 @@ def mend_results(reply: List[Any]) -> List[Any]:
         if isinstance(m, dict) and m.get("role") == "tool" and _has_split(m.get("content")):
             m = dict(m, content=_mended(m["content"]))
         elif isinstance(m, dict) and isinstance(m.get("content"), list) and any(
-                B.read_block(b).kind is B.Kind.TOOL_RESULT and _has_split(b.get("content"))
-                for b in m["content"]):
-            m = dict(m, content=[_mended(b) if B.read_block(b).kind is B.Kind.TOOL_RESULT else b
-                                 for b in m["content"]])
+                blocks.read_block(b).kind is blocks.Kind.TOOL_RESULT
+                and _has_split(b.get("content")) for b in m["content"]):
+            m = dict(m, content=[_mended(b) if blocks.read_block(b).kind is blocks.Kind.TOOL_RESULT
+                                 else b for b in m["content"]])
         out.append(m)
     return out
 

@@ -28,8 +28,8 @@ import re
 from collections import Counter, defaultdict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..context import blocks as B
-from ..context import messages as M
+from ..context.blocks import Kind, content_blocks, read_block
+from ..context.messages import calls_of, fresh, is_real_user, results_of
 
 Message = Dict[str, Any]
 _HISTORY = re.compile(r"\s*<history_task_context>.*?</history_task_context>\s*", re.S)
@@ -58,7 +58,7 @@ def unfaithful(reply: Sequence[Message], sent: Sequence[Message]) -> str:
 
 def _kept(m: Message) -> Message:
     """The reply message without host bookkeeping keys, but with the Gateway's canvas flag."""
-    out = M.fresh(m)
+    out = fresh(m)
     if m.get("_mmdContextMessage"):
         out["_mmdContextMessage"] = m["_mmdContextMessage"]
     return out
@@ -67,7 +67,7 @@ def _kept(m: Message) -> Message:
 def current_turn(messages: Sequence[Message]) -> int:
     """Index of the newest real user message that is not a canvas (-1: none)."""
     return next((i for i in range(len(messages) - 1, -1, -1)
-                 if M.is_real_user(messages[i]) and not canvas_only(messages[i])), -1)
+                 if is_real_user(messages[i]) and not canvas_only(messages[i])), -1)
 
 
 def canvas_only(m: Message) -> bool:
@@ -80,8 +80,8 @@ def canvas_only(m: Message) -> bool:
         return True
     content = m.get("content")
     if isinstance(content, list):
-        blocks = list(B.content_blocks(content))
-        if not all(b.kind is B.Kind.TEXT and isinstance(b.raw, dict) for b in blocks):
+        blocks = list(content_blocks(content))
+        if not all(b.kind is Kind.TEXT and isinstance(b.raw, dict) for b in blocks):
             return False
         content = "\n".join(b.text for b in blocks)
     if not isinstance(content, str) or not content.strip():
@@ -146,8 +146,8 @@ class _Sent:
 
 
 def _ids(m: Message) -> List[Tuple[str, str]]:
-    return ([("call", c) for c in M.calls_of(m)] +
-            [("result", r) for r in M.results_of(m)])
+    return ([("call", c) for c in calls_of(m)] +
+            [("result", r) for r in results_of(m)])
 
 
 def _bare(m: Message) -> Message:
@@ -178,8 +178,8 @@ def _derived(r: Message, w: Message) -> bool:
 
 def _block_from(b: Any, wb: Any) -> bool:
     """Reply block ``b`` is sent block ``wb``, a result's content perhaps replaced."""
-    if B.read_block(wb).kind is B.Kind.TOOL_RESULT:
-        return (B.read_block(b).kind is B.Kind.TOOL_RESULT
+    if read_block(wb).kind is Kind.TOOL_RESULT:
+        return (read_block(b).kind is Kind.TOOL_RESULT
                 and _same(_without(b, "content"), _without(wb, "content"))
                 and _replaced_with_text(b.get("content"), wb.get("content")))
     return _same(b, wb)
@@ -191,7 +191,7 @@ def _replaced_with_text(new: Any, old: Any) -> bool:
     if _same(new, old):
         return True
     if isinstance(new, list):
-        return all(isinstance(b, dict) and B.read_block(b).kind is B.Kind.TEXT
+        return all(isinstance(b, dict) and read_block(b).kind is Kind.TEXT
                    and _sendable(b.get("text")) for b in new)
     return _sendable(new)
 
@@ -207,7 +207,7 @@ def _sendable(text: Any) -> bool:
 
 
 def _droppable_block(b: Any) -> bool:
-    return B.read_block(b).kind in (B.Kind.TOOL_USE, B.Kind.TOOL_RESULT)
+    return read_block(b).kind in (Kind.TOOL_USE, Kind.TOOL_RESULT)
 
 
 def _sublist(items: Sequence[Any], source: Sequence[Any], same: Callable[[Any, Any], bool],

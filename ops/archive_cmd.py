@@ -96,7 +96,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
             return _search(args, None, exc)
         raise CliError(str(exc))
     try:
-        if getattr(args, "session", None):      # a 0.17 rotated id reads its whole conversation
+        if getattr(args, "session", None):      # a rotated session id reads its whole conversation
             args.session = browse.conversation_of(conn, args.session)
         if action == "export":
             return _export(args, conn, directory)

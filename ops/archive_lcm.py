@@ -65,6 +65,10 @@ def show(args: argparse.Namespace) -> int:
         return 0
     print("%s %s, session %s, %s, %s message" % (item["key"], LABEL, printable(item["session"], 120, False),
                                                  item["time"], item["role"] or "a"))
+    moved = item.get("externalized")
+    if moved:       # LCM-X kept the text in a payload file: say which, and whether it was read
+        print("LCM-X kept this text outside lcm.db, in %s%s" % (
+            moved["path"], "" if moved.get("read_from") else " (not read: %s)" % moved.get("unread", "")))
     print("chars %s..%s of %s\n" % (count(offset), count(nxt), count(item["total_chars"])))
     print(printable(item["content"]))
     if item["next_offset"] is not None:

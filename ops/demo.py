@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .. import build_runtime
-from ..context import messages as M
+from ..context.messages import is_real_user, role, text_of
 from ..common.humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
-from .host_emulation import HOST_0_22
+from .host_emulation import SELECTING
 from ..hermes.config import ConfigFile
 from ..archive.readonly import connect
 from .env import MIN_WINDOW, CliError, resolve_settings, value_origin
@@ -162,11 +162,11 @@ def split_turns(messages: List[Message]) -> Tuple[List[Tuple[Optional[Message], 
     steps: List[Step] = []
     started = False
     for m in messages:
-        r = M.role(m)
+        r = role(m)
         if r == "system":
-            system = system or M.text_of(m)
+            system = system or text_of(m)
             continue
-        if M.is_real_user(m):
+        if is_real_user(m):
             if started:
                 turns.append((user, steps))
             user, steps, started = m, [], True
@@ -361,7 +361,7 @@ def _prepared(d: Driver, info: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """Gateway compactions prepared ahead (a host with a shared compression pool, a Gateway):
     how many were started and used, and how long the driver waited for them in place of the
     model's replies and the user's pauses. None where nothing is prepared."""
-    if info["mode"] != "gateway" or d.host != HOST_0_22:
+    if info["mode"] != "gateway" or d.host != SELECTING:
         return None
     ahead = d.rt.ahead.status()
     return {"started": ahead["prepared_started"], "used": ahead["prepared_used"],

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from ..settings.config import GATEWAY_OFF, PREFIX, SPEC, Settings
 from ..engine import NAME
 from ..hermes.config import ConfigFile, hermes_home, read_config
+from ..hermes.releases import of_release
 from ..common.humanize import count, plural, printable
-from .doctor_copies import check_copies, manifest as _manifest
+from .doctor_copies import check_copies, check_copy_home, manifest as _manifest
 from .doctor_memory import memory_checks
 from .doctor_secrets import secret_checks
 from .doctor_lcm import PLUGINS as LCM_PLUGINS, lcm_checks
@@ -33,7 +34,7 @@ from .env import compression_findings, effective_env, ignored_proxy
 from .gateway_path import wrong_path
 from .hermes_probe import check_hermes
 from .settings_check import CREDENTIAL_PLACEHOLDERS, check_settings
-from .settings_source import source_of
+from .settings_source import overridden, source_of
 from .status import configured_window
 
 if TYPE_CHECKING:     # imported where used: doctor runs without a Gateway client loaded
@@ -105,7 +106,8 @@ def check_install(c: Checks, home: Path, plugin_dir: Path, version: Optional[Tup
             if name == NAME or yml.parent.name == NAME:
                 found.append((yml.parent, data))
     install = "hermes plugins install %s --enable" % shlex.quote(install_url(plugin_dir))
-    if version is not None and version >= LOADS_ENGINE_ALONE:    # its installer needs network
+    release = of_release(version)
+    if release is not None and release.plugin_commands_need_network:
         install += "   # without network: git clone %s %s && hermes config set plugins.enabled " \
                    "'[\"%s\"]' (list your other plugins too)" % (
                        shlex.quote(install_url(plugin_dir)), shlex.quote(str(plugins / NAME)), NAME)
@@ -146,12 +148,11 @@ def check_install(c: Checks, home: Path, plugin_dir: Path, version: Optional[Tup
 
 
 ENGINE_FIX = "hermes config set context.engine %s" % NAME
-LOADS_ENGINE_ALONE = (0, 22, 0)     # 0.22 loads context.engine from plugins/<name> unlisted
 
 
 def _names(value: Any) -> List[str]:
     """A list of plugin names as Hermes reads it: a list's strings; a bare string is no list
-    to Hermes (0.17-0.22 read nothing from it), never str() a structure."""
+    to Hermes (no release reads anything from it), never str() a structure."""
     return [x for x in value if isinstance(x, str)] if isinstance(value, list) else []
 
 
@@ -177,8 +178,12 @@ def _unread_fix(config: ConfigFile, enable_fix: str) -> str:
 
 
 def check_home(c: Checks, env: Mapping[str, str], home: Path) -> bool:
-    """A Hermes home that does not exist explains every missing file below: say it first."""
+    """Which home is checked and why (a copy of the plugin run from elsewhere checks this one,
+    not its own); one that does not exist explains every missing file below: said first."""
     if home.is_dir():
+        raw = env.get("HERMES_HOME", "").strip()
+        c.add("home", PASS, "checking the Hermes home %s (%s)" % (
+            home, "HERMES_HOME=%s" % raw if raw else "HERMES_HOME is not set: Hermes' default"))
         return True
     if env.get("HERMES_HOME"):
         c.add("home", FAIL, "HERMES_HOME=%s %s: Hermes has no profile there, which is why the "
@@ -193,15 +198,18 @@ def check_home(c: Checks, env: Mapping[str, str], home: Path) -> bool:
 
 
 def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...]] = None) -> None:
-    """On 0.22 ``hermes plugins enable/disable`` refuse without network (its package manager
-    downloads a Python first), so the fixes there are ``hermes config set`` commands."""
+    """Where ``hermes plugins enable/disable`` refuse without network (the package manager of
+    a ``version`` whose plugin commands need it downloads a Python first), the fixes are
+    ``hermes config set`` commands."""
     path = config.path
-    on_22 = version is not None and version >= LOADS_ENGINE_ALONE
+    release = of_release(version)
+    offline = release is not None and release.plugin_commands_need_network
+    unlisted = release is not None and release.loads_engine_unlisted
     enabled, shown = _names(config.get("plugins", "enabled")), _shown(config.get("plugins", "enabled"))
     disabled = _names(config.get("plugins", "disabled"))
     # hermes-lcm left out: its own row says to drop it, one fix must not put it back
     enable_fix = _list_fix("enabled", [n for n in enabled if n not in LCM_PLUGINS] + [NAME]) \
-        if on_22 else "hermes plugins enable %s" % NAME
+        if offline else "hermes plugins enable %s" % NAME
     if config.data is None:
         if config.error == "missing":
             c.add("config", FAIL, "%s does not exist" % path, "%s && %s" % (ENGINE_FIX, enable_fix))
@@ -211,11 +219,11 @@ def check_config(c: Checks, config: ConfigFile, version: Optional[Tuple[int, ...
     engine = config.get("context", "engine") or "compressor"
     if NAME in disabled:
         c.add("config", FAIL, "plugins.disabled in %s lists %s (disabled always wins)" % (path, NAME),
-              _list_fix("disabled", [n for n in disabled if n != NAME]) if on_22 else enable_fix)
+              _list_fix("disabled", [n for n in disabled if n != NAME]) if offline else enable_fix)
     if NAME in enabled:
         c.add("config", PASS, "plugins.enabled contains %s (%s read with %s)" % (NAME, path, config.reader))
-    elif on_22 and engine == NAME:
-        c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): Hermes 0.22 "
+    elif unlisted and engine == NAME:
+        c.add("config", FAIL, "plugins.enabled in %s does not contain %s (it is %s): this Hermes "
               "still loads the engine named by context.engine, but not the plugin's hooks and "
               "tools: tool results are not archived as they arrive, nothing reaches the Gateway, "
               "and the model has no tdai_* recall tools" % (path, NAME, shown), enable_fix)
@@ -348,10 +356,14 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     block = config.block()
     check_python(c)
     version = check_hermes(c, env)
-    check_home(c, env, home)
+    if check_home(c, env, home):
+        check_copy_home(c, env, home, plugin_dir)
     check_install(c, home, plugin_dir, version)
     check_config(c, config, version)
-    settings, bad = check_settings(c, env, home, config.path, block, configured_window(config))
+    settings, bad = check_settings(c, env, home, config.path, block, configured_window(config),
+                                   of_release(version))
+    for _suffix, message, fix in overridden(os.environ, home, config.path, block):
+        c.add("settings", WARN, message, fix)
 
     def set_value(name: str, value: str) -> str:
         return source_of(name, env, home, config.path, block).set_command(name, value)

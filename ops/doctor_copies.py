@@ -1,4 +1,5 @@
-"""Doctor: which copy Hermes loads when several plugin folders claim this plugin's name.
+"""Doctor: which copy Hermes loads when several plugin folders claim this plugin's name, and
+whether the copy running doctor is another Hermes home's.
 
 Hermes scans its user plugins folder in sorted order, then ``./.hermes/plugins`` when
 ``HERMES_ENABLE_PROJECT_PLUGINS`` is on, and the *last* manifest of a name wins: a backup
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 from ..engine import NAME
 from ..hermes.config import mini_yaml
@@ -64,3 +65,31 @@ def check_copies(c: Any, plugins: Path, env: Mapping[str, str], cwd: Path) -> bo
           "(version %s), not %s%s" % (len(every), NAME, names, loaded, version, mine,
                                       " (HERMES_ENABLE_PROJECT_PLUGINS is on)" if project else ""), fix)
     return True
+
+
+HOME_FILES = ("config.yaml", ".env", "state.db")     # what makes a folder a Hermes home
+
+
+def home_of(plugin_dir: Path) -> Optional[Path]:
+    """The Hermes home whose ``plugins/`` folder holds ``plugin_dir``, when it is one (a
+    clone elsewhere, or a project's ``.hermes/plugins``, belongs to none)."""
+    parent = plugin_dir.resolve().parent
+    if parent.name != "plugins":
+        return None
+    home = parent.parent
+    return home if any((home / name).exists() for name in HOME_FILES) else None
+
+
+def check_copy_home(c: Any, env: Mapping[str, str], home: Path, plugin_dir: Path) -> None:
+    """A copy installed in another home checks this one (``HERMES_HOME`` decides, not where
+    the copy is): say so, with the command that checks its own home."""
+    own = home_of(plugin_dir)
+    if own is None or own == home.resolve():
+        return
+    why = ("HERMES_HOME=%s" % env["HERMES_HOME"].strip() if env.get("HERMES_HOME", "").strip()
+           else "HERMES_HOME is not set")
+    c.add("home", WARN, "this copy of the plugin (%s) is the one the Hermes home %s loads, not the "
+          "one %s loads: doctor checked %s (%s), with this copy's code"
+          % (plugin_dir, own, home, home, why),
+          "HERMES_HOME=%s python3 %s doctor   # to check the home this copy belongs to"
+          % (shlex.quote(str(own)), shlex.quote(str(plugin_dir))))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from ..common import redact
+from ..context import redact
 from ..settings.config import PREFIX, Settings
 
 NAME, PASS, WARN = "secrets", "pass", "warn"

@@ -8,7 +8,7 @@ from pathlib import Path
 from shlex import quote
 from typing import Any, Mapping
 
-from ..archive import readonly, refused, repair
+from ..archive import held, readonly, refused, repair
 from ..hermes.config import hermes_home
 from ..common.humanize import plural, printable
 from ..status.render import store_figures
@@ -77,6 +77,7 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
         try:
             st = reader.stats()
             reasons = refused.refused_by_reason(reader.conn, 3) if st.outbox_dead else []
+            kept = held.held_rows(reader.conn) if st.outbox_backlog else {"rows": 0}
         finally:
             reader.close()
     except sqlite3.Error as exc:  # a broken database is a finding, not a crash
@@ -84,6 +85,13 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
               _aside(directory / "store.db"))
         return
     msg = store_figures(st)     # the words and figures status and the slash command print
+    _outbox_line(c, settings, st, msg, reasons, plugin_dir, kept["rows"])
+    if kept["rows"]:            # after the figures it is about
+        _held(c, settings, kept, plugin_dir)
+
+
+def _outbox_line(c: Any, settings: Any, st: Any, msg: str, reasons: Any, plugin_dir: Path,
+                 held_rows: int) -> None:
     if st.outbox_dead:
         why = "; ".join("%s: %s" % (plural(r["rows"], "row"), printable(r["reason"], 200, False))
                         for r in reasons)
@@ -92,9 +100,41 @@ def check_store(c: Any, settings: Any, env: Mapping[str, str], plugin_dir: Path)
     elif st.outbox_backlog and not settings.gateway_url:
         c.add("outbox", WARN, msg + " but the Gateway is off",
               "nothing to do: the archive keeps them; a Gateway URL in TENCENTDB_OFFLOAD_GATEWAY_URL "
-              "would deliver them")
+              "would deliver them%s" % (" (the %s queued while no Gateway was configured only after "
+                                         "%s)" % (plural(held_rows, "row"), held.commands(plugin_dir)[0])
+                                        if held_rows else ""))
     elif st.outbox_backlog > 200:
         c.add("outbox", WARN, msg, "python3 %s status   # the Gateway is not keeping up or was down"
               % quote(str(plugin_dir)))
     else:
         c.add("outbox", PASS, msg)
+
+
+def held_text(settings: Any, kept: Mapping[str, Any]) -> str:
+    """What happens to the rows queued while no Gateway was configured, under these settings
+    ('' when nothing is decided by them: the Gateway is off)."""
+    what = "%s queued while no Gateway was configured (from %s, %s – %s)" % (
+        plural(kept["rows"], "row"), plural(kept["sessions"], "session"), held.stamp(kept["oldest"]),
+        held.stamp(kept["newest"]))
+    if not settings.gateway_url:
+        return ""
+    if settings.gateway_configured:
+        return ("%s: held, not sent to the Gateway at %s; they go to it only if you send them"
+                % (what, settings.gateway_url))
+    return ("%s: sent to whatever answers at the default URL %s; a Gateway you configure later "
+            "gets them only if you send them" % (what, settings.gateway_url))
+
+
+def _held(c: Any, settings: Any, kept: Mapping[str, Any], plugin_dir: Path) -> None:
+    """The user's choice, shown before anything is sent: a warning where a configured Gateway
+    waits for it, a line otherwise."""
+    text = held_text(settings, kept)
+    if not text:
+        return
+    send, drop = held.commands(plugin_dir)
+    if settings.gateway_configured:
+        c.add("outbox", WARN, text + " (its L1 summaries and canvas would then cover those sessions); "
+              "or drop them from the queue (the archive keeps them)",
+              "%s   # or, to keep them on this machine: %s" % (send, drop))
+    else:
+        c.add("outbox", PASS, text + " (%s), or drop them (%s)" % (send, drop))

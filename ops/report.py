@@ -6,7 +6,7 @@ from typing import Any, Dict, List
 
 from ..session.record import SIZES
 from ..settings.thresholds import Trigger
-from .host_emulation import HOST_0_22
+from .host_emulation import SELECTING
 from ..common.humanize import count, kilo, plural
 
 
@@ -50,11 +50,13 @@ def _compactions(report: Dict[str, Any]) -> List[str]:
 
 def _host(report: Dict[str, Any]) -> str:
     """Whose checks the run drove the engine with: the Python that runs it decides, and a user
-    whose Hermes 0.22 lives in its own environment would otherwise read 0.19's trigger as his."""
-    if report.get("host") == HOST_0_22:
-        return "host: Hermes 0.22's checks and request figure (Hermes 0.22 imports in this Python)"
-    return ("host: Hermes 0.17/0.19's checks and request figure (this Python imports no Hermes "
-            "0.22; for 0.22's, run this command with the Python of your Hermes)")
+    whose Hermes lives in its own environment would otherwise read another host's trigger as his."""
+    if report.get("host") == SELECTING:
+        return ("host: the checks and request figure of a Hermes that selects context per request "
+                "(this Python imports one)")
+    return ("host: the checks and request figure of a Hermes that does not select context per "
+            "request (this Python imports no Hermes that does; for yours, run this command with "
+            "the Python of your Hermes)")
 
 
 def _header(report: Dict[str, Any]) -> List[str]:

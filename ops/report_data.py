@@ -118,7 +118,7 @@ class Requests:
             self._add(_request(n, ev))
         if any(a > b for a, b in zip(self.sent, self.sent[1:])):    # a clock stepped back
             self.sent = array("d", sorted(self.sent))
-        for bar in self.bars:       # no share at all where nothing reported caching (0.22's zeros)
+        for bar in self.bars:       # no share at all where nothing reported caching (zeros only)
             bar["cached_share"] = (round(min(1.0, bar["cache_read_tokens"] / bar["prompt_reported"]), 4)
                                    if self.caching and bar["cache_read_tokens"] is not None
                                    and bar["prompt_reported"] else None)

@@ -197,7 +197,8 @@ def _summary(fig: Dict[str, Any]) -> str:
     s = fig["summary"]
     levels = ", ".join("%s %d" % (esc(k, 40), v) for k, v in sorted(s["levels"].items())) or "none"
     pct = "" if s["largest_request_pct"] is None else " = %.1f%% of the window" % s["largest_request_pct"]
-    cached = ("%s (Hermes passes them on from 0.22 on, where the provider reports them)"
+    cached = ("%s (a Hermes that passes the provider's cached count on shows them, where the "
+              "provider counts them)"
               % cache_model.NOT_REPORTED if s["cached_share"] is None else
               "%.1f%% of the prompt tokens of the %s that reported it"
               % (100 * s["cached_share"], plural(s["cache_reported_requests"], "request")))

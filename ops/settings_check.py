@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ..hermes.host import Host
 from ..settings.config import PREFIX, SPEC, Settings, in_block, load_settings, setting_text, shown_value
 from ..settings.thresholds import landing_text, trigger_text
 from .env import read_dotenv
@@ -100,9 +101,10 @@ def check_dotenv(c: Any, path: Path) -> None:
 
 
 def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path,
-                   block: Optional[Mapping[str, Any]],
-                   window: Optional[int] = None) -> Tuple[Settings, Dict[str, str]]:
-    """Adds the settings lines to ``c``; returns the settings and {suffix: why invalid}."""
+                   block: Optional[Mapping[str, Any]], window: Optional[int] = None,
+                   host: Optional[Host] = None) -> Tuple[Settings, Dict[str, str]]:
+    """Adds the settings lines to ``c``; returns the settings and {suffix: why invalid}.
+    ``host``: what the Hermes the settings are for does (None: not known)."""
     by_var, environ, block_src, _dotenv = sources(env, home, config_path)
     raw_block = block           # a list there: load_settings says none of it is applied
     block = dict(block) if isinstance(block, Mapping) else {}
@@ -138,7 +140,8 @@ def check_settings(c: Any, env: Mapping[str, str], home: Path, config_path: Path
         flagged_name = any(i["name"] == "settings" for i in c.items)
         c.add("settings", "pass", "%s: %s, %s; %s"
               % ("the settings in effect are valid" if flagged_name else "all settings valid",
-                 trigger_text(settings, trigger), landing_text(settings, trigger), settings.describe_gateway()))
+                 trigger_text(settings, trigger, host), landing_text(settings, trigger, host),
+                 settings.describe_gateway()))
     if not settings.enabled:    # changed where it is set: an export loses to $HERMES_HOME/.env
         src = source_of("ENABLED", env, home, config_path, block)
         c.add("settings", "warn", "TENCENTDB_OFFLOAD_ENABLED is false (in %s): the engine passes "

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..settings.config import PREFIX, SPEC, Settings, in_block
+from ..settings.config import PREFIX, SECRETS, SPEC, Settings, in_block, setting_text, shown_value
 from .env import read_dotenv
 
 
@@ -124,4 +124,51 @@ def misnamed(env: Mapping[str, str], block: Any, home: Path, config_path: Path
         out.append(("fail" if lost else "warn", "%s in %s is not a setting of this plugin%s%s"
                     % (key, block_src.label, " — did you mean %s?" % near if near else "", _not_applied(var, lost)),
                     block_src.rename_command(key, near) if near else "see README.md, Settings"))
+    return out
+
+
+def _text(raw: Any) -> Optional[str]:
+    """A value as the setting's parser reads it, to compare two sources; None if unreadable."""
+    try:
+        return setting_text(raw).strip()
+    except (TypeError, ValueError):
+        return None
+
+
+SHELL_ENV = "the shell's environment"
+
+
+def overridden(shell: Mapping[str, str], home: Path, config_path: Path, block: Any
+               ) -> List[Tuple[str, str, str]]:
+    """(setting, message, fix) for each setting two places set to different values, naming
+    the one in effect and the ones it overrides. Every Hermes this plugin supports loads
+    ``$HERMES_HOME/.env`` over the shell's environment (``load_hermes_dotenv``, override on),
+    and the plugin reads the environment before the ``tencentdb_offload:`` block: .env, then
+    the shell, then the block. ``shell``: the environment this command was started with (before .env)."""
+    dotenv = read_dotenv(home / ".env", environ=shell)
+    block = dict(block) if isinstance(block, Mapping) else {}
+    out: List[Tuple[str, str, str]] = []
+    for suffix, (attr, _parse) in SPEC.items():
+        var = PREFIX + suffix
+        found = [(label, raw) for label, present, raw in (
+            (str(home / ".env"), var in dotenv, dotenv.get(var)),
+            (SHELL_ENV, var in shell, shell.get(var)),
+            ("the tencentdb_offload: block of %s" % config_path, in_block(block, attr), block.get(attr)),
+        ) if present]
+        if len(found) < 2 or len({_text(raw) for _label, raw in found}) < 2:
+            continue
+        (winner, value), losers = found[0], found[1:]
+        lost = " and ".join("%s in %s" % ("another value" if suffix in SECRETS else shown_value(suffix, raw),
+                                           label) for label, raw in losers if _text(raw) != _text(value))
+        if not lost:
+            continue
+        message = ("%s: %s from %s, which overrides %s (as Hermes does: .env over the shell, "
+                   "the environment over config.yaml)"
+                   % (var, "(hidden)" if suffix in SECRETS else shown_value(suffix, value), winner, lost))
+        shell_lost = found[0][0] != SHELL_ENV and var in shell and _text(shell[var]) != _text(value)
+        fix = ("unset %s   # the shell's value has no effect; change it in %s to change the setting"
+               % (var, shlex.quote(str(home / ".env"))) if shell_lost
+               else "remove %s from the tencentdb_offload: block of %s (the environment's value applies)"
+               % (attr, shlex.quote(str(config_path))))
+        out.append((suffix, message, fix))
     return out

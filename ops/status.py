@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
-from ..archive import readonly
+from ..archive import held, readonly
 from ..session.record import Compaction, token_counts
 from ..hermes.config import hermes_home
+from ..hermes.host import known_host
 from ..hermes.prompt_cache import with_host_ttl
 from ..settings.thresholds import HOST_MINIMUM_CONTEXT, Trigger, applying_trigger
 from ..settings.config import Settings
@@ -18,14 +20,15 @@ from ..settings.gateway_env import sources_line
 from ..status.model import StatusReport, StoreView, read_store_view
 from ..status.render import render
 from .env import CliError, compression_findings, resolve_settings
-from .settings_source import misnamed
+from .doctor_store import held_text
+from .settings_source import misnamed, overridden
 
 
 def status_report(store_dir: Path, settings: Settings, recent: int = 10,
                   window: Optional[int] = None) -> StatusReport:
     """The store read without writing it; CliError when it is there but unreadable.
     ``window``: ``model.context_length`` as config.yaml says now (``configured_window``)."""
-    report = StatusReport(settings, str(store_dir))
+    report = StatusReport(settings, str(store_dir), host=known_host())
     if store_dir.exists() and not store_dir.is_dir():
         raise CliError("the store directory %s is not a directory" % store_dir)
     db = store_dir / "store.db"
@@ -66,12 +69,12 @@ def current_trigger(settings: Settings, recorded: Optional[Trigger],
     ``window`` other than the recorded one (the model switched) gets the recorded rule on it."""
     if recorded is None:
         return None
-    now = [applying_trigger(settings, recorded.window, host_floor=f, fleet=g,
+    now = [applying_trigger(settings, recorded.window, host_floor=f, messaging=g,
                             model_ratio=recorded.model_ratio) for f, g in RULES]
     rule = next((i for i, t in enumerate(now) if t.tokens == recorded.tokens), None)
     if window and window != recorded.window:
         f, g = RULES[rule or 0]
-        moved = applying_trigger(settings, window, host_floor=f, fleet=g,
+        moved = applying_trigger(settings, window, host_floor=f, messaging=g,
                                  model_ratio=recorded.model_ratio)
         return Trigger(moved.tokens, window, "%smodel.context_length is %s now; the last compaction "
                        "ran on a %s-token window" % (moved.why + "; " if moved.why else "",
@@ -117,6 +120,28 @@ PRICED_FIELDS = ("compactions.recent[].cache.cost", "compactions.recent[].cache.
                  "compactions.cache.cost_without")
 
 
+def held_warning(store_dir: Path, settings: Settings, plugin_dir: Any) -> List[str]:
+    """The rows a configured Gateway does not get unasked (``archive/held.py``), as doctor says
+    it; nothing when there are none or no configured Gateway waits for them."""
+    if not settings.gateway_configured or not settings.gateway_url:
+        return []
+    db = store_dir / "store.db"
+    if readonly.unwritten(db) or readonly.problem(db):     # the store's own line says why
+        return []
+    try:
+        reader = readonly.StoreReader(store_dir)
+        try:
+            kept = held.held_rows(reader.conn)
+        finally:
+            reader.close()
+    except (sqlite3.Error, OSError):
+        return []
+    if not kept["rows"]:
+        return []
+    send, drop = held.commands(plugin_dir)
+    return ["%s (send: %s; or keep them here: %s)" % (held_text(settings, kept), send, drop)]
+
+
 def status_data(report: StatusReport) -> Dict[str, Any]:
     """``status --json``: the keys it has always had, and which count each token figure is."""
     out: Dict[str, Any] = {"store_dir": report.store_dir, "exists": report.store is not None,
@@ -145,6 +170,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         warnings.append("not honoured by this plugin: %s" % ", ".join(ignored))
     warnings += ["%s (fix: %s)" % (message, fix)
                  for _status, message, fix in misnamed(env, config.block(), hermes_home(env), config.path)]
+    warnings += [message for _suffix, message, _fix in
+                 overridden(os.environ, hermes_home(env), config.path, config.block())]
+    warnings += held_warning(settings.resolved_store_dir(env), settings, args.plugin_dir)
     if args.json:
         data = status_data(report)
         data.update(gateway_sources=report.gateway_sources, warnings=warnings,

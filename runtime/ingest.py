@@ -86,10 +86,15 @@ class IngestPolicy(Protocol):
 
 
 class IngestWorker:
-    def __init__(self, client: GatewayClient, store: Store, policy: IngestPolicy) -> None:
+    def __init__(self, client: GatewayClient, store: Store, policy: IngestPolicy,
+                 hold_unconfigured: bool = False) -> None:
+        """``hold_unconfigured``: the user configured this Gateway, so rows queued while none
+        was configured stay held (``archive/outbox.py``) until they release them."""
         self.client = client
         self.store = store
         self.policy = policy
+        self.hold_unconfigured = hold_unconfigured
+        self._held_said = False
         self.delivered = 0
         self.last_error = ""
         self.owner = "%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
@@ -123,7 +128,7 @@ class IngestWorker:
         if session is not None:
             self._retry_now(session)
         while True:
-            if self.store.backlog(session) == 0:
+            if self.store.backlog(session, self.hold_unconfigured) == 0:
                 return True
             breaker = self.client.breaker
             if not breaker.allow() and not breaker.probe_due():
@@ -188,7 +193,10 @@ class IngestWorker:
         if not breaker.allow():
             if not breaker.probe_due() or not self.client.probe():
                 return
-        sessions = self.store.claim(self.owner, self.lease_s, time.time(), skip=self._waiting())
+        if self.hold_unconfigured and not self._held_said:
+            self._say_held()
+        sessions = self.store.claim(self.owner, self.lease_s, time.time(), skip=self._waiting(),
+                                    hold_unconfigured=self.hold_unconfigured)
         refreshed = set()
         more = False
         try:
@@ -218,11 +226,21 @@ class IngestWorker:
             self._wake.set()     # more rows are waiting
         self._refresh_canvases(refreshed)
 
+    def _say_held(self) -> None:
+        """One log line per process: rows queued before a Gateway was configured are held."""
+        self._held_said = True
+        held = self.store.held()
+        if held:
+            log.warning("tencentdb-offload: %d outbox row(s) queued while no Gateway was configured "
+                        "are held, not sent to %s; `python3 <plugin dir> outbox send-held` sends "
+                        "them, `outbox drop-held` drops them (the archive keeps them)",
+                        held, self.client.base_url)
+
     def _deliver_session(self, session: str) -> Tuple[bool, bool]:
         """Send the session's waiting rows in order, one byte-bounded batch at a time.
         Returns (all sent, rows left for the next pass)."""
         gid = self.policy.outgoing(session).gateway_id
-        heads = self.store.heads(session, ROWS_PER_PASS)
+        heads = self.store.heads(session, ROWS_PER_PASS, self.hold_unconfigured)
         budget = int(self.client.body_limit * BATCH_SHARE)
         i = 0
         while i < len(heads):

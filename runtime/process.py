@@ -32,7 +32,7 @@ from ..archive.aliases import op_alias
 from ..archive.seal_key import load_seal
 from ..hermes.compat import HOST_IMPORT_ERROR
 from ..hermes.host import running_host
-from ..compaction.ahead import AheadOfNeed, Aim, GatewayAttempt
+from ..compaction.ahead import PreparedCompactions, Aim, GatewayAttempt
 from ..session.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
@@ -44,7 +44,7 @@ from .noted_errors import RecentErrors
 from . import status_view
 
 log = plugin_logger("tencentdb_offload")
-FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (0.22 pools compactions)
+FLUSH_BEFORE_COMPACT_S = 0.5    # a compaction waits at most this for the backlog (a host may pool them)
 
 
 class Runtime:
@@ -67,7 +67,7 @@ class Runtime:
         store_dir = settings.resolved_store_dir(env if env is not None else os.environ)
         store: Optional[Store] = None
         try:
-            store = Store(store_dir)
+            store = Store(store_dir, unconfigured=not settings.gateway_configured)
             if store.last_error:
                 self.warnings.append(store.last_error)
         except StoreError as exc:
@@ -87,7 +87,7 @@ class Runtime:
         # retention runs on the writer thread: at start-up, then whenever it is due (daily)
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
-        self.ahead = AheadOfNeed(self.gateway_attempt, settings.max_sessions, self.note_fault)
+        self.ahead = PreparedCompactions(self.gateway_attempt, settings.max_sessions, self.note_fault)
         self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
             settings, env if env is not None else os.environ))
         if store is not None:
@@ -113,7 +113,7 @@ class Runtime:
         self.store_error = ""
 
     def _open_store(self) -> Store:
-        store = Store(self.store_dir)
+        store = Store(self.store_dir, unconfigured=not self.settings.gateway_configured)
         self.use_store(store)
         log.warning("tencentdb-offload: the store opened: archiving and recall are on")
         return store
@@ -136,7 +136,8 @@ class Runtime:
 
     def new_worker(self, client: GatewayClient, store: Store) -> IngestWorker:
         return IngestWorker(client, store, SessionIngestPolicy(
-            self.registry, canvas=self.settings.canvas, on_answer=self._gateway_answered))
+            self.registry, canvas=self.settings.canvas, on_answer=self._gateway_answered),
+            hold_unconfigured=self.settings.gateway_configured)
 
     def _wire(self, client: GatewayClient, worker: IngestWorker) -> None:
         """The client and its sender for every thread (the sender first: whoever sees the
@@ -186,7 +187,7 @@ class Runtime:
                         lcm_shared=self.settings.lcm_history_shared, session_ids=self._session_ids)
 
     def _session_ids(self, keys: Any) -> List[str]:
-        """Hermes session ids aliased to the conversations ``keys`` (0.17's rotations)."""
+        """Hermes session ids aliased to the conversations ``keys`` (ids rotated at compactions)."""
         try:
             return self.store.aliases_of(keys) if self.store is not None else []
         except Exception as exc:        # unreadable: the conversations' own ids only
@@ -290,7 +291,7 @@ class Runtime:
     def record_request(self, state: SessionState, prompt: int, usage: Dict[str, Any],
                        context_length: int, threshold: int) -> None:
         """One request's size as the provider counted it, for ``report``'s picture; its
-        cache buckets where the host passed them (0.22: both 0 when the provider reports none)."""
+        cache buckets where the host passed them (both 0 when the provider reports none)."""
         data = {"prompt_tokens": prompt, "context_length": context_length,
                 "threshold_tokens": threshold}
         for bucket in ("cache_read_tokens", "cache_write_tokens"):
@@ -303,8 +304,8 @@ class Runtime:
     def inherit(self, state: SessionState) -> None:
         """A new SessionState starts from what the last process on this conversation left: its
         calibration (so a fresh agent's first estimate is already calibrated), when its last
-        provider response came (so a pause is seen across processes) and, on 0.22, where its
-        requests carried the canvas (so they keep the same bytes)."""
+        provider response came (so a pause is seen across processes) and, on a host that selects
+        context, where its requests carried the canvas (so they keep the same bytes)."""
         if self.store is None:
             return
         try:
@@ -319,7 +320,7 @@ class Runtime:
         if ignored:                     # a damaged row or another process's nonsense
             self.note_error(ignored, state.key)
 
-    def hand_over(self, key: str, name: str, value: Any) -> None:
+    def leave_for_next_process(self, key: str, name: str, value: Any) -> None:
         if self.store is not None:
             self.writer.submit(Store.op_handover(key, name, value, self.now()))
 

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Optional
 
 from ..archive.store import Store
 from ..common.peer_text import plugin_logger
-from ..common.redact import Redactor, strict
+from ..context.redact import Redactor, strict
 
 log = plugin_logger("tencentdb_offload")
 EVENT = "redaction"         # store event: {"route": the Gateway route, "texts": how many masked}

@@ -8,6 +8,7 @@ from typing import Any, Dict
 
 from ..archive.refused import requeue_command
 from ..archive.visibility import Scope
+from ..hermes.host import running_host
 from ..status.model import GatewayView, HeldSession, ProcessView, StatusReport, prompt_cache, read_store_view
 
 
@@ -49,7 +50,7 @@ def record(rt: Any, recent: int, scope: Scope) -> StatusReport:
     what ``scope`` may read (``status/render.py`` renders it so)."""
     rt.flush_writes()
     report = StatusReport(rt.settings, str(rt.store.directory) if rt.store else "",
-                          trigger=rt.registry.newest_trigger(), scope=scope,
+                          trigger=rt.registry.newest_trigger(), scope=scope, host=running_host(),
                           warnings=list(rt.warnings), recent_errors=rt.errors.lines(scope))
     report.process = ProcessView(
         rt.mode, len(rt.registry), rt.registry.evictions,

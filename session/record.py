@@ -1,7 +1,7 @@
 """One compaction as a typed record, and the one way every surface describes it.
 
 The engine builds a ``Compaction`` when a compaction lands; session stats, the events table,
-``/tencentdb-offload``, ``python3 <plugin dir> status``, the 0.22 start-of-compaction line, the
+``/tencentdb-offload``, ``python3 <plugin dir> status``, the host's start-of-compaction line, the
 demo and replay all read this record and render it through ``describe()``, so one compaction
 reads the same everywhere. Its sizes are *estimated*: provider tokens by our estimate
 calibrated to the provider's own counts (``SIZES``); every surface that shows them says so,

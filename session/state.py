@@ -1,7 +1,7 @@
 """Per-conversation state and an LRU registry of it.
 
-Hermes gives hooks a ``session_id`` and engines an id through ``on_session_start``. Hermes
-0.17 rotates that id at every compaction; we keep one *conversation key* across those
+Hermes gives hooks a ``session_id`` and engines an id through ``on_session_start``. A host may
+rotate that id at every compaction; we keep one *conversation key* across those
 rotations (aliases are persisted in the store, so a resumed child id finds its conversation
 in a new process). Everything here is in memory and cheap; nothing durable lives only here.
 """
@@ -93,7 +93,7 @@ class SessionStats:
 
     def as_dict(self) -> Dict[str, Any]:
         with _STATS_LOCK:
-            # none when nothing reported caching: 0.22 passes both buckets as 0 then
+            # none when nothing reported caching: the host passes both buckets as 0 then
             share = (self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens and
                      reports_caching({"cache_read_tokens": self.cache_read_tokens,
                                       "cache_write_tokens": self.cache_write_tokens}) else None)
@@ -136,11 +136,12 @@ class SessionState:
     injected_canvas_hash: str = ""   # last canvas handed to the model in this session
     canvas_asks: int = 0             # fresh canvases asked for (a new prompt, rows accepted)
     canvas_answered: int = 0         # of those, the asks a finished fetch began after
-    pinned_canvas: str = ""          # 0.22: the canvas the requests carry, as first shown
-    pinned_anchor: str = ""          # 0.22: the user message it is pinned to (anchor_key)
-    canvas_repin: bool = False       # 0.22: a compaction happened; pin the current canvas anew
-    compact_transcript: bool = False  # 0.22: a request was cut for itself; the host should compact
-    cut_memo: Any = None             # 0.22: that cut (compaction/cut_memo.CutMemo), for the catch-up
+    # (the next five: a host that selects context)
+    pinned_canvas: str = ""          # the canvas the requests carry, as first shown
+    pinned_anchor: str = ""          # the user message it is pinned to (anchor_key)
+    canvas_repin: bool = False       # a compaction happened; pin the current canvas anew
+    compact_transcript: bool = False  # a request was cut for itself; the host should compact
+    cut_memo: Any = None             # that cut (compaction/cut_memo.CutMemo), for the catch-up
     request_estimate: int = 0        # estimate of the last request sent (for calibration)
     overhead_estimate: int = 0       # system prompt + tool schemas of the last request
     last_usage: int = 0              # provider prompt tokens of the last response
@@ -342,7 +343,7 @@ class SessionRegistry:
         if self._alias_lookup is not None:
             try:
                 found = self._alias_lookup(session_id)
-            except Exception as exc:    # a rotated 0.17 id would start a new Gateway session
+            except Exception as exc:    # a rotated id would start a new Gateway session
                 self._on_error("session alias for %r unreadable (%s); treated as a new "
                                "conversation" % (session_id[:80], exc))
         key = found or session_id

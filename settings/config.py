@@ -75,7 +75,7 @@ class Settings:
         return ratio
 
     def describe_gateway(self) -> str:
-        """How the Gateway is set up, in words status, doctor and the 0.22 line share."""
+        """How the Gateway is set up, in words status, doctor and the host's compaction line share."""
         return gateway_text(self.gateway_url, self.gateway_configured)
 
     def resolved_store_dir(self, env: Mapping[str, str] = os.environ) -> Path:

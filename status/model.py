@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ..archive import readonly
 from ..archive.stats import StoreStats
 from ..archive.visibility import OPERATOR, Scope
+from ..hermes.host import Host
 from ..session.record import Compaction
 from ..settings.thresholds import Trigger
 from ..memory_gateway.client import GatewayClient
@@ -231,3 +232,4 @@ class StatusReport:
     warnings: List[str] = field(default_factory=list)
     recent_errors: List[str] = field(default_factory=list)     # as ``scope`` may read them
     scope: Scope = OPERATOR     # who reads it (``archive/visibility.py``): the host's operator by default
+    host: Optional[Host] = None     # what the host the figures are for does (None: not known)

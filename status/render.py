@@ -1,5 +1,6 @@
 """The one status renderer: ``/tencentdb-offload``, ``python3 <plugin dir> status``, doctor's
-store line and the 0.22 compaction line print with these functions, so they show the same figures."""
+store line and the host's start-of-compaction line print with these functions, so they show the
+same figures."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def render(report: StatusReport) -> str:
         "tencentdb-offload status — mode: %s; store %s" % (mode_text(report), report.store_dir),
         "  last compaction: %s" % (describe_compaction(last, scope) if last else "none yet"),
         "  %s, %s; keep first %s; trim results over %s"
-        % (trigger_text(s, report.trigger), landing_text(s, report.trigger), plural(s.keep_first, "message"),
+        % (trigger_text(s, report.trigger, report.host), landing_text(s, report.trigger, report.host),
+           plural(s.keep_first, "message"),
            plural(s.trim_chars, "char")),
         "  " + cache_ttl_text(s)]
     if report.gateway_sources:

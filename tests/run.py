@@ -133,7 +133,7 @@ SLOWEST_SHOWN = 20
 CROWDED_HOSTS = ("0.19", "0.22")
 CROWDED = ("tests/e2e/test_story.py", "tests/e2e/test_story_paused.py",
            "tests/e2e/test_idle_compaction.py", "tests/e2e/test_idle_messaging.py",
-           "tests/e2e/test_messaging_gateway.py", "tests/e2e/test_messaging_fleet_window.py",
+           "tests/e2e/test_messaging_gateway.py", "tests/e2e/test_messaging_gateway_window.py",
            "tests/e2e/test_side_by_side_cli.py")
 
 

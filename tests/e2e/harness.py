@@ -725,6 +725,33 @@ def assert_no_loop(conv: Conversation, per_turn: int = 1) -> None:
                              f"(turn: count) {loops}, on stdout {printed}\n{conv.summary()}")
 
 
+def prefix_breaks(conv: Conversation) -> List[str]:
+    """Every turn after a compaction whose first request does not start with exactly the
+    messages (after the system prompt) of the compacted turn's last request. One process per
+    turn reloads the conversation from Hermes' session store: anything else there is a full
+    prompt-cache break that saves nothing (0.17 once reloaded the digest pair, which had no
+    timestamp of its own, behind the kept messages)."""
+    from tests.fakes.fake_llm import request_units
+
+    def after_system(body: Dict[str, Any]) -> List[tuple]:
+        return [u for u in request_units(body) if u[0][0] == "message" and u[0][1] != "system"]
+
+    def short(units: List[tuple], at: int) -> str:
+        return "%s %s" % (units[at][0][1], units[at][1][:90]) if at < len(units) else "(none)"
+
+    compacted = conv.compactions_by_turn()
+    out = []
+    for turn, nxt in zip(conv.turns, conv.turns[1:]):
+        if turn.number not in compacted or not turn.main or not nxt.main:
+            continue
+        last, first = after_system(turn.main[-1].body), after_system(nxt.main[0].body)
+        if first[:len(last)] != last:
+            at = next(i for i, (a, b) in enumerate(zip(last + [None], first + [None])) if a != b)
+            out.append("turn %d -> %d: message %d was %r, now %r" % (
+                turn.number, nxt.number, at + 1, short(last, at), short(first, at)))
+    return out
+
+
 def assert_recalled(conv: Conversation, turn: Turn, needle: str) -> None:
     """``needle`` had left the context before ``turn`` and came back through tdai_read_cos."""
     first = turn.main[0]

@@ -49,6 +49,8 @@ def test_dotenv_and_home_read_as_this_hermes_reads_them(tmp_path):
     (home / ".env").write_text(DOTENV, encoding="utf-8")
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
             "TDO_BASE": str(tmp_path), "TDO_HOST": "127.0.0.1",
+            # set in the shell too: this Hermes' .env wins over it, and so does the plugin's
+            "TENCENTDB_OFFLOAD_GATEWAY_URL": "http://from-the-shell:1",
             "HERMES_HOME": "${TDO_BASE}/home" if version >= (0, 22) else str(home)}
     proc = subprocess.run([sys.executable, "-c", ASK], capture_output=True, text=True, env=base,
                           cwd=str(tmp_path), timeout=120)
@@ -59,3 +61,4 @@ def test_dotenv_and_home_read_as_this_hermes_reads_them(tmp_path):
     names = [line.split("=", 1)[0] for line in DOTENV.splitlines()]
     assert {n: ours.get(n) for n in names} == {n: hermes["env"].get(n) for n in names}
     assert ours["TENCENTDB_OFFLOAD_STORE_DIR"] == "%s/kept" % tmp_path      # not read literally
+    assert ours["TENCENTDB_OFFLOAD_GATEWAY_URL"] == "http://127.0.0.1:8420"   # .env over the shell

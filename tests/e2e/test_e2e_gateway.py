@@ -176,6 +176,8 @@ def test_gateway_mode_end_to_end(tmp_path, hermes):
     harness.assert_history_continuity(conv, int(CONTEXT * THRESHOLD))
     assert conv.compactions_by_turn(), f"no compaction visible on the model's wire\n{conv.summary()}"
     harness.assert_no_loop(conv)
+    breaks = harness.prefix_breaks(conv)   # one process per turn: the compacted prefix holds
+    assert not breaks, "\n".join(breaks) + "\n" + conv.summary()
 
     canvases = [(n, harness.request_text(e.body).count(CANVAS_TAG)) for n, e in conv.main_with_turns()]
     assert any(c for _, c in canvases), (f"no {CANVAS_TAG} block ever reached the model "

@@ -4,7 +4,7 @@ The provider is a faithful fake (``tests/fakes/memory_tencentdb/``, it is not on
 index) installed where a pip-installed Hermes looks (``$HERMES_HOME/plugins/memory_tencentdb``)
 and selected with ``memory.provider``; both talk to one fake Gateway (offload V2 for us, the /v3
 memory routes for it). One scripted session (a 64K window, 8 tool-heavy turns, each reading two
-files and asking the memory tool) runs twice per host: with the provider, and without it as the
+files and asking the memory tool) runs twice (on 0.22 and 0.17): with the provider, and without it as the
 cost baseline. Asserted on the wires:
 
 - the provider's recall (a seeded persona) is in every request of a turn it recalled for, before
@@ -138,6 +138,10 @@ def _session(tmp: Path, files: List[tuple], *, provider: bool) -> Dict[str, Any]
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    if HOST[:2] == (0, 19):
+        pytest.skip("the pair runs on 0.22 (compress gets memory_context, context selected per "
+                    "request) and 0.17 (neither); 0.19 adds no case of its own, and the full test "
+                    "run must stay within its time on 2 cores")
     problem = harness.plugin_problem()
     if problem:
         pytest.fail(problem)

@@ -454,7 +454,8 @@ def sbs(tmp_path_factory, request):
     and with the real Gateway where it is beside the checkout), printed side by side."""
     _require_host()
     arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
-    rows = real_gateway.at_once_with_gateway(_run_sbs_arm, arms, tmp_path_factory)
+    rows = real_gateway.at_once_with_gateway(_run_sbs_arm, arms, tmp_path_factory,
+                                              real_gateway.CURRENT_HOST)
     measure.show(request, f"MESSAGING-GATEWAY SIDE-BY-SIDE hermes={HERMES_VERSION}: {SBS_CONVERSATIONS} "
                  f"conversations x {SBS_TURNS} turns ({SBS_READS} reads of ~25 KB each), {CONTEXT:,} window, "
                  "restart halfway; the plugin without a Gateway and with the real one", list(rows.values()))
@@ -464,7 +465,7 @@ def sbs(tmp_path_factory, request):
 @pytest.fixture(params=["plugin", real_gateway.ARM])
 def sbs_plugin(request, sbs):
     """The plugin's row without a Gateway, then with the real one (skipped where absent)."""
-    return sbs["plugin"] if request.param == "plugin" else real_gateway.arm(sbs)
+    return sbs["plugin"] if request.param == "plugin" else real_gateway.arm(sbs, real_gateway.CURRENT_HOST)
 
 
 def test_sbs_workload_is_a_fair_baseline(sbs):

@@ -115,6 +115,7 @@ def _run_engine(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row
     row.markers = markers
     row.summary = conv.summary()
     row.reasons = harness.compaction_reasons(home) if engine.startswith("plugin") else []
+    row.prefix_breaks = harness.prefix_breaks(conv)
     return row
 
 
@@ -198,6 +199,11 @@ def test_cli_plugin_recalls_every_marker(cli):
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
 
 
+def test_cli_plugin_compacted_prefix_survives_the_next_process(cli):
+    """The turn after a compaction starts with what the compacted turn last sent (issue 55)."""
+    assert not cli["plugin"].prefix_breaks, "\n".join(cli["plugin"].prefix_breaks) + "\n" + cli["plugin"].summary
+
+
 # The same bars with the real TencentDB Gateway compacting (issue 29), on the current host.
 def test_cli_real_gateway_answers_every_turn(with_gateway):
     measure.assert_answers_every_turn(with_gateway)
@@ -234,6 +240,10 @@ def test_cli_real_gateway_compacts_for_no_pause_between_quick_turns(with_gateway
 def test_cli_real_gateway_recalls_every_marker(with_gateway):
     markers = with_gateway.markers
     assert len(markers) == RECALLS_PER_TURN * RECALL_TURNS and all(markers.values()), json.dumps(markers)
+
+
+def test_cli_real_gateway_compacted_prefix_survives_the_next_process(with_gateway):
+    assert not with_gateway.prefix_breaks, "\n".join(with_gateway.prefix_breaks) + "\n" + with_gateway.summary
 
 
 # Issue 55's bars (done when), at each engine's defaults, beside the built-in of the same run:

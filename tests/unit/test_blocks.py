@@ -6,20 +6,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tencentdb_offload.context import blocks as B
-from tencentdb_offload.context import messages as M
-from tencentdb_offload.context import tokens as T
+from tencentdb_offload.context import blocks
+from tencentdb_offload.context import messages
+from tencentdb_offload.context import tokens
 from tencentdb_offload.context.blocks import Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def kinds(msg):
-    return [b.kind for b in B.blocks_of(msg)]
+    return [b.kind for b in blocks.blocks_of(msg)]
 
 
 def test_string_content_is_one_text_block():
-    (b,) = B.blocks_of({"role": "user", "content": "hello"})
+    (b,) = blocks.blocks_of({"role": "user", "content": "hello"})
     assert (b.kind, b.text, b.raw) == (Kind.TEXT, "hello", "hello")
 
 
@@ -28,71 +28,71 @@ def test_list_content_reads_each_spelling():
         "plain", {"type": "text", "text": "typed"},
         {"type": "tool_use", "id": "u1", "name": "read_file", "input": {"path": "/a"}},
         {"type": "image", "source": {}}, {"type": "thinking", "thinking": "hmm"}]}
-    got = list(B.blocks_of(msg))
+    got = list(blocks.blocks_of(msg))
     assert [b.kind for b in got] == [Kind.TEXT, Kind.TEXT, Kind.TOOL_USE, Kind.OTHER, Kind.OTHER]
     use = got[2]
     assert (use.id, use.name, use.args, use.in_calls) == ("u1", "read_file", {"path": "/a"}, False)
     assert got[3].is_image and got[4].thinking == "hmm" and got[4].text == ""
-    assert M.calls_of(msg) == ["u1"]
-    assert M.text_of(msg) == 'plain\ntyped\nread_file({"path": "/a"})'
+    assert messages.calls_of(msg) == ["u1"]
+    assert messages.text_of(msg) == 'plain\ntyped\nread_file({"path": "/a"})'
 
 
 def test_openai_tool_calls_and_tool_messages():
     call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"d": 1}'}}
     asst = {"role": "assistant", "content": "looking", "tool_calls": [call]}
-    got = list(B.blocks_of(asst))
+    got = list(blocks.blocks_of(asst))
     assert [b.kind for b in got] == [Kind.TEXT, Kind.TOOL_USE]
     assert (got[1].id, got[1].name, got[1].args, got[1].in_calls, got[1].raw) == (
         "c1", "ls", '{"d": 1}', True, call)
     tool = {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}
-    (res,) = B.blocks_of(tool)
+    (res,) = blocks.blocks_of(tool)
     assert (res.kind, res.id, res.text, res.raw) == (Kind.TOOL_RESULT, "c1", "a.txt", tool)
-    assert M.results_of(tool) == ["c1"] and M.is_tool_result(tool)
-    assert list(M.tool_results(tool)) == [("c1", "a.txt")]
-    assert M.call_args(asst) == {"c1": ("ls", '{"d": 1}')}
+    assert messages.results_of(tool) == ["c1"] and messages.is_tool_result(tool)
+    assert list(messages.tool_results(tool)) == [("c1", "a.txt")]
+    assert messages.call_args(asst) == {"c1": ("ls", '{"d": 1}')}
 
 
 def test_anthropic_results_with_nested_content():
     msg = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": [
         {"type": "text", "text": "line one"}, "line two",
         {"type": "tool_result", "tool_use_id": "deep", "content": "nested"}]}]}
-    (b,) = B.blocks_of(msg)
+    (b,) = blocks.blocks_of(msg)
     assert (b.kind, b.id, b.text) == (Kind.TOOL_RESULT, "u1", "line one\nline two\nnested")
-    assert M.is_tool_result(msg) and M.results_of(msg) == ["u1"]
+    assert messages.is_tool_result(msg) and messages.results_of(msg) == ["u1"]
     mixed = {"role": "user", "content": msg["content"] + [{"type": "text", "text": "and a note"}]}
-    assert not M.is_tool_result(mixed) and M.results_of(mixed) == ["u1"]
+    assert not messages.is_tool_result(mixed) and messages.results_of(mixed) == ["u1"]
 
 
 def test_odd_shapes_read_without_raising():
-    assert list(B.blocks_of(None)) == [] and list(B.blocks_of("not a message")) == []
-    assert list(B.blocks_of({"role": "assistant", "content": None})) == []
+    assert list(blocks.blocks_of(None)) == [] and list(blocks.blocks_of("not a message")) == []
+    assert list(blocks.blocks_of({"role": "assistant", "content": None})) == []
     assert kinds({"role": "user", "content": [None, 7, ["nested", "list"]]}) == [Kind.OTHER] * 3
     assert kinds({"role": "user", "content": {"a": 1}}) == [Kind.OTHER]
     assert kinds({"role": "assistant", "tool_calls": ["junk", {"function": "x"}, None]}) == [
         Kind.OTHER, Kind.TOOL_USE, Kind.OTHER]
     # a call without an id is no call to answer; a result without an id answers none
-    assert M.calls_of({"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}) == []
-    assert M.results_of({"role": "tool", "content": "x"}) == [""]
+    assert messages.calls_of({"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}) == []
+    assert messages.results_of({"role": "tool", "content": "x"}) == [""]
     odd = {"type": "tool_result", "tool_use_id": None, "content": 5}
-    b = B.read_block(odd)
+    b = blocks.read_block(odd)
     assert (b.kind, b.id, b.text) == (Kind.TOOL_RESULT, "", "")
-    assert B.read_block({"type": 3, "text": "t"}).kind is Kind.OTHER
+    assert blocks.read_block({"type": 3, "text": "t"}).kind is Kind.OTHER
 
 
 def test_lone_surrogates_pass_through_unchanged():
     bad = "half \ud800 a pair"
     msg = {"role": "user", "content": [{"type": "text", "text": bad}]}
-    (b,) = B.blocks_of(msg)
-    assert b.text == bad and M.text_of(msg) == bad
-    assert T.message_tokens(msg) > T.PER_MESSAGE + 1
-    assert B.as_text({"k": bad}) == '{"k": "half \ud800 a pair"}'
+    (b,) = blocks.blocks_of(msg)
+    assert b.text == bad and messages.text_of(msg) == bad
+    assert tokens.message_tokens(msg) > tokens.PER_MESSAGE + 1
+    assert blocks.as_text({"k": bad}) == '{"k": "half \ud800 a pair"}'
 
 
 def test_calls_of_lists_openai_calls_first_and_only_for_assistants():
     msg = {"role": "assistant", "content": [{"type": "tool_use", "id": "u", "name": "n"}],
            "tool_calls": [{"id": "c", "function": {"name": "m", "arguments": "{}"}}]}
-    assert M.calls_of(msg) == ["c", "u"]
-    assert M.calls_of(dict(msg, role="user")) == []
+    assert messages.calls_of(msg) == ["c", "u"]
+    assert messages.calls_of(dict(msg, role="user")) == []
 
 
 def test_the_fast_ids_are_the_blocks_ids_for_every_shape():
@@ -116,33 +116,33 @@ def test_the_fast_ids_are_the_blocks_ids_for_every_shape():
     shapes += [{"role": "tool", "tool_call_id": v, "content": "x"} for v in (None, "", 0, 5, "t1")]
     shapes += [{"role": "user", "content": "text"}, {"role": "assistant", "content": results}]
     for msg in shapes:
-        assert B.use_ids(msg) == [b.id for b in B.tool_uses(msg)], msg
-        assert B.result_ids(msg) == [b.id for b in B.tool_results(msg)], msg
+        assert blocks.use_ids(msg) == [b.id for b in blocks.tool_uses(msg)], msg
+        assert blocks.result_ids(msg) == [b.id for b in blocks.tool_results(msg)], msg
         content = msg.get("content") if isinstance(msg, dict) else None
-        assert B.only_results(msg) == (M.role(msg) == "tool" or (
-            M.role(msg) == "user" and isinstance(content, list) and bool(content) and
-            all(b.kind is Kind.TOOL_RESULT for b in B.content_blocks(content)))), msg
+        assert blocks.only_results(msg) == (messages.role(msg) == "tool" or (
+            messages.role(msg) == "user" and isinstance(content, list) and bool(content) and
+            all(b.kind is Kind.TOOL_RESULT for b in blocks.content_blocks(content)))), msg
 
 
 def test_tokens_count_every_spelling_and_images_flat():
     text = "some words to count " * 20
-    as_str = T.message_tokens({"role": "user", "content": text})
-    as_block = T.message_tokens({"role": "user", "content": [{"type": "text", "text": text}]})
-    in_result = T.message_tokens({"role": "user", "content": [
+    as_str = tokens.message_tokens({"role": "user", "content": text})
+    as_block = tokens.message_tokens({"role": "user", "content": [{"type": "text", "text": text}]})
+    in_result = tokens.message_tokens({"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "u", "content": text}]})
-    as_tool = T.message_tokens({"role": "tool", "tool_call_id": "u", "content": text})
+    as_tool = tokens.message_tokens({"role": "tool", "tool_call_id": "u", "content": text})
     assert as_str == as_block == in_result == as_tool
-    image = T.message_tokens({"role": "user", "content": [{"type": "image_url", "image_url": {}}]})
-    assert image == T.PER_MESSAGE + 1 + T.IMAGE_TOKENS
+    image = tokens.message_tokens({"role": "user", "content": [{"type": "image_url", "image_url": {}}]})
+    assert image == tokens.PER_MESSAGE + 1 + tokens.IMAGE_TOKENS
     call = {"id": "c", "function": {"name": "write", "arguments": '{"body": "%s"}' % text}}
     use = {"type": "tool_use", "id": "c", "name": "write", "input": {"body": text}}
-    assert (T.message_tokens({"role": "assistant", "tool_calls": [call]}) ==
-            T.message_tokens({"role": "assistant", "content": [use]}))
+    assert (tokens.message_tokens({"role": "assistant", "tool_calls": [call]}) ==
+            tokens.message_tokens({"role": "assistant", "content": [use]}))
 
 
 def test_as_blocks_turns_text_into_one_block():
-    assert B.as_blocks("hi") == [{"type": "text", "text": "hi"}]
-    assert B.as_blocks(None) == [] and B.as_blocks([1]) == [1]
+    assert blocks.as_blocks("hi") == [{"type": "text", "text": "hi"}]
+    assert blocks.as_blocks(None) == [] and blocks.as_blocks([1]) == [1]
 
 
 # a block's ``type`` read (a tool call's ``"function"`` type is the call's shape, not a block's)

@@ -4,8 +4,8 @@ turns (issue 27, item 2)."""
 
 import pytest
 
-from tencentdb_offload.context import digest as D
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import digest
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.context.tokens import messages_tokens
 
@@ -23,8 +23,8 @@ def short_chat(turns, start=0, request="ok thanks %d"):
 
 
 def digest_bodies(msgs):
-    spans = M.group_spans(msgs)
-    return [b for b in (D.body_of(msgs[s:e], SEAL) for s, e in spans) if b is not None]
+    spans = messages.group_spans(msgs)
+    return [b for b in (digest.body_of(msgs[s:e], SEAL) for s, e in spans) if b is not None]
 
 
 @pytest.mark.parametrize("turns", [1_500, 4_000])
@@ -35,7 +35,7 @@ def test_many_short_turns_land_at_or_under_the_target_and_stay_there(tmp_path, t
             + short_chat(turns) + [{"role": "user", "content": "and now?"}])
     out = eng.compress(msgs, current_tokens=messages_tokens(msgs))
     after = state.calibrator.to_real(messages_tokens(out))
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     assert after <= eng.compaction_target() < eng.threshold_tokens
     assert out[-1] == {"role": "user", "content": "and now?"}
     # later turns: at most one more compaction in 40 turns, each landing under the target
@@ -52,18 +52,18 @@ def test_many_short_turns_land_at_or_under_the_target_and_stay_there(tmp_path, t
 
 @pytest.mark.parametrize("request_text", ["ok thanks %d", "never mind, always be brief %d"])
 def test_the_digest_stays_in_its_budget_for_any_number_of_turns(request_text):
-    cap = D.budget_for(32_000)
-    (_call, result), _replaces = D.build([], short_chat(6_000, request=request_text),
+    cap = digest.budget_for(32_000)
+    (_call, result), _replaces = digest.build([], short_chat(6_000, request=request_text),
                                          seal=SEAL, cap=cap)
     body = SEAL.open_text(result["content"])[1]
-    assert D.tokens_of(body) <= cap
+    assert digest.tokens_of(body) <= cap
     assert "tdai_offload_search" in body and "#1–" in body     # the oldest turns as one range
     assert "#6000 user: " in body                               # the newest by name
     # a later compaction continues the numbering and stays inside the budget
-    (_call, again), _ = D.build([body], short_chat(3_000, 6_000, request_text), seal=SEAL, cap=cap)
+    (_call, again), _ = digest.build([body], short_chat(3_000, 6_000, request_text), seal=SEAL, cap=cap)
     later = SEAL.open_text(again["content"])[1]
-    assert D.tokens_of(later) <= cap and "#9000 user: " in later
-    assert D.last_number([later]) == 9_000
+    assert digest.tokens_of(later) <= cap and "#9000 user: " in later
+    assert digest.last_number([later]) == 9_000
 
 
 def test_through_the_gateway_too_the_result_lands_at_or_under_the_target(tmp_path):
@@ -78,5 +78,5 @@ def test_through_the_gateway_too_the_result_lands_at_or_under_the_target(tmp_pat
         stats = eng.get_status()["session_stats"]
         rt.close()
     assert stats["gateway_compactions"] == 1          # its reply was used, then cut further
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     assert after <= eng.compaction_target() < eng.threshold_tokens

@@ -56,7 +56,7 @@ SHORT_SESSION = [[3_408.0, 14_318.0], [3_798.0, 14_873.0]]
 
 def test_each_resumed_turn_of_a_short_session_reports_no_error(tmp_path):
     rt, eng = make_engine(tmp_path)
-    rt.hand_over(eng.current_state().key, "calibration", SHORT_SESSION)
+    rt.leave_for_next_process(eng.current_state().key, "calibration", SHORT_SESSION)
     rt.flush_writes()
     rt.close()
     rt2 = plugin.build_runtime(env=env_for(tmp_path))
@@ -92,7 +92,7 @@ def test_a_new_process_on_that_conversation_neither_compacts_early_nor_cuts_to_n
         tmp_path, handed_over):
     rt, eng = make_engine(tmp_path)
     key = eng.current_state().key
-    rt.hand_over(key, "calibration", handed_over)
+    rt.leave_for_next_process(key, "calibration", handed_over)
     rt.flush_writes()
     rt.close()
     rt2 = plugin.build_runtime(env=env_for(tmp_path))
@@ -124,7 +124,7 @@ def test_one_count_far_off_the_fit_is_set_aside_three_in_a_row_are_believed():
 
 def test_a_host_count_no_provider_could_make_is_not_the_first_anchor(tmp_path):
     from helpers import make_engine
-    from tencentdb_offload.context import messages as M
+    from tencentdb_offload.context import messages
     from tencentdb_offload.context.tokens import messages_tokens
     rt, eng = make_engine(tmp_path, context_length=200_000)
     chat = "这是一个关于上下文压缩的测试文本包含中文字符" * 3
@@ -133,7 +133,7 @@ def test_a_host_count_no_provider_could_make_is_not_the_first_anchor(tmp_path):
         msgs += [{"role": "user", "content": "问题%d：%s" % (i, chat)},
                  {"role": "assistant", "content": "回答%d：%s" % (i, chat)}]
     msgs.append({"role": "user", "content": "继续"})
-    rough = sum(len(M.text_of(m)) for m in msgs) // 4      # a host's chars / 4 of CJK text
+    rough = sum(len(messages.text_of(m)) for m in msgs) // 4      # a host's chars / 4 of CJK text
     out = eng.compress(msgs, current_tokens=rough)
     assert out is not msgs and messages_tokens(out) <= eng.compaction_target()
     assert eng.current_state().calibrator.points == 0      # nothing learnt from it

@@ -7,7 +7,7 @@ message): the next turn's first request shows it."""
 from __future__ import annotations
 
 from tencentdb_offload.context import canvas
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import conversation, make_engine
 
@@ -27,7 +27,7 @@ def _step(n):
 
 def _carries(out, seal):
     """Indexes of the messages that carry a canvas block."""
-    return [i for i, m in enumerate(out or []) if canvas.blocks(M.text_of(m), seal)]
+    return [i for i, m in enumerate(out or []) if canvas.blocks(messages.text_of(m), seal)]
 
 
 def _compacted(eng):

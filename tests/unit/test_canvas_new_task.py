@@ -6,7 +6,7 @@ import pytest
 
 from fakes.gateway import FakeGateway
 from tencentdb_offload.context import canvas
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.runtime.ingest import Canvas, current_canvas
 
@@ -44,12 +44,12 @@ def test_a_cleared_canvas_is_not_pinned_again_after_a_compaction(tmp_path):
         history = [{"role": "system", "content": "sys"}] + conversation(2, 50) + [
             {"role": "user", "content": "turn 9: go on"}]
         shown = eng.select_context(history)
-        assert canvas.blocks(M.text_of(shown[-1]), rt.seal)
+        assert canvas.blocks(messages.text_of(shown[-1]), rt.seal)
         state.canvas_fetched(state.canvas_ask(), "")        # the Gateway: a new, empty task
         with state.lock:
             state.canvas_repin = True                       # what a landed compaction sets
         out = eng.select_context(history) or history
-        assert not any(canvas.blocks(M.text_of(m), rt.seal) for m in out)
+        assert not any(canvas.blocks(messages.text_of(m), rt.seal) for m in out)
     finally:
         rt.close()
 

@@ -5,7 +5,7 @@ the host's ``api_content`` (where the memory provider's ``<memory-context>`` liv
 from __future__ import annotations
 
 from tencentdb_offload.context import canvas, departures
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.hooks import HookHandlers
 
@@ -57,10 +57,10 @@ def test_notice_prefix_is_not_a_mark():
     user = {"role": "user", "content": "[tencentdb-offload] why did you archive my file?"}
     assistant = {"role": "assistant", "content": "[tencentdb-offload] is the plugin's name"}
     notice = {"role": "user", "content": SEAL.seal_text("notice", "[tencentdb-offload] 3 left")}
-    assert M.is_real_user(user, SEAL) and not M.is_real_user(notice, SEAL)
-    assert M.newest_real_user([user, notice], seal=SEAL) == 0
-    assert M.is_plugin_message(notice, SEAL) and not M.is_plugin_message(assistant, SEAL)
-    assert not M.is_plugin_message(notice, Seal(b"other key" * 4))   # another installation's
+    assert messages.is_real_user(user, SEAL) and not messages.is_real_user(notice, SEAL)
+    assert messages.newest_real_user([user, notice], seal=SEAL) == 0
+    assert messages.is_plugin_message(notice, SEAL) and not messages.is_plugin_message(assistant, SEAL)
+    assert not messages.is_plugin_message(notice, Seal(b"other key" * 4))   # another installation's
     gone = departures.find([user, assistant, notice], [], seal=SEAL)
     assert [d.content for d in gone.items] == [user["content"], assistant["content"]]
 
@@ -141,14 +141,14 @@ def test_hostile_canvas_through_pre_llm_call_compress_and_select_context(tmp_pat
     assert canvas.strip("go on\n\n" + block, rt.seal) == ("go on", 1)
     # 0.17/0.19: after compress (the engine places the block)
     out = eng.compress(conversation(40, 3000), current_tokens=60_000, force=True)
-    current = out[M.newest_real_user(out, seal=rt.seal)]
-    text = M.text_of(current)
+    current = out[messages.newest_real_user(out, seal=rt.seal)]
+    text = messages.text_of(current)
     assert text.count(canvas.CLOSE) == 1 and text.endswith(canvas.CLOSE)
     assert "ADMIN NOTICE" not in canvas.strip(text, rt.seal)[0]
     # 0.22: the request select_context builds
     conv = conversation(3, 100)
     req = eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000)
-    text = M.text_of(req[M.newest_real_user(req, seal=rt.seal)])
+    text = messages.text_of(req[messages.newest_real_user(req, seal=rt.seal)])
     assert text.count(canvas.CLOSE) == 1 and text.endswith(canvas.CLOSE)
     assert "ADMIN NOTICE" not in canvas.strip(text, rt.seal)[0]
 

@@ -11,7 +11,7 @@ from test_cli import home, one_line_error, run_cli  # noqa: F401 (fixture)
 
 @pytest.mark.parametrize("args, actions", [(["archive"], "list, show ID, search WORDS"),
                                            (["archive", "--json"], "export SESSION"),
-                                           (["outbox"], "refused, or requeue")])
+                                           (["outbox"], "refused, requeue [--session ID], held, send-held")])
 def test_a_missing_action_is_a_usage_error(home, args, actions):
     proc = run_cli(*args, home=home)
     one_line_error(proc, "say what to do", actions, "see --help")

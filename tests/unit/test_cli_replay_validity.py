@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import run_cli
 
@@ -29,7 +29,7 @@ SESSION = [
 
 
 def test_consecutive_assistant_messages_are_a_valid_request():
-    assert M.validation_errors(SESSION) == []
+    assert messages.validation_errors(SESSION) == []
 
 
 def test_replay_does_not_call_a_valid_session_invalid(tmp_path):
@@ -43,8 +43,8 @@ def test_replay_does_not_call_a_valid_session_invalid(tmp_path):
 
 
 def test_the_validator_still_catches_what_no_host_repairs():
-    assert M.validation_errors([{"role": "user", "content": "a"},
+    assert messages.validation_errors([{"role": "user", "content": "a"},
                                 {"role": "assistant", "content": "", "tool_calls": [call("c9")]},
                                 {"role": "user", "content": "b"}])
-    assert M.validation_errors([{"role": "user", "content": "a"},
+    assert messages.validation_errors([{"role": "user", "content": "a"},
                                 {"role": "tool", "tool_call_id": "zz", "content": "x"}])

@@ -14,9 +14,9 @@ import pytest
 from fakes.gateway import FakeGateway
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.session.record import Route
-from tencentdb_offload.context import digest as D
-from tencentdb_offload.context import focus as F
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import digest
+from tencentdb_offload.context import focus
+from tencentdb_offload.context.messages import calls_of, text_of, tool_results, validation_errors
 from tencentdb_offload.context.notes import MEMORY_CHARS, clean_peer
 from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
@@ -28,7 +28,7 @@ TARGET = 32_000                         # 64K window, compact ratio 0.5
 
 
 def texts(messages):
-    return [M.text_of(m) for m in messages]
+    return [text_of(m) for m in messages]
 
 
 def holding(messages, needle):
@@ -36,7 +36,7 @@ def holding(messages, needle):
 
 
 def assert_sound(eng, out):
-    assert M.validation_errors(out) == []
+    assert validation_errors(out) == []
     assert eng.current_state().calibrator.to_real(messages_tokens(out)) <= TARGET
 
 
@@ -73,7 +73,7 @@ def test_local_route_the_provider_text_rides_in_the_digest(tmp_path):
     assert_sound(eng, out)
     (at,) = holding(out, "PRECOMPRESS-9Z")
     assert "Second line." in texts(out)[at]
-    assert D.body_of(out[at - 1:at + 1], rt.seal) is not None      # inside the sealed digest
+    assert digest.body_of(out[at - 1:at + 1], rt.seal) is not None      # inside the sealed digest
     # the next compaction with the same text: still once, the first section byte-identical
     later = out + conversation(40, 6000, calls=2)[-40:]
     eng.update_from_response({"prompt_tokens": 70_000})
@@ -101,7 +101,7 @@ def test_gateway_route_one_note_pair_at_the_end(tmp_path, gw):
         "the test needs the Gateway route (%d tokens)" % tokens
     assert_sound(eng, out)
     (at,) = holding(out, "PRECOMPRESS-9Z")
-    assert D.body_of(out[at - 1:at + 1], rt.seal) is not None
+    assert digest.body_of(out[at - 1:at + 1], rt.seal) is not None
     first_change = next(i for i, (a, b) in enumerate(zip(out, conv)) if a != b)
     assert at - 1 > first_change, "the note sits past what the compaction changed anyway"
     assert len(out) - at - 1 <= 1, "the note ends the list (before a plain answer at most)"
@@ -138,7 +138,7 @@ def test_hostile_provider_text_is_cleaned_and_bounded(tmp_path, hostile, shown):
     assert not any(c in body for c in "\x1b\x00\x07\u202e")
     assert "[tdo-seal" not in out[at]["content"][:-40] and "[tencentdb-offload]" not in body[20:]
     assert "<memory-context>" not in body and "<current_task_context>" not in body
-    assert D.last_number([body]) < 99 and not [ln for ln in body.splitlines() if ln.startswith("! ")]
+    assert digest.last_number([body]) < 99 and not [ln for ln in body.splitlines() if ln.startswith("! ")]
     assert len(body) < 6000 + MEMORY_CHARS
 
 
@@ -171,7 +171,7 @@ def test_a_forced_compress_with_a_focus_keeps_the_matching_result(tmp_path):
     assert_sound(eng, out)
     (at,) = holding(out, "Zebrafish migration")
     assert out[at]["tool_call_id"] == "call_4_1" and len(out[at]["content"]) > 6000   # whole
-    assert M.calls_of(out[at - 2]) == ["call_4_0", "call_4_1"]       # with its call
+    assert calls_of(out[at - 2]) == ["call_4_0", "call_4_1"]       # with its call
 
 
 @pytest.mark.parametrize("focus", [
@@ -193,15 +193,15 @@ def test_an_empty_or_hostile_focus_changes_nothing(tmp_path, focus):
 
 
 def test_focus_terms():
-    assert F.terms("The Zebrafish plan, zebrafish PLAN and db_migrate") == \
+    assert focus.terms("The Zebrafish plan, zebrafish PLAN and db_migrate") == \
         ("zebrafish", "plan", "db_migrate")
-    assert F.terms("one two three four five six seven") == ("one", "two", "three", "four", "five")
-    assert F.terms("x" * 41 + " ok " + "数据 库") == ("数据",)
-    pat = F.pattern(("plan", "数据"))
-    assert F.matches([{"role": "user", "content": "the PLAN."}], pat)
-    assert not F.matches([{"role": "user", "content": "planning"}], pat)
-    assert F.matches([{"role": "user", "content": "读取数据库"}], pat)
-    assert F.pattern(()) is None and not F.matches([{"role": "user", "content": "x"}], None)
+    assert focus.terms("one two three four five six seven") == ("one", "two", "three", "four", "five")
+    assert focus.terms("x" * 41 + " ok " + "数据 库") == ("数据",)
+    pat = focus.pattern(("plan", "数据"))
+    assert focus.matches([{"role": "user", "content": "the PLAN."}], pat)
+    assert not focus.matches([{"role": "user", "content": "planning"}], pat)
+    assert focus.matches([{"role": "user", "content": "读取数据库"}], pat)
+    assert focus.pattern(()) is None and not focus.matches([{"role": "user", "content": "x"}], None)
 
 
 def test_the_more_line_names_searches_that_find_the_unlisted_matches(tmp_path):
@@ -212,8 +212,8 @@ def test_the_more_line_names_searches_that_find_the_unlisted_matches(tmp_path):
         turn = tool_turn(i, 50)
         turn[2]["content"] = ("auth token expired, step %d" if i % 2 else "database locked, step %d") % i
         before += turn
-    lines = F.archived(before, [], F.terms("auth database"))
-    assert len(lines) == F.MAX_LINES + 1 and lines[-1].startswith("+8 more: ")
+    lines = focus.archived(before, [], focus.terms("auth database"))
+    assert len(lines) == focus.MAX_LINES + 1 and lines[-1].startswith("+8 more: ")
     store = Store(tmp_path)
     store.archive("c", [ArchiveItem("tool_result", m["content"], m["tool_call_id"], "read_file")
                         for m in before if m["role"] == "tool"])
@@ -234,7 +234,7 @@ def test_gateway_route_names_the_focus_matches_it_archived(tmp_path, gw):
     out = eng.compress(conv, current_tokens=count, force=True, focus_topic="call_2_1")
     assert eng.current_state().last_compaction.route.via_gateway, eng.current_state().last_compaction
     assert_sound(eng, out)
-    kept = {tid: t for m in out for tid, t in M.tool_results(m)}
+    kept = {tid: t for m in out for tid, t in tool_results(m)}
     assert len(kept.get("call_2_1", "")) < 3000, "the Gateway must have archived it"
     notes = [t for t in texts(out) if 'matching the focus "call_2_1"' in t]
     assert len(notes) == 1 and "[call_2_1] read_file /fcall_2_1" in notes[0]
@@ -257,7 +257,7 @@ def test_the_note_ends_the_list_before_the_current_request_never_after_a_plain_a
     system = [{"role": "system", "content": "s"}]
     assert place(system + conv[:1], pair) == system + conv[:1] + pair     # never first
     for got in (place(mid_turn, pair), place(turn_start, pair), place([], pair)):
-        assert M.validation_errors(got) == []
+        assert validation_errors(got) == []
 
 
 def test_the_provider_text_outlives_a_digest_collapse_and_stays_once():
@@ -270,5 +270,5 @@ def test_the_provider_text_outlives_a_digest_collapse_and_stays_once():
         collapses += res.digest_collapsed
         msgs = res.messages + story_turn(100 + k)
         assert len(holding(res.messages, "PRECOMPRESS-9Z")) == 1, k
-        assert sum(D.tokens_of(b) for _p, b in digests(res.messages)) <= 1200
+        assert sum(digest.tokens_of(b) for _p, b in digests(res.messages)) <= 1200
     assert collapses >= 1, "the test needs a collapse"

@@ -27,14 +27,14 @@ def test_an_idle_compaction_keeps_its_depth_while_another_call_runs(tmp_path):
     clock.pause(TTL + 1)
     ordinary = eng.compaction_target()
     sized, go_on = threading.Event(), threading.Event()
-    real_story_target = eng.story_target
+    real_ordinary_target = eng.ordinary_target
 
-    def story_target():         # the idle call is held while it sizes its landing
+    def ordinary_target():         # the idle call is held while it sizes its landing
         if threading.current_thread().name == "idle" and not sized.is_set():
             sized.set()
             go_on.wait()
-        return real_story_target()
-    eng.story_target = story_target
+        return real_ordinary_target()
+    eng.ordinary_target = ordinary_target
     first = threading.Thread(target=lambda: eng.compress(list(conv), current_tokens=60_000),
                              name="idle")
     first.start()

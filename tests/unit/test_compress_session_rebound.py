@@ -6,7 +6,7 @@ never land in the conversation the engine was rebound to."""
 import threading
 
 from fakes.gateway import COMPACT, FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import conversation, make_engine, wait_for
 
@@ -26,7 +26,7 @@ def test_a_compaction_lands_in_its_own_conversation_when_the_engine_is_rebound(t
             gate.set()
             worker.join(60)
         try:
-            assert out["r"] != conv and M.validation_errors(out["r"]) == []
+            assert out["r"] != conv and messages.validation_errors(out["r"]) == []
             assert rt.flush_writes(10)
             parent, child = rt.registry.peek("parent"), rt.registry.peek("child")
             assert parent.stats.compactions == 1 and child.stats.compactions == 0

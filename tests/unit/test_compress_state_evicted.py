@@ -10,7 +10,7 @@ record, the canvas re-pin and the end of "compact the transcript" were lost.
 import threading
 
 from fakes.gateway import COMPACT, FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.hooks import HookHandlers
 
 from helpers import conversation, make_engine, wait_for
@@ -39,7 +39,7 @@ def test_a_compaction_lands_on_the_state_the_hooks_find(tmp_path):
             gate.set()
             worker.join(60)
         try:
-            assert out["r"] != conv and M.validation_errors(out["r"]) == []
+            assert out["r"] != conv and messages.validation_errors(out["r"]) == []
             state = rt.registry.get("busy")
             assert state.stats.compactions == 1, "the result landed on a state nobody reads"
             assert state.canvas_repin and not state.compact_transcript

@@ -5,7 +5,7 @@ import sqlite3
 import time
 
 from tencentdb_offload.compaction import flow
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import conversation, make_engine, wait_for
 
@@ -23,7 +23,7 @@ def test_a_compaction_waits_for_a_locked_store_once(tmp_path, monkeypatch):
         started = time.monotonic()
         out = eng.compress(list(conv), current_tokens=60_000)
         took = time.monotonic() - started
-        assert out != conv and M.validation_errors(out) == []
+        assert out != conv and messages.validation_errors(out) == []
         # the archive flush, then the check of what the archive holds: they share one wait
         # (each waited it in full: at least 2 x WAIT_S)
         assert took < WAIT_S + 3.0, "compress waited %.1f s for the archive" % took

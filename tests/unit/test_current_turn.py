@@ -4,7 +4,7 @@ does around it and whatever the turn starts with (issue 27, items 8 and 11)."""
 import copy
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import conversation, make_engine, tool_turn
 
@@ -16,7 +16,7 @@ LONG_TURN = "Please refactor the scheduler so that " + "each job keeps its own t
 
 
 def users_with(out, text):
-    return [m for m in out if M.role(m) == "user" and text[:60] in M.text_of(m)]
+    return [m for m in out if messages.role(m) == "user" and text[:60] in messages.text_of(m)]
 
 
 def test_a_turn_that_starts_with_our_prefix_is_never_trimmed(tmp_path):
@@ -26,16 +26,16 @@ def test_a_turn_that_starts_with_our_prefix_is_never_trimmed(tmp_path):
     turn[0] = {"role": "user", "content": PASTED}
     out = eng.compress(conv + turn[:-1], current_tokens=70_000)
     rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     assert [m["content"] for m in users_with(out, PASTED)] == [PASTED]
 
 
 def only_deletes_replies(msgs):
     """A /compact reply that only deletes: the assistant replies of the chat turns before
     the current one are gone, so older requests sit right before it."""
-    last = max(i for i, m in enumerate(msgs) if M.role(m) == "user" and "scheduler" in M.text_of(m))
+    last = max(i for i, m in enumerate(msgs) if messages.role(m) == "user" and "scheduler" in messages.text_of(m))
     return [m for i, m in enumerate(msgs)
-            if not (last - 6 <= i < last and M.role(m) == "assistant" and not m.get("tool_calls"))]
+            if not (last - 6 <= i < last and messages.role(m) == "assistant" and not m.get("tool_calls"))]
 
 
 def test_a_reply_that_only_deletes_never_glues_requests_into_the_current_turn(tmp_path):
@@ -53,9 +53,9 @@ def test_a_reply_that_only_deletes_never_glues_requests_into_the_current_turn(tm
         stats = eng.get_status()["session_stats"]
         rt.close()
     assert stats["gateway_compactions"] == 1        # the deleting reply was used
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     assert [m["content"] for m in users_with(out, LONG_TURN)] == [LONG_TURN]
-    older = "\n".join(M.text_of(m) for m in out if M.role(m) == "user")
+    older = "\n".join(messages.text_of(m) for m in out if messages.role(m) == "user")
     assert "ok thanks 2" in older       # the older request stays in the context, apart
 
 
@@ -63,8 +63,8 @@ def test_repair_keeps_the_current_turn_apart_from_an_older_request():
     msgs = [{"role": "user", "content": "first"}, {"role": "user", "content": "second"},
             {"role": "user", "content": "now"},
             {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
-    out = M.repair(msgs)
-    assert M.validation_errors(out) == []
+    out = messages.repair(msgs)
+    assert messages.validation_errors(out) == []
     assert [m["role"] for m in out] == ["user", "assistant", "user", "assistant"]
     assert out[0]["content"] == "first\n\nsecond" and out[2] == {"role": "user", "content": "now"}
 
@@ -97,7 +97,7 @@ def test_replay_drops_our_digest_pair_whole():
             {"role": "tool", "tool_call_id": "tdo_digest_1", "content": digest},
             {"role": "assistant", "content": "done"}]
     kept, _copies, summaries, _runs = original_stream(rows, [0, 1, 2, 3, 4, 5], seal)
-    assert summaries == 2 and M.validation_errors(kept) == []
+    assert summaries == 2 and messages.validation_errors(kept) == []
     assert [m["content"] for m in kept] == ["first", "ok", "second", "done"]
     # a read whose trimmed copy (sealed) follows its original: the call is the user's, it stays
     read = {"role": "assistant", "content": "", "tool_calls": [
@@ -108,4 +108,4 @@ def test_replay_drops_our_digest_pair_whole():
             {"role": "tool", "tool_call_id": "c1", "content": trimmed}]
     kept, _copies, _summaries, _runs = original_stream(rows, [0, 1, 2, 3], seal)
     assert [m.get("content") for m in kept] == ["read it", "", "the whole file"]
-    assert M.validation_errors(kept) == []
+    assert messages.validation_errors(kept) == []

@@ -37,7 +37,8 @@ def test_the_demo_never_sends_over_a_64k_window(host_selects_context, monkeypatc
 
 
 @pytest.mark.parametrize("host_selects_context, said", [
-    (False, "host: Hermes 0.17/0.19's checks"), (True, "host: Hermes 0.22's checks")],
+    (False, "a Hermes that does not select context per request"),
+    (True, "a Hermes that selects context per request")],
     ids=["0.17-0.19", "0.22"])
 def test_the_report_says_whose_checks_it_drove_the_engine_with(host_selects_context, said,
                                                               monkeypatch, tmp_path):

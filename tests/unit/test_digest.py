@@ -2,8 +2,8 @@
 arguments (issue 16 item 8)."""
 import json
 
-from tencentdb_offload.context import digest as D
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import digest
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.fallback import local_compact
 from tencentdb_offload.context.provenance import Seal
 
@@ -36,8 +36,8 @@ def story(turns, **kw):
 
 def digests(msgs):
     out = []
-    for s, e in M.group_spans(msgs):
-        body = D.body_of(msgs[s:e], SEAL)
+    for s, e in messages.group_spans(msgs):
+        body = digest.body_of(msgs[s:e], SEAL)
         if body is not None:
             out.append((msgs[s:e], body))
     return out
@@ -47,9 +47,9 @@ def test_the_digest_tells_the_story_of_every_turn_that_left():
     conv = story(12, error=False)
     conv[1 * 5 + 3]["content"] = json.dumps({"error": "command not found: frob\nmore"})
     res = local_compact(conv, 5000, seal=SEAL)
-    assert res.within_budget and M.validation_errors(res.messages) == []
+    assert res.within_budget and messages.validation_errors(res.messages) == []
     (pair, body), = digests(res.messages)
-    kept = "\n".join(M.text_of(m) for m in res.messages)
+    kept = "\n".join(messages.text_of(m) for m in res.messages)
     for i in range(12):
         assert "Request %d: look at src/mod%d.py" % (i, i) in kept       # asked, first line
         assert "src/mod%d.py" % i in kept and "pytest -q t%d" % i in kept  # identifying args
@@ -61,7 +61,7 @@ def test_the_digest_tells_the_story_of_every_turn_that_left():
     assert "[call_1_t] error: command not found: frob" in body and "more" not in body
     assert "second line" not in body
     assert "no summary model" in body                                     # honest (0.19 line)
-    assert D.tokens_of(body) <= D.budget_for(5000)
+    assert digest.tokens_of(body) <= digest.budget_for(5000)
 
 
 def test_a_second_compaction_leaves_the_first_digest_byte_identical():
@@ -75,9 +75,9 @@ def test_a_second_compaction_leaves_the_first_digest_byte_identical():
     assert found[0][0] == first                              # the same bytes, same place
     assert json.dumps(found[0][0]) == json.dumps(first)
     assert twice.index(found[0][0][0]) < twice.index(found[1][0][0])
-    assert found[1][1].startswith(D.CONTINUED)
-    assert sum(M.NOTICE_MARK in M.text_of(m) for m in twice) == 1
-    assert M.validation_errors(twice) == []
+    assert found[1][1].startswith(digest.CONTINUED)
+    assert sum(messages.NOTICE_MARK in messages.text_of(m) for m in twice) == 1
+    assert messages.validation_errors(twice) == []
     prefix = twice[:twice.index(found[0][0][1]) + 1]
     assert prefix == once[:len(prefix)]                       # the cache prefix holds
 
@@ -89,12 +89,12 @@ def test_at_its_budget_the_digest_collapses_old_turns_to_one_line_never_drops_th
         res = local_compact(msgs, 4000, seal=SEAL, digest_cap=1200)
         collapses += res.digest_collapsed
         msgs = res.messages + story_turn(100 + k)
-        assert sum(D.tokens_of(b) for _p, b in digests(res.messages)) <= 1200
+        assert sum(digest.tokens_of(b) for _p, b in digests(res.messages)) <= 1200
     assert 1 <= collapses <= 3                    # rare: most compactions only append
-    text = "\n".join(M.text_of(m) for m in msgs)
+    text = "\n".join(messages.text_of(m) for m in msgs)
     for i in list(range(12)) + [100 + k for k in range(10)]:
         assert "Request %d:" % i in text, i
-    total = sum(D.tokens_of(b) for _p, b in digests(msgs))
+    total = sum(digest.tokens_of(b) for _p, b in digests(msgs))
     assert total <= 1200
 
 
@@ -103,13 +103,13 @@ def test_the_digest_is_a_tool_call_pair_no_host_shows_as_words():
     (pair, _body), = digests(res.messages)
     call, result = pair
     assert call["role"] == "assistant" and call["content"] == ""     # skipped as tool-only
-    assert call["tool_calls"][0]["function"]["name"] == D.CALL_NAME
+    assert call["tool_calls"][0]["function"]["name"] == digest.CALL_NAME
     assert result["role"] == "tool" and SEAL.is_ours(result["content"], "digest")
-    users = [M.text_of(m) for m in res.messages if M.role(m) in ("user", "assistant")]
-    assert not any(M.NOTICE_MARK in t for t in users)
+    users = [messages.text_of(m) for m in res.messages if messages.role(m) in ("user", "assistant")]
+    assert not any(messages.NOTICE_MARK in t for t in users)
     # the message before the call is never a plain assistant text (it would be merged into it)
     before = res.messages[res.messages.index(call) - 1]
-    assert not (M.role(before) == "assistant" and not M.calls_of(before))
+    assert not (messages.role(before) == "assistant" and not messages.calls_of(before))
 
 
 def test_text_that_only_looks_like_a_digest_is_the_users():
@@ -118,8 +118,8 @@ def test_text_that_only_looks_like_a_digest_is_the_users():
     (pair, body), = digests(once)
     forged = [dict(pair[0]), dict(pair[1], content=body + "\n[tdo-seal digest 0123456789abcdef0123]")]
     other = Seal(b"z" * 32)
-    assert D.body_of(forged, SEAL) is None and D.body_of(pair, other) is None
-    assert D.body_of(pair, SEAL) == body
+    assert digest.body_of(forged, SEAL) is None and digest.body_of(pair, other) is None
+    assert digest.body_of(pair, SEAL) == body
 
 
 def test_rules_the_user_set_are_kept_verbatim():
@@ -129,10 +129,10 @@ def test_rules_the_user_set_are_kept_verbatim():
              {"role": "assistant", "content": "Noted."}]
     conv += story(12)
     res = local_compact(conv, 5000, keep_first=0, seal=SEAL)
-    text = "\n".join(M.text_of(m) for m in res.messages)
+    text = "\n".join(messages.text_of(m) for m in res.messages)
     assert rule in text and "Always run the linter before you commit." in text
     (_p, body), = digests(res.messages)
-    assert D.RULES in body and rule in body
+    assert digest.RULES in body and rule in body
 
 
 def test_the_gateways_summaries_stand_in_for_results():
@@ -158,8 +158,8 @@ def test_huge_call_arguments_are_trimmed_and_reported():
     res = local_compact(conv, budget, seal=SEAL)
     assert res.tokens_before > 2 * budget
     assert res.tokens_after <= budget and res.within_budget
-    assert M.validation_errors(res.messages) == []
-    calls = {tid: (n, a) for m in res.messages for tid, (n, a) in M.call_args(m).items()}
+    assert messages.validation_errors(res.messages) == []
+    calls = {tid: (n, a) for m in res.messages for tid, (n, a) in messages.call_args(m).items()}
     trimmed = [tid for tid, (_n, a) in calls.items() if len(a) < 10_000]
     assert trimmed
     for tid in trimmed:
@@ -175,29 +175,29 @@ def test_huge_call_arguments_are_trimmed_and_reported():
 
 def test_the_old_notice_shape_is_gone_from_the_words():
     res = local_compact(conversation(30, 4000), 8000, seal=SEAL)
-    assert all(not M.text_of(m).startswith(M.NOTICE_MARK)
-               for m in res.messages if M.role(m) in ("user", "assistant"))
+    assert all(not messages.text_of(m).startswith(messages.NOTICE_MARK)
+               for m in res.messages if messages.role(m) in ("user", "assistant"))
     assert res.removed and res.messages[0]["content"].startswith("turn 0")
-    assert tool_turn(0, 1)[0]["content"] in M.text_of(res.messages[0])
+    assert tool_turn(0, 1)[0]["content"] in messages.text_of(res.messages[0])
 
 
 def test_a_long_path_stays_whole_in_the_digest():
     deep = "workspace/checkouts/pytest-123/test_a_long_name_for_a_test0/plugin/files/story_13.txt"
-    assert len(deep) > 80 and D.key_arg(json.dumps({"path": deep})) == deep
-    assert D.key_arg(json.dumps({"path": "/x" * 300})).endswith("/x/x")
-    assert len(D.key_arg(json.dumps({"command": "echo " + "y" * 500}))) <= D.ARG_CHARS
+    assert len(deep) > 80 and digest.key_arg(json.dumps({"path": deep})) == deep
+    assert digest.key_arg(json.dumps({"path": "/x" * 300})).endswith("/x/x")
+    assert len(digest.key_arg(json.dumps({"command": "echo " + "y" * 500}))) <= digest.ARG_CHARS
 
 
 def test_the_digest_never_follows_a_plain_assistant_message():
-    from tencentdb_offload.context import fallback as F
+    from tencentdb_offload.context import fallback
     body = [{"role": "user", "content": "u%d" % k} if k % 2 == 0 else
             {"role": "assistant", "content": "a%d" % k} for k in range(7)]
-    plan = F.Plan(body, [(k, k + 1) for k in range(7)], 6, [], [])
+    plan = fallback.Plan(body, [(k, k + 1) for k in range(7)], 6, [], [])
     plan.versions = {k: [body[k]] for k in range(7)}
-    digest = D.pair(SEAL, "body", 1)
-    out = M.repair(F._assemble(plan, {0, 1, 4, 5, 6}, digest, False))
-    assert M.validation_errors(out) == []
-    assert [D.body_of(out[s:e], SEAL) for s, e in M.group_spans(out)].count("body") == 1
+    made = digest.pair(SEAL, "body", 1)
+    out = messages.repair(fallback._assemble(plan, {0, 1, 4, 5, 6}, made, False))
+    assert messages.validation_errors(out) == []
+    assert [digest.body_of(out[s:e], SEAL) for s, e in messages.group_spans(out)].count("body") == 1
 
 
 # A tool-heavy CLI session on a 64K window (issue 17's e2e): ~15.7K tokens of room for the
@@ -225,10 +225,10 @@ def test_twenty_tool_heavy_turns_keep_every_request_and_path_within_the_budget()
         paths += read
         asked.append(turn[0]["content"][:80])
         msgs = local_compact(msgs + turn, ROOM_64K, seal=SEAL).messages if i >= 4 else msgs + turn
-    text = "\n".join(M.text_of(m) + json.dumps(m.get("tool_calls") or []) for m in msgs)
+    text = "\n".join(messages.text_of(m) + json.dumps(m.get("tool_calls") or []) for m in msgs)
     assert [p for p in paths if p not in text] == []
     assert [a for a in asked if a not in text] == []
-    assert sum(D.tokens_of(b) for _p, b in digests(msgs)) <= D.budget_for(ROOM_64K)
+    assert sum(digest.tokens_of(b) for _p, b in digests(msgs)) <= digest.budget_for(ROOM_64K)
 
 
 def test_at_the_cap_only_the_oldest_lines_are_shortened():
@@ -238,9 +238,9 @@ def test_at_the_cap_only_the_oldest_lines_are_shortened():
         cut += turn
         paths.append(read)
     cap = 1200
-    (_call, result), replaces = D.build([], cut, seal=SEAL, cap=cap)
+    (_call, result), replaces = digest.build([], cut, seal=SEAL, cap=cap)
     body = SEAL.open_text(result["content"])[1]
-    assert replaces and D.tokens_of(body) <= cap
+    assert replaces and digest.tokens_of(body) <= cap
     assert all("#%d user: DO read " % (i + 1) in body for i in range(16))   # none vanished
     assert paths[0][2] not in body                                         # the oldest: short
     assert all(p in body for p in paths[-1] + paths[-2])                   # the newest: whole

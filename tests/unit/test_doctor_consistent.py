@@ -15,7 +15,7 @@ import pytest
 from test_cli_doctor import checks, doctor, install, setup_home, unused_port
 
 from tencentdb_offload.hermes.config import ConfigFile
-from tencentdb_offload.ops import doctor as D
+from tencentdb_offload.ops.doctor import Checks, check_config
 
 COMMANDS = ("hermes ", "sed ", "echo ", "export ", "unset ", "chmod ", "mv ", "mkdir ", "rm ",
             "git ", "python3 ", "pip ")
@@ -42,8 +42,8 @@ def test_an_unreachable_gateway_is_said_once(tmp_path):
 
 def test_an_unreadable_config_gets_a_permission_fix(tmp_path):
     path = tmp_path / "config.yaml"
-    c = D.Checks()
-    D.check_config(c, ConfigFile(path, None, "cannot read it (Permission denied)", ""))
+    c = Checks()
+    check_config(c, ConfigFile(path, None, "cannot read it (Permission denied)", ""))
     (row,) = c.items
     assert row["status"] == "fail" and "YAML" not in row["fix"] and row["fix"].startswith("chmod "), row
 

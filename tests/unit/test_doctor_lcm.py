@@ -70,3 +70,80 @@ def test_the_enable_fix_does_not_put_hermes_lcm_back(tmp_path):
     check_config(c, read_config(home), (0, 22, 2))
     enabled = next(i for i in c.items if "plugins.enabled" in i["message"] and i["status"] == "fail")
     assert enabled["fix"] == "hermes config set plugins.enabled '[\"other-plugin\", \"tencentdb-offload\"]'"
+
+
+# --- issue 53, item 9: the threshold, the wording, no store, LCM-X's names ----------------
+
+def _doc_switch_block() -> str:
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "switching-from-lcm.md").read_text(encoding="utf-8")
+    return re.findall(r"```bash\n(.*?)```", doc, re.S)[0]
+
+
+def test_the_documented_switch_names_no_threshold_doctor_carries_the_users(tmp_path, gateway):
+    # pasting the section's block must not replace the user's LCM threshold by a value of the
+    # page's: the block names none, and doctor's row is the one place the value comes from
+    assert "threshold" not in _doc_switch_block()
+    home = setup_home(tmp_path, gateway, env={"LCM_CONTEXT_THRESHOLD": "0.7"}, config=HALF_DONE)
+    row = next(r for r in lcm_rows(doctor(home)) if "LCM_CONTEXT_THRESHOLD" in r["message"])
+    assert row["status"] == "warn" and row["fix"] == "hermes config set tencentdb_offload.threshold 0.7"
+
+
+def test_lcm_config_block_threshold_is_carried_too(tmp_path, gateway):
+    home = setup_home(tmp_path, gateway, config=HALF_DONE + "lcm:\n  context_threshold: 0.6\n")
+    row = next(r for r in lcm_rows(doctor(home)) if "lcm.context_threshold" in r["message"])
+    assert row["status"] == "warn" and row["fix"] == "hermes config set tencentdb_offload.threshold 0.6"
+
+
+def test_a_threshold_under_the_ratio_comes_with_a_ratio_that_fits(tmp_path, gateway):
+    # LCM-X's default trigger (0.35) is under this plugin's COMPACT_RATIO (0.45): the threshold
+    # alone would be an invalid pair (doctor would then fail on it)
+    from tencentdb_offload.settings.config import load_settings
+    home = setup_home(tmp_path, gateway, env={"LCM_CONTEXT_THRESHOLD": "0.35"}, config=HALF_DONE)
+    row = next(r for r in lcm_rows(doctor(home)) if "LCM_CONTEXT_THRESHOLD" in r["message"])
+    assert row["fix"] == ("hermes config set tencentdb_offload.threshold 0.35 && "
+                          "hermes config set tencentdb_offload.compact_ratio 0.23"), row
+    _settings, warnings = load_settings({}, {"threshold": "0.35", "compact_ratio": "0.23"})
+    assert warnings == []
+
+
+def test_the_same_threshold_is_nothing_to_carry_over(tmp_path, gateway):
+    home = setup_home(tmp_path, gateway, env={"LCM_CONTEXT_THRESHOLD": "0.75"}, config=HALF_DONE)
+    row = next(r for r in lcm_rows(doctor(home)) if "LCM_CONTEXT_THRESHOLD" in r["message"])
+    assert row["status"] == "pass" and "nothing to carry over" in row["message"]
+
+
+def test_the_plugins_row_says_what_the_list_holds(tmp_path, gateway):
+    without = HALF_DONE.replace("    - tencentdb-offload\n", "")
+    home = setup_home(tmp_path, gateway, config=without)
+    row = next(r for r in lcm_rows(doctor(home)) if "plugins.enabled" in r["message"])
+    assert "beside tencentdb-offload" not in row["message"], row
+    assert "and not tencentdb-offload" in row["message"] and '["other-plugin", "hermes-lcm"]' in row["message"]
+    (tmp_path / "2").mkdir()
+    with_it = next(r for r in lcm_rows(doctor(setup_home(tmp_path / "2", gateway, config=HALF_DONE)))
+                   if "plugins.enabled" in r["message"])
+    assert "beside tencentdb-offload" in with_it["message"]
+
+
+def test_no_lcm_db_says_where_it_looked(tmp_path, gateway):
+    home = setup_home(tmp_path, gateway, config=HALF_DONE)
+    row = next(r for r in lcm_rows(doctor(home)) if "lcm store" in r["message"])
+    assert row["status"] == "pass" and "no hermes-lcm store found" in row["message"]
+    assert str(home / "lcm.db") in row["message"] and "LCM_DATABASE_PATH is not set" in row["message"]
+    elsewhere = tmp_path / "kept" / "lcm.db"
+    (tmp_path / "2").mkdir()
+    row = next(r for r in lcm_rows(doctor(setup_home(tmp_path / "2", gateway, config=HALF_DONE,
+                                                     env={"LCM_DATABASE_PATH": str(elsewhere)})))
+               if "lcm store" in r["message"])
+    assert str(elsewhere) in row["message"] and "LCM_DATABASE_PATH names it" in row["message"]
+
+
+def test_lcm_x_names_are_known(tmp_path, gateway):
+    # LCM-X v0.24 renamed its plugin hermes-lcm-x and its engine lcm-x
+    config = GOOD_CONFIG.replace("engine: tencentdb-offload", "engine: lcm-x").replace(
+        "    - other-plugin\n", "    - other-plugin\n    - hermes-lcm-x\n")
+    rows = lcm_rows(doctor(setup_home(tmp_path, gateway, config=config)))
+    assert any(r["status"] == "fail" and "'lcm-x'" in r["message"] for r in rows), rows
+    listed = next(r for r in rows if "plugins.enabled" in r["message"])
+    assert "hermes-lcm-x" in listed["message"] and "hermes-lcm-x" not in listed["fix"]

@@ -12,12 +12,13 @@ import pytest
 
 import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import digest as D
+from tencentdb_offload.context import digest
 from tencentdb_offload.context import digest_fold as fold
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.messages import is_tool_result, text_of, tool_results
 from tencentdb_offload.context.durable_pointers import pointed, restore, unkept
 from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.ops.driver import Driver, read_whole
+from tencentdb_offload.ops.host_emulation import NOT_SELECTING
 
 from helpers import FullDisk, conversation, env_for, tool_turn
 from test_long_session_property import DIGEST_KEY
@@ -54,9 +55,9 @@ def test_on_a_full_disk_every_pointer_given_resolves_after_a_restart(tmp_path):
     got = json.loads(proc.stdout.splitlines()[-1])
     rt = plugin.build_runtime(env=env_for(tmp_path))            # the restart
     try:
-        text = "\n".join(M.text_of(m) for m in got["out"])
-        promised = [tid for m in got["out"] if M.is_tool_result(m)
-                    for tid, body in M.tool_results(m) if 'tdai_read_cos(tool_call_id="%s")' % tid in body]
+        text = "\n".join(text_of(m) for m in got["out"])
+        promised = [tid for m in got["out"] if is_tool_result(m)
+                    for tid, body in tool_results(m) if 'tdai_read_cos(tool_call_id="%s")' % tid in body]
         assert [t for t in promised if not rt.store.holds(got["key"], t)] == []
         assert "call_0_0" in text or promised              # whole, or behind a pointer that reads
         assert any("kept whole" in e for e in got["errors"]), got["errors"]
@@ -85,10 +86,10 @@ def shown_keys(messages, seal):
     """Every key a recall call or a digest of ours names in ``messages``."""
     keys = set()
     for m in messages:
-        for text in [json.dumps(m, ensure_ascii=False)] + [t for _i, t in M.tool_results(m)]:
+        for text in [json.dumps(m, ensure_ascii=False)] + [t for _i, t in tool_results(m)]:
             keys |= set(RECALL_CALL.findall(text.replace('\\\\"', '\\"')))
             opened = seal.open_text(text)
-            if opened is not None and opened[0] == D.KIND:
+            if opened is not None and opened[0] == digest.KIND:
                 keys |= {a or b for a, b in DIGEST_KEY.findall(opened[1])}
     return keys
 
@@ -107,7 +108,7 @@ def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_ke
             gw = stack.enter_context(FakeGateway(api_key="k1"))
             extra = dict(gateway_url=gw.url, api_key="k1", instance_id="svc")
         rt = plugin.build_runtime(env=env_for(tmp_path, **extra))
-        d = Driver(rt, "s1", 64_000, "You are helpful.", [], host="0.19")
+        d = Driver(rt, "s1", 64_000, "You are helpful.", [], host=NOT_SELECTING)
 
         def turn(i):
             msgs = tool_turn(i, 6_000, calls=3)
@@ -137,7 +138,7 @@ def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_ke
 def test_each_mark_naming_a_text_not_held_says_not_kept_in_its_place():
     seal = Seal(b"d" * 32)
     folded = fold.fold_turns(["#1 user: hello (msg-aaaaaaaaaaaa)", "#2 user: more · x [c]"])[0]
-    body = (D.HEADER + "\nTurns:\n" + folded + "\n#3 user: fix it (msg-0123456789ab) · read_file "
+    body = (digest.HEADER + "\nTurns:\n" + folded + "\n#3 user: fix it (msg-0123456789ab) · read_file "
             "/a [call_1], read_file /b [call_2]\n   [call_1] error: boom")
     cut_args = json.dumps({"path": "/p", "content": "head [... 9 chars cut; full arguments: "
                            'tdai_read_cos(tool_call_id="call_3.arguments") ...] tail'})
@@ -146,15 +147,15 @@ def test_each_mark_naming_a_text_not_held_says_not_kept_in_its_place():
     trim = {"role": "tool", "tool_call_id": "call_3", "content": seal.seal_text(
         "trim", 'head\n\n[... 5 chars cut; full text: tdai_read_cos(tool_call_id="call_3") ...]\n\nt')}
     lost = {"call_1", "msg-0123456789ab", "call_3.arguments", "call_3"}
-    out, changed = unkept(D.pair(seal, body, 1) + [call, trim], lost, "disk full", seal)
+    out, changed = unkept(digest.pair(seal, body, 1) + [call, trim], lost, "disk full", seal)
     assert changed == 3
-    kind, digest = seal.open_text(out[1]["content"])
-    assert kind == D.KIND and "[call_2]" in digest and "Nothing is lost" not in digest
-    assert "[call_1]" not in digest and "msg-0123456789ab" not in digest
-    assert "(not kept)" in digest and "[not kept] error: boom" in digest
-    assert D.LOST % (2, "disk full") in digest.splitlines()[1]
+    kind, shown = seal.open_text(out[1]["content"])
+    assert kind == digest.KIND and "[call_2]" in shown and "Nothing is lost" not in shown
+    assert "[call_1]" not in shown and "msg-0123456789ab" not in shown
+    assert "(not kept)" in shown and "[not kept] error: boom" in shown
+    assert digest.LOST % (2, "disk full") in shown.splitlines()[1]
     # a range folded now may hold texts not kept: it no longer says all of them are archived
-    ranged = next(ln for ln in digest.splitlines() if fold.span_of(ln) == (1, 2))
+    ranged = next(ln for ln in shown.splitlines() if fold.span_of(ln) == (1, 2))
     assert fold.ALL_KEPT not in ranged and fold.SOME_KEPT in fold.fold_turns([ranged])[0]
     args = json.loads(out[2]["tool_calls"][0]["function"]["arguments"])
     assert "full arguments not kept (disk full)" in args["content"] and "tdai_read_cos" not in args["content"]

@@ -13,7 +13,7 @@ import pytest
 
 import tencentdb_offload as plugin
 from tencentdb_offload.context import canvas
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.messages import is_real_user, text_of, validation_errors
 
 from helpers import as_host, conversation, make_engine
 
@@ -22,7 +22,7 @@ TURN_START = {"role": "user", "content": "next: the parser, please"}   # a turn'
 
 
 def count_blocks(messages, seal=None):
-    return sum(len(canvas.blocks(M.text_of(m), seal)) for m in messages if isinstance(m, dict))
+    return sum(len(canvas.blocks(text_of(m), seal)) for m in messages if isinstance(m, dict))
 
 
 def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
@@ -35,11 +35,11 @@ def test_select_context_puts_exactly_the_current_canvas_once(tmp_path):
     snapshot = json.dumps(conv)
     out = eng.select_context(conv, conversation_messages=conv, budget_tokens=64_000)
     assert json.dumps(conv) == snapshot, "the host's list was changed"
-    newest_user = max(i for i, m in enumerate(out) if M.is_real_user(m))
+    newest_user = max(i for i, m in enumerate(out) if is_real_user(m))
     assert count_blocks(out, rt.seal) == 1
-    assert canvas.sealed(BLOCK, rt.seal) in M.text_of(out[newest_user])
+    assert canvas.sealed(BLOCK, rt.seal) in text_of(out[newest_user])
     assert "000-old" not in json.dumps(out)
-    assert M.validation_errors(out) == []
+    assert validation_errors(out) == []
     again = eng.select_context(out, conversation_messages=conv, budget_tokens=64_000)
     assert count_blocks(again, rt.seal) == 1
     st = eng.get_status()["session_stats"]
@@ -82,7 +82,7 @@ def test_near_the_trigger_a_gateway_compaction_is_prepared_and_compress_applies_
         later = conv + [{"role": "user", "content": "and now the next step, please"}]
         out = eng.compress(later, current_tokens=eng.threshold_tokens + 1000)
         assert len(compacts()) == 1, "compress applied the prepared result, asked nothing more"
-        assert M.validation_errors(out) == [] and out[-1] == later[-1]
+        assert validation_errors(out) == [] and out[-1] == later[-1]
         last = eng.get_status()["session_stats"]["last_compaction"]
         assert last["route"].startswith("gateway") and rt.ahead.status()["prepared_used"] == 1
         rt.close()
@@ -235,7 +235,7 @@ def test_a_compaction_the_user_asks_for_makes_the_context_smaller(tmp_path):
     conv = conversation(40, 1000)
     assert eng.compress(conv, current_tokens=15_000) is conv
     out = eng.compress(conv, current_tokens=15_000, force=True)
-    assert out is not conv and M.validation_errors(out) == []
+    assert out is not conv and validation_errors(out) == []
     rec = eng.get_status()["session_stats"]["last_compaction"]
     assert rec["target"] <= rec["tokens_before"] // 2 + 1
     assert rec["tokens_after"] <= rec["tokens_before"] * 2 // 3, "clearly smaller"
@@ -272,7 +272,7 @@ def test_the_canvas_stays_where_it_was_shown_until_a_compaction(tmp_path):
     assert count_blocks(second, rt.seal) == 1 and "002-next" not in json.dumps(second)
     eng.current_state().canvas_repin = True                  # what a compaction sets
     third = eng.select_context(later)
-    assert count_blocks(third, rt.seal) == 1 and "002-next" in M.text_of(third[-1])
+    assert count_blocks(third, rt.seal) == 1 and "002-next" in text_of(third[-1])
 
 
 def test_a_canvas_drawn_mid_turn_waits_for_the_next_turn(tmp_path):
@@ -287,7 +287,7 @@ def test_a_canvas_drawn_mid_turn_waits_for_the_next_turn(tmp_path):
     nxt = step + [{"role": "user", "content": "and the tests"}]
     shown = eng.select_context(nxt)
     assert shown[:len(step)] == step and count_blocks(shown, rt.seal) == 1
-    assert canvas.sealed(BLOCK, rt.seal) in M.text_of(shown[-1])
+    assert canvas.sealed(BLOCK, rt.seal) in text_of(shown[-1])
 
 
 def test_the_next_process_sends_the_canvas_where_the_last_one_pinned_it(tmp_path):
@@ -416,13 +416,13 @@ def test_the_messaging_gateway_lands_lower_unless_the_ratio_is_set():
     landing; a ratio the user set, or one corrected below a low threshold, as it is; elsewhere
     the settings' target."""
     from tencentdb_offload.settings.config import load_settings
-    from tencentdb_offload.settings.thresholds import FLEET_LANDING_RATIO, landing_tokens, landing_text
+    from tencentdb_offload.settings.thresholds import MESSAGING_LANDING_RATIO, landing_tokens, landing_text
     unset = load_settings({})[0]
-    assert landing_tokens(unset, 100_000, True) == int(100_000 * FLEET_LANDING_RATIO) \
+    assert landing_tokens(unset, 100_000, True) == int(100_000 * MESSAGING_LANDING_RATIO) \
         < unset.target_tokens(100_000)
     assert "messaging gateway" in landing_text(unset)
-    for window, fleet in ((100_000, False), (64_000, True), (200_000, True)):
-        assert landing_tokens(unset, window, fleet) == unset.target_tokens(window), (window, fleet)
+    for window, messaging in ((100_000, False), (64_000, True), (200_000, True)):
+        assert landing_tokens(unset, window, messaging) == unset.target_tokens(window), (window, messaging)
     for env in ({"TENCENTDB_OFFLOAD_COMPACT_RATIO": "0.5"}, {"TENCENTDB_OFFLOAD_THRESHOLD": "0.3"},
                 {"TENCENTDB_OFFLOAD_THRESHOLD": "0.3", "TENCENTDB_OFFLOAD_COMPACT_RATIO": "0.2"},
                 {"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "80000"}):
@@ -437,13 +437,13 @@ def test_a_cap_that_does_not_bind_leaves_the_hosts_rules_and_one_that_does_is_a_
     from tencentdb_offload.settings.config import load_settings
     from tencentdb_offload.settings.thresholds import applying_trigger
     plain = load_settings({})[0]
-    for window, floor, fleet in ((64_000, True, False), (100_000, False, True), (200_000, True, False)):
+    for window, floor, messaging in ((64_000, True, False), (100_000, False, True), (200_000, True, False)):
         huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]
-        assert applying_trigger(huge, window, host_floor=floor, fleet=fleet).tokens == \
-            applying_trigger(plain, window, host_floor=floor, fleet=fleet).tokens, window
-    for cap, window, floor, fleet in ((80_000, 100_000, False, True), (50_000, 64_000, True, False)):
+        assert applying_trigger(huge, window, host_floor=floor, messaging=messaging).tokens == \
+            applying_trigger(plain, window, host_floor=floor, messaging=messaging).tokens, window
+    for cap, window, floor, messaging in ((80_000, 100_000, False, True), (50_000, 64_000, True, False)):
         capped = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": str(cap)})[0]
-        trigger = applying_trigger(capped, window, host_floor=floor, fleet=fleet)
+        trigger = applying_trigger(capped, window, host_floor=floor, messaging=messaging)
         assert trigger.tokens == cap and "MAX_CONTEXT_TOKENS" in trigger.why, (cap, window)
     from tencentdb_offload.settings.thresholds import landing_tokens
     huge = load_settings({"TENCENTDB_OFFLOAD_MAX_CONTEXT_TOKENS": "5000000"})[0]

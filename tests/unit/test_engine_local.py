@@ -2,7 +2,7 @@ import copy
 import json
 import threading
 
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import conversation, make_engine
@@ -23,7 +23,7 @@ def test_compress_lands_at_target_and_archives(tmp_path):
     conv = conversation(40, 6000, calls=2)
     eng.update_from_response({"prompt_tokens": 70_000})
     out = eng.compress(conv, current_tokens=70_000)
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     assert eng.compression_count == 1
     st = eng.current_state()
     assert st.calibrator.to_real(messages_tokens(out)) <= 32_000
@@ -91,7 +91,7 @@ def test_concurrent_sessions_in_threads(tmp_path):
             mine.on_session_start("sess-%d" % n)
             conv = conversation(20, 5000)
             out = mine.compress(conv, current_tokens=60_000)
-            assert M.validation_errors(out) == []
+            assert messages.validation_errors(out) == []
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

@@ -120,7 +120,7 @@ def test_a_booking_after_a_pause_that_fails_is_said(tmp_path):
         def broken():
             done.set()
             raise RuntimeError(BUG)
-        rt.ahead.later.book("s1", 0.0, (), broken)
+        rt.ahead.after_pause.book("s1", 0.0, (), broken)
         assert done.wait(30)
         assert wait_for(lambda: any(BUG in e for e in rt.errors), 30), list(rt.errors)
     finally:

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.fallback import local_compact
 from tencentdb_offload.context.tokens import messages_tokens
 
@@ -10,7 +10,7 @@ from helpers import conversation, random_conversation, tool_turn
 
 
 def ids_in(msgs):
-    return {tid for m in msgs for tid in M.results_of(m)}
+    return {tid for m in msgs for tid in messages.results_of(m)}
 
 
 def test_keeps_head_current_turn_and_fits():
@@ -18,11 +18,11 @@ def test_keeps_head_current_turn_and_fits():
     budget = 8000
     res = local_compact(conv, budget)
     assert res.tokens_after <= budget and res.within_budget
-    assert M.validation_errors(res.messages) == []
+    assert messages.validation_errors(res.messages) == []
     assert res.messages[0] == conv[0]                       # first user message kept
     assert res.messages[-1]["content"] == conv[-1]["content"]  # newest message kept
-    notices = [m for m in res.messages if M.NOTICE_MARK in M.text_of(m)]
-    assert len(notices) == 1 and "tdai_read_cos" in M.text_of(notices[0])
+    notices = [m for m in res.messages if messages.NOTICE_MARK in messages.text_of(m)]
+    assert len(notices) == 1 and "tdai_read_cos" in messages.text_of(notices[0])
     assert res.removed and all(r in conv for r in res.removed)
 
 
@@ -49,7 +49,7 @@ def test_single_huge_current_turn_still_fits():
     conv = tool_turn(0, 400_000, calls=3)
     res = local_compact(conv, 3000)
     assert res.tokens_after <= 3000
-    assert M.validation_errors(res.messages) == []
+    assert messages.validation_errors(res.messages) == []
     assert res.messages[0]["content"].startswith("turn 0")
 
 
@@ -57,7 +57,7 @@ def test_old_notice_is_replaced_not_stacked():
     conv = conversation(30, 4000)
     once = local_compact(conv, 8000).messages
     twice = local_compact(once + tool_turn(99, 4000), 8000).messages
-    assert sum(M.NOTICE_MARK in M.text_of(m) for m in twice) == 1
+    assert sum(messages.NOTICE_MARK in messages.text_of(m) for m in twice) == 1
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -65,15 +65,15 @@ def test_property_random_conversations(seed):
     rng = random.Random(seed)
     for _ in range(250):
         conv = random_conversation(rng)
-        assert M.validation_errors(conv) == [], conv
+        assert messages.validation_errors(conv) == [], conv
         budget = rng.choice([300, 2000, 8000, 32000, 200000])
         # below any real target, or the current turn's own words (never altered) taking half
         # of it: valid and best effort, not a promise
-        last_user = next((m for m in reversed(conv) if M.is_real_user(m)), None)
+        last_user = next((m for m in reversed(conv) if messages.is_real_user(m)), None)
         own = messages_tokens([m for m in conv if m.get("role") == "system"] + [last_user or {}])
         tiny = budget < 1000 or own > budget // 2
         res = local_compact(conv, budget, keep_first=rng.choice([0, 3, 5]), trim_chars=rng.choice([500, 2000]))
-        errors = M.validation_errors(res.messages)
+        errors = messages.validation_errors(res.messages)
         assert errors == [], (errors, budget)
         assert res.tokens_after == messages_tokens(res.messages)
         assert res.tokens_after <= budget or tiny, (res.tokens_after, budget)
@@ -83,8 +83,8 @@ def test_property_random_conversations(seed):
         kept_away = ids_in(res.removed)
         assert gone <= kept_away
         # the newest real user message survives
-        if last_user is not None and "HEARTBEAT" not in M.text_of(last_user):
-            assert any(M.text_of(last_user)[:40] in M.text_of(m) for m in res.messages)
+        if last_user is not None and "HEARTBEAT" not in messages.text_of(last_user):
+            assert any(messages.text_of(last_user)[:40] in messages.text_of(m) for m in res.messages)
 
 
 
@@ -98,7 +98,7 @@ def test_the_newest_steps_results_are_trimmed_as_few_as_fit():
              and "trimmed by tencentdb-offload" not in m["content"]]
     assert res.within_budget and res.tokens_after <= 12000
     assert whole == ["call_9_1", "call_9_2"]
-    assert ids_in(res.messages) >= set(fresh) and M.validation_errors(res.messages) == []
+    assert ids_in(res.messages) >= set(fresh) and messages.validation_errors(res.messages) == []
     # with room for none whole, all are trimmed, as before
     tight = local_compact(conv, 4500)
     assert tight.within_budget and not any(

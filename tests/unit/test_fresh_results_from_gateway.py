@@ -8,7 +8,7 @@ as without one."""
 import pytest
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import SELECTING_HOST, as_host, conversation, make_engine, tool_turn
@@ -40,8 +40,8 @@ def cut_biggest(msgs):
 def whole_fresh(out, before):
     """How many of the newest step's results (the last four messages) ``out`` carries as
     ``before`` did."""
-    wanted = {tid: text for m in before[-4:] for tid, text in M.tool_results(m)}
-    got = {tid: text for m in out for tid, text in M.tool_results(m)}
+    wanted = {tid: text for m in before[-4:] for tid, text in messages.tool_results(m)}
+    got = {tid: text for m in out for tid, text in messages.tool_results(m)}
     return sum(1 for tid, text in wanted.items() if got.get(tid) == text)
 
 
@@ -51,7 +51,7 @@ def compact(tmp_path, before, gateway=None):
     out = eng.compress(before, current_tokens=messages_tokens(before))
     stats = eng.get_status()["session_stats"]
     rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out, stats
 
 
@@ -82,7 +82,7 @@ def _with_canvas(tmp_path, before, threshold):
     out = eng.compress(before, current_tokens=messages_tokens(before))
     target = rt.settings.target_tokens(WINDOW)
     rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out, target
 
 
@@ -107,27 +107,27 @@ def test_unread_results_use_the_canvas_room_only_with_room_for_a_step_more(tmp_p
     assert whole_fresh(shown, before) == 2              # as few trimmed as fit the target
 
 
-FLEET_WINDOW = 100_000
+MESSAGING_WINDOW = 100_000
 
 
 def _landing_low(tmp_path, before, monkeypatch):
     """A compaction in 0.22's messaging gateway on a 100K window, with its defaults (trigger
     0.85, landing 0.35), no Gateway, no canvas."""
     as_host(monkeypatch, **SELECTING_HOST, messaging_gateway=True)
-    rt, eng = make_engine(tmp_path, context_length=FLEET_WINDOW, gateway_url="off")
-    eng.update_model(model="m", context_length=FLEET_WINDOW)
+    rt, eng = make_engine(tmp_path, context_length=MESSAGING_WINDOW, gateway_url="off")
+    eng.update_model(model="m", context_length=MESSAGING_WINDOW)
     out = eng.compress(before, current_tokens=messages_tokens(before))
     target, trigger = eng.compaction_target(), eng.threshold_tokens
     rt.close()
     assert (target, trigger) == (35_000, 85_000), "the messaging gateway's defaults apply"
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out, target, trigger
 
 
 def test_a_low_landing_hides_no_unread_result_that_leaves_room_for_a_step_more(tmp_path, monkeypatch):
     """In 0.22's messaging gateway the landing is where older history goes down to; the newest
     step's results the model asked for and has not read stay whole over it while a step more
-    of their size still fits under the trigger (the held-out fleet at 0.35: 24 of 432 reads
+    of their size still fits under the trigger (the held-out messaging shape at 0.35: 24 of 432 reads
     never reached the model whole when only the canvas' room was theirs)."""
     before = conversation(12, 12_000, "openai", calls=2) + newest_step("openai", 16_000)
     step = messages_tokens(before[-4:])

@@ -6,7 +6,7 @@ import json
 import re
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.messages import text_of, tool_results
 from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.ops.driver import read_whole
@@ -42,7 +42,7 @@ def read_back(eng, key):
 
 def keys_shown(messages):
     """Every key of c0 the context names: pointers, and the digest's ``[id]``."""
-    return {a or b for m in messages for a, b in POINTER.findall(M.text_of(m))}
+    return {a or b for m in messages for a, b in POINTER.findall(text_of(m))}
 
 
 def test_a_gateway_cut_of_a_reused_id_points_at_its_source(tmp_path):
@@ -52,13 +52,13 @@ def test_a_gateway_cut_of_a_reused_id_points_at_its_source(tmp_path):
         rt, eng = make_engine(tmp_path, gateway_url=gw.url, api_key="k1", instance_id="svc")
         hooks = HookHandlers(rt)
         for m in msgs:
-            for tid, text in M.tool_results(m):
+            for tid, text in tool_results(m):
                 hooks.post_tool_call(tool_name="read_file", args={}, result=text,
                                      session_id="s1", tool_call_id=tid)
         rt.flush_writes()
         out = eng.compress(msgs, current_tokens=eng.threshold_tokens + 1000)
         assert gw.compact_calls(), "the Gateway compacted"
-        cut = [t for m in out for tid, t in M.tool_results(m) if tid == "c0" and len(t) > 1000]
+        cut = [t for m in out for tid, t in tool_results(m) if tid == "c0" and len(t) > 1000]
         assert cut and second not in cut, "the Gateway truncated the reused id's long text"
         # later, without the Gateway: the cut is trimmed further, or leaves the context
         gw.set_fault("refuse")
@@ -69,7 +69,7 @@ def test_a_gateway_cut_of_a_reused_id_points_at_its_source(tmp_path):
             more += [{"role": "assistant", "content": "read %d" % i}]
         more.append({"role": "user", "content": "and now?"})
         for m in more[len(out):]:
-            for tid, text in M.tool_results(m):
+            for tid, text in tool_results(m):
                 hooks.post_tool_call(tool_name="read_file", args={}, result=text,
                                      session_id="s1", tool_call_id=tid)
         rt.flush_writes()
@@ -94,14 +94,14 @@ def test_an_id_reused_after_the_gateway_replaced_its_result_reads_that_result(tm
 
         def record(messages):
             for m in messages:
-                for tid, text in M.tool_results(m):
+                for tid, text in tool_results(m):
                     hooks.post_tool_call(tool_name="read_file", args={}, result=text,
                                          session_id="s1", tool_call_id=tid)
             rt.flush_writes()
         record(msgs)
         assert rt.flush("s1", 5)                    # the Gateway holds them: it may replace them
         out = eng.compress(msgs, current_tokens=messages_tokens(msgs))      # (the host's count)
-        assert first not in [t for m in out for tid, t in M.tool_results(m) if tid == "c0"]
+        assert first not in [t for m in out for tid, t in tool_results(m) if tid == "c0"]
         gw.set_fault("refuse")                      # later: the provider reuses c0, no Gateway
         more = list(out[:-1]) + [{"role": "assistant", "content": "ok"},
                                  {"role": "user", "content": "read it again"}]
@@ -132,7 +132,7 @@ def test_a_reference_quoting_one_text_of_a_reused_id_names_that_text(tmp_path):
            'see tdai_read_cos(path="offload/refs/c0.md")')
     reply = [dict(sent[0], content=ref % older[:150]), dict(sent[1], content=ref % newer[:150])]
     out = gateway_cuts.keyed(sent, reply, {"c0"})
-    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in tool_results(m)]
     assert keys == [result_keys.suffixed("c0", older), result_keys.suffixed("c0", newer)]
     rt.close()
 
@@ -146,7 +146,7 @@ def test_a_reference_quoting_an_older_text_of_the_id_names_the_text_it_replaced(
     reply = [dict(sent[0], content="[Offloaded Tool Result | node: 001-N8]\nSummary: read_file "
                                    "result: %s" % older[:150])]
     out = gateway_cuts.keyed(sent, reply, {"c0"})
-    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in tool_results(m)]
     assert keys == [result_keys.suffixed("c0", newer)]
 
 
@@ -159,7 +159,7 @@ def test_a_cut_that_holds_a_short_text_of_a_reused_id_whole_names_it():
     notice = "\n\n[... content truncated, only first 2000 characters retained ...]"
     reply = [sent[0], dict(sent[1], content=(short + " k1 " + "k1 text " * 400)[:2000] + notice)]
     out = gateway_cuts.keyed(sent, reply, {"c0"})
-    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in tool_results(m)]
     assert keys == ["", result_keys.suffixed("c0", short)]
 
 
@@ -174,5 +174,5 @@ def test_one_reference_for_every_text_of_a_reused_id_names_each_text_it_replaced
            'see tdai_read_cos(path="offload/refs/c0.md")')
     reply = [dict(sent[0], content=ref), dict(sent[1], content=ref)]
     out = gateway_cuts.keyed(sent, reply, {"c0"})
-    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in M.tool_results(m)]
+    keys = [result_keys.pointer_in("c0", t) for m in out for _i, t in tool_results(m)]
     assert keys == [result_keys.suffixed("c0", first), result_keys.suffixed("c0", second)]

@@ -10,7 +10,7 @@ import pytest
 
 from fakes.gateway import FakeGateway
 from tencentdb_offload.context import canvas
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.context.tokens import messages_tokens
 
@@ -79,7 +79,7 @@ def test_compaction_through_gateway_is_honest_and_valid(tmp_path, gw):
     count = messages_tokens(conv) + 2_000
     eng.update_from_response({"prompt_tokens": count})
     out = eng.compress(conv, current_tokens=count)
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     calls = gw.compact_calls("hermes-s1")
     assert len(calls) == 1
     body, data = calls[0]
@@ -107,17 +107,17 @@ def test_repairs_dangling_calls_and_canvas_before_system(tmp_path, gw):
     conv = [{"role": "system", "content": "be careful"}] + conversation(20, 6000, calls=2)
     eng.update_from_response({"prompt_tokens": 60_000})
     first = eng.compress(conv, current_tokens=60_000)
-    assert M.validation_errors(first) == []
+    assert messages.validation_errors(first) == []
     assert first[0]["role"] == "system"
-    assert sum(M.text_of(m).count("<current_task_context>") for m in first) == 1
+    assert sum(messages.text_of(m).count("<current_task_context>") for m in first) == 1
     # a second compaction replays the deletions: the fake leaves dangling tool_calls
     later = first + conversation(3, 6000, calls=2)
     eng.update_from_response({"prompt_tokens": 60_000})
     second = eng.compress(later, current_tokens=60_000)
-    assert M.validation_errors(second) == []
-    assert sum(M.text_of(m).count("<current_task_context>") for m in second) == 1
+    assert messages.validation_errors(second) == []
+    assert sum(messages.text_of(m).count("<current_task_context>") for m in second) == 1
     reply = gw.compact_calls("hermes-s1")[-1][1]["messages"]
-    assert M.validation_errors(reply) or reply[0]["role"] != "system" or any(
+    assert messages.validation_errors(reply) or reply[0]["role"] != "system" or any(
         k.startswith("_") for m in reply for k in m)      # the fake really returned something to repair
 
 
@@ -128,9 +128,9 @@ def test_gateway_failure_falls_back_locally(tmp_path, gw, fault):
     gw.set_fault(fault, paths=None if fault == "refuse" else ("/v2/offload/compact",))
     eng.update_from_response({"prompt_tokens": 60_000})
     out = eng.compress(conv, current_tokens=60_000)
-    assert M.validation_errors(out) == [] and eng.compression_count == 1
+    assert messages.validation_errors(out) == [] and eng.compression_count == 1
     assert eng.current_state().calibrator.to_real(messages_tokens(out)) <= 32_000
-    assert any(M.NOTICE_MARK in M.text_of(m) for m in out)
+    assert any(messages.NOTICE_MARK in messages.text_of(m) for m in out)
     assert eng.get_status()["session_stats"]["local_compactions"] == 1
     assert rt.errors
 
@@ -149,7 +149,7 @@ def test_refused_then_fast_then_delivered_after_recovery(tmp_path, gw):
     drive_turn(hooks, "s1", 1)
     rt.flush_writes()
     assert len(gw.requests) == sent             # breaker open: no network at all
-    assert M.validation_errors(out) == [] and eng.compression_count == 1    # compacted locally
+    assert messages.validation_errors(out) == [] and eng.compression_count == 1    # compacted locally
     assert rt.store.backlog("s1") == 6          # 2 prompts + 4 pairs wait
     rt.client.breaker.retry_at = 0              # don't wait for the backoff in a test
     rt.worker.wake()
@@ -185,7 +185,7 @@ def test_canvas_injected_once_and_guarded(tmp_path, gw):
                             {"role": "user", "content": "new\n\n" + block}], "tools": []}
     out = hooks.llm_request(request=request, session_id="s1")
     msgs = out["request"]["messages"]
-    assert sum(M.text_of(m).count(canvas.OPEN) for m in msgs) == 1
+    assert sum(messages.text_of(m).count(canvas.OPEN) for m in msgs) == 1
     assert msgs[-1]["content"].endswith(block) and msgs[1]["content"] == "old"
     single = {"messages": [{"role": "user", "content": "new\n\n" + block}]}
     assert hooks.llm_request(request=single, session_id="s1") is None   # nothing to change
@@ -217,7 +217,7 @@ def test_hanging_gateway_costs_one_timeout_then_turns_stay_fast(tmp_path, gw):
     first = time.perf_counter()
     out = eng.compress(conv, current_tokens=60_000)
     first = time.perf_counter() - first
-    assert M.validation_errors(out) == [] and not rt.client.available
+    assert messages.validation_errors(out) == [] and not rt.client.available
     # Bounded by the timeouts (0.4 s), not by the 30 s hang: the bound is about 7x the
     # timeout so a loaded machine never fails it, and still far below the hang.
     assert first < 3.0
@@ -245,7 +245,7 @@ def test_every_third_call_failing_loses_and_duplicates_nothing(tmp_path, gw):
         conv += conversation(1, 4000, calls=2)
         if turn % 3 == 2:
             out = eng.compress(conv + conversation(20, 4000), current_tokens=60_000)
-            assert M.validation_errors(out) == []
+            assert messages.validation_errors(out) == []
             assert eng.current_state().calibrator.to_real(messages_tokens(out)) <= 32_000
             rt.client.breaker.retry_at = 0       # 5xx opens the breaker; don't wait in a test
             rt.client.breaker.record_success()
@@ -269,7 +269,7 @@ def test_unchanged_messages_keep_api_content(tmp_path, gw):
     conv[at:at] = [{"role": "user", "content": "keep me",
                     "api_content": "keep me\n\nplugin context\n\n" + block},
                    {"role": "assistant", "content": "kept"}]
-    assert M.validation_errors(conv) == []
+    assert messages.validation_errors(conv) == []
     out = eng.compress(conv, current_tokens=60_000)
     assert gw.compact_calls("hermes-s1")
     kept = [m for m in out if m.get("content") == "keep me"]

@@ -5,7 +5,7 @@ and leaves less room before the next rewrite). A shallower reply is finished loc
 as the local plan; its L1 summaries are kept either way."""
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.departures import OFFLOADED_MARK
 from tencentdb_offload.context.tokens import messages_tokens
 
@@ -22,7 +22,7 @@ def shallow(msgs):
     while True:
         out = [dict(m, content="%s summary of %s\n%s" % (OFFLOADED_MARK, m["tool_call_id"],
                                                          str(m["content"])[:chars]))
-               if M.role(m) == "tool" else m for m in msgs]
+               if messages.role(m) == "tool" else m for m in msgs]
         if messages_tokens(out) <= SHALLOW or chars < 100:
             return out
         chars = int(chars * 0.9)
@@ -35,7 +35,7 @@ def compact(tmp_path, before, gateway=None):
     state = eng.current_state()
     summaries = dict(state.summaries)
     rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out, summaries
 
 

@@ -10,7 +10,7 @@ and a local compaction instead. The fake slices and escapes as the real one does
 import json
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import make_engine
 
@@ -41,10 +41,10 @@ def test_emoji_cut_in_two_by_the_gateway_truncation_is_mended_not_refused(tmp_pa
         eng.update_from_response({"prompt_tokens": 60_000})
         out = eng.compress(conv, current_tokens=60_000)
         reply = gw.compact_calls("hermes-s1")[-1][1]["messages"]
-        assert any(not _utf8(M.text_of(m)) for m in reply)      # the fake really split one
+        assert any(not _utf8(messages.text_of(m)) for m in reply)      # the fake really split one
         st = eng.get_status()["session_stats"]
         assert st["gateway_compactions"] == 1, st.get("last_error")
-        assert M.validation_errors(out) == [] and _sendable(out)
+        assert messages.validation_errors(out) == [] and _sendable(out)
 
 
 def _utf8(text):
@@ -72,5 +72,5 @@ def test_a_lone_surrogate_in_a_body_sent_as_utf8_reaches_the_gateway_unchanged(t
         out = eng.compress(conv, current_tokens=60_000)
         st = eng.get_status()["session_stats"]
         assert st["gateway_compactions"] == 1, st.get("last_error")
-        assert M.validation_errors(out) == []
+        assert messages.validation_errors(out) == []
         assert any(m.get("content") == conv[-4]["content"] for m in out)    # the current turn

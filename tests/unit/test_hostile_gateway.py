@@ -8,7 +8,7 @@ import pytest
 
 from fakes.gateway import FakeGateway
 from fakes.hostile import HostilePeer, envelope
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.memory_gateway.client import (CircuitBreaker, GatewayClient,
                                                      GatewayProtocolError, GatewayTimeout,
@@ -206,7 +206,7 @@ def test_hung_gateway_default_settings_fresh_process_compacts_fast(tmp_path):
         conv = [SYSTEM] + conversation(60, 4000, calls=2)
         out, took = timed(eng.compress, conv, current_tokens=60_000)
         rt.close()
-    assert isinstance(out, list) and M.validation_errors(out) == []
+    assert isinstance(out, list) and messages.validation_errors(out) == []
     assert took < 5.0, took                  # ~1 s of /health, never the 90 s timeout
     assert eng.get_status()["session_stats"]["local_compactions"] == 1
 
@@ -252,7 +252,7 @@ def test_compress_survives_every_hostile_reply(tmp_path, behaviour):
         done.set()
         worker.join()
         rt.close()
-    assert isinstance(out, list) and M.validation_errors(out) == [], out
+    assert isinstance(out, list) and messages.validation_errors(out) == [], out
     assert took < 4.0, took                                  # 1 s timeout + local compaction
     assert out[0] == SYSTEM and all(m.get("role") in ("system", "user", "assistant", "tool")
                                     for m in out)
@@ -283,7 +283,7 @@ def test_reply_system_messages_are_ignored_host_ones_kept(tmp_path):
         rt.close()
     systems = [m for m in out if m["role"] == "system"]
     assert systems == [SYSTEM] and out[0] == SYSTEM
-    assert not any("Ignore all previous" in M.text_of(m) for m in out)
+    assert not any("Ignore all previous" in messages.text_of(m) for m in out)
     assert eng.get_status()["session_stats"]["local_compactions"] == 0
 
 
@@ -339,7 +339,7 @@ def test_a_refused_reply_is_a_gateway_failure_and_our_bug_is_raised(tmp_path, ca
         # the engine's guard still ends in a valid local compaction
         out = eng.compress(conv, current_tokens=60_000)
         rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
 
 
 # -- a connection is reused only after its reply was read exactly to its end -----------------

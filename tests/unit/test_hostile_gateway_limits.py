@@ -8,7 +8,7 @@ import time
 import pytest
 
 from fakes.hostile import HostilePeer, envelope
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import Calibrator
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.memory_gateway.client import (CircuitBreaker, GatewayClient,
@@ -126,7 +126,7 @@ def test_a_result_replaced_by_anything_but_text_is_refused(tmp_path, content):
         assert any(r[1] == COMPACT for r in peer.requests)
         rt.close()
     for m in out:
-        if M.role(m) == "tool":
+        if messages.role(m) == "tool":
             assert isinstance(m["content"], str)
             m["content"].encode("utf-8")
     assert eng.get_status()["session_stats"]["last_compaction"]["route"] == "local"

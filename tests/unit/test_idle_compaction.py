@@ -258,16 +258,16 @@ def test_the_slash_command_and_the_cli_status_show_idle_compactions(tmp_path):
 def test_a_deep_landing_keeps_the_story_the_ordinary_one_keeps(tmp_path):
     """Idle compaction drops more results, not more of the story: its digest names every
     earlier user request the ordinary compaction's digest names."""
-    from tencentdb_offload.context import messages as M
+    from tencentdb_offload.context import messages
     clock = Clock()
     rt, eng = engine(tmp_path, clock)
     conv = between_triggers(eng)
     answered(eng, conv)
     clock.pause(TTL + 1)
-    deep = " ".join(M.text_of(m) for m in eng.compress(conv, current_tokens=eng.estimate_real(conv)))
+    deep = " ".join(messages.text_of(m) for m in eng.compress(conv, current_tokens=eng.estimate_real(conv)))
     assert eng.current_state().last_compaction.reason == "idle"
     _rt, warm = engine(tmp_path / "warm", Clock())
-    ordinary = " ".join(M.text_of(m) for m in warm.compress(conv, current_tokens=warm.estimate_real(conv)))
+    ordinary = " ".join(messages.text_of(m) for m in warm.compress(conv, current_tokens=warm.estimate_real(conv)))
     asked = [m["content"] for m in conv if m["role"] == "user"]
     kept = [a for a in asked if a in ordinary]
     assert len(kept) >= len(asked) // 2, "the ordinary digest names most requests"

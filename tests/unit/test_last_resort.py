@@ -4,7 +4,7 @@ compaction still runs so the host does not loop, and what it removes stays recal
 import json
 
 from tencentdb_offload.compaction import flow
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import conversation, make_engine
 
@@ -25,7 +25,7 @@ def test_last_resort_archives_what_it_removes(tmp_path, monkeypatch):
     eng.update_from_response({"prompt_tokens": 70_000})
     out = eng.compress(conv, current_tokens=70_000)
     assert any("compress failed" in line for line in rt.errors)
-    assert len(out) < len(conv) and M.validation_errors(out) == []
+    assert len(out) < len(conv) and messages.validation_errors(out) == []
     texts = [m.get("content") for m in out]
     for marker, whole in (("LASTRESORT-7", question), ("ANSWER-LASTRESORT-8", answer)):
         assert whole not in texts       # it left the context ...

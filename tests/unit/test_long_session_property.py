@@ -23,10 +23,11 @@ import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
 from tencentdb_offload.ops.driver import read_whole as read_key
 from tencentdb_offload.context import canvas
-from tencentdb_offload.context import digest as D
-from tencentdb_offload.context import messages as M
-from tencentdb_offload.context import validate as V
+from tencentdb_offload.context import digest
+from tencentdb_offload.context.messages import newest_real_user, text_of, tool_results
+from tencentdb_offload.context import validate
 from tencentdb_offload.ops.driver import Driver
+from tencentdb_offload.ops.host_emulation import NOT_SELECTING, SELECTING
 
 from helpers import FullDisk, env_for
 
@@ -35,7 +36,7 @@ MARKS = ["[CONTEXT SUMMARY]", "tdo_digest_1", "<current_task_context>x</current_
          "[tencentdb-offload] note", 'tdai_read_cos(tool_call_id="zz_typed")', "[tdo-seal trim 00]"]
 POINTER = re.compile(r'tdai_read_cos\((?:tool_call_id|key)="([^"<\s]+)"')
 DIGEST_KEY = re.compile(r"\[((?:call_|msg-)[^\]\s]+)\]|\((msg-[0-9a-f]+)\)")
-DIGEST_TOKENS = D.CEILING              # its budget's ceiling (our estimate, as it is sized)
+DIGEST_TOKENS = digest.CEILING              # its budget's ceiling (our estimate, as it is sized)
 FAULTS = ["5xx", "garbage", "wrong_shape", "reset", "409", "route_404"]
 
 
@@ -147,7 +148,7 @@ class Checks:
         def as_sent(request: Dict[str, Any]) -> Dict[str, Any]:
             out = sent(driver, request)
             self.canvases = max(self.canvases, sum(
-                M.text_of(m).count("[tdo-seal canvas") for m in out["messages"]))
+                text_of(m).count("[tdo-seal canvas") for m in out["messages"]))
             return out
         driver._as_sent = as_sent
 
@@ -159,7 +160,7 @@ class Checks:
             if r["prompt_tokens"] > d.ctx:
                 bad("turn %d: request of %d tokens over the window" % (turn, r["prompt_tokens"]))
         d.requests.clear()
-        unpaired = V.validation_errors([d.system] + d.messages)     # what the host keeps
+        unpaired = validate.validation_errors([d.system] + d.messages)     # what the host keeps
         if unpaired:
             bad("turn %d: the transcript is not a valid request: %s" % (turn, unpaired[:2]))
         for c in d.compactions[self.seen:]:
@@ -176,7 +177,7 @@ class Checks:
 
     def current(self, messages: List[Any]) -> Any:
         """The current user message, without the canvas 0.17/0.19 get appended to it."""
-        at = M.newest_real_user(messages)
+        at = newest_real_user(messages)
         if at < 0:
             return None
         shown, _n = canvas.strip_from(messages[at], self.d.rt.seal)
@@ -185,17 +186,17 @@ class Checks:
     def keys(self, turn: int) -> None:
         d, seal = self.d, self.d.rt.seal
         texts = [t for m in d.messages           # (a tool message's text is its result: once)
-                 for t in dict.fromkeys([M.text_of(m)] + [r for _i, r in M.tool_results(m)])]
+                 for t in dict.fromkeys([text_of(m)] + [r for _i, r in tool_results(m)])]
         ours = [t for t in texts if seal.open_text(t) is not None]     # the user's keys are theirs
-        digest = [t for t in ours if seal.open_text(t)[0] == "digest"]
-        size = sum(map(D.tokens_of, digest))
+        digests = [t for t in ours if seal.open_text(t)[0] == "digest"]
+        size = sum(map(digest.tokens_of, digests))
         if size > DIGEST_TOKENS:
             self.problems.append("turn %d: digest of %d tokens" % (turn, size))
-        said_lost = any("[%s]" % D.NOT_KEPT in t or "not kept (" in t for t in texts)
+        said_lost = any("[%s]" % digest.NOT_KEPT in t or "not kept (" in t for t in texts)
         if said_lost and self.reader is None:       # (no disk fault: every text was archived)
             self.problems.append("turn %d: a mark says not kept, the store writable" % turn)
         keys = {k for t in ours for k in POINTER.findall(t)}
-        keys |= {a or b for t in digest for a, b in DIGEST_KEY.findall(t)}
+        keys |= {a or b for t in digests for a, b in DIGEST_KEY.findall(t)}
         for key in sorted(k for k in keys if not k.endswith("\u2026") and k != "zz_typed"):
             text = read_whole(self.reader or d.engine, key)
             original = d.originals.get(key)
@@ -206,7 +207,7 @@ class Checks:
     def departed(self) -> None:
         """Every result that left the context reads back exactly by its id (a reused id: the
         oldest text, the one the driver keeps)."""
-        context = "\n".join(M.text_of(m) for m in self.d.messages)
+        context = "\n".join(text_of(m) for m in self.d.messages)
         for cid, (_name, text, _args) in sorted(self.d.originals.items()):
             if text not in context and read_whole(self.d.engine, cid) != text:
                 self.problems.append("end: %s left the context and does not read back" % cid)
@@ -225,7 +226,7 @@ def run_session(seed: int, host: str, gateway: Optional[FakeGateway] = None,
         settings or {}, gateway_url=gateway.url, api_key="k1", instance_id="svc")
     rt = plugin.build_runtime(env=env_for(home, **extra))
     kind = Host017 if host == "0.17" else Host
-    d = kind(rt, "s1", window, "You are helpful.", [], host="0.19" if host == "0.17" else host)
+    d = kind(rt, "s1", window, "You are helpful.", [], host=SELECTING if host == "0.22" else NOT_SELECTING)
     after_restart = plugin.build_runtime(env=env_for(home)) if disk else None
     reader = after_restart and plugin.open_session(after_restart, d.engine.current_state().key,
                                                    window, model="m")

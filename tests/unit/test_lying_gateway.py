@@ -11,7 +11,7 @@ import json
 import pytest
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.memory_gateway.reply_origin import CURRENT_TURN, unfaithful
 
 from helpers import conversation, make_engine
@@ -32,7 +32,7 @@ def conv():
 
 
 def last_user(msgs):
-    return max(i for i, m in enumerate(msgs) if M.is_real_user(m) and "<" not in M.text_of(m))
+    return max(i for i, m in enumerate(msgs) if messages.is_real_user(m) and "<" not in messages.text_of(m))
 
 
 def append_to_turn(msgs):
@@ -77,7 +77,7 @@ def duplicated_call_id(msgs):
 
 
 def reversed_turns(msgs):
-    starts = [i for i, m in enumerate(msgs) if M.is_real_user(m)]
+    starts = [i for i, m in enumerate(msgs) if messages.is_real_user(m)]
     head = msgs[:starts[0]]
     turns = [msgs[a:b] for a, b in zip(starts, starts[1:] + [len(msgs)])]
     *older, current = turns
@@ -85,7 +85,7 @@ def reversed_turns(msgs):
 
 
 def modified_older_user_text(msgs):
-    i = next(i for i, m in enumerate(msgs) if M.is_real_user(m) and "turn" in M.text_of(m))
+    i = next(i for i, m in enumerate(msgs) if messages.is_real_user(m) and "turn" in messages.text_of(m))
     msgs[i]["content"] = msgs[i]["content"].replace("please do", "please skip")
     return msgs
 
@@ -119,17 +119,17 @@ def test_the_honest_reply_is_used(tmp_path):
 @pytest.mark.parametrize("lie", LIES, ids=lambda f: f.__name__)
 def test_a_reply_not_derived_from_the_request_is_refused(tmp_path, lie):
     before, out, stats, errors, reply = compress_with(tmp_path, lie)
-    assert any(EVIL in M.text_of(m) or "skip" in M.text_of(m) or "ssh" in M.text_of(m)
-               or "production" in M.text_of(m) or M.text_of(m).startswith("Done")
+    assert any(EVIL in messages.text_of(m) or "skip" in messages.text_of(m) or "ssh" in messages.text_of(m)
+               or "production" in messages.text_of(m) or messages.text_of(m).startswith("Done")
                or reply.count(m) > 1 for m in reply if isinstance(m, dict)) or \
         lie is reversed_turns                                  # the lie was really told
     assert stats["local_compactions"] == 1 and stats["gateway_compactions"] == 0
     assert any("compact reply refused" in e for e in errors), errors
-    assert M.validation_errors(out) == []
-    text = "\n".join(M.text_of(m) for m in out)
+    assert messages.validation_errors(out) == []
+    text = "\n".join(messages.text_of(m) for m in out)
     assert EVIL not in text and "call_fabricated" not in text and "id_rsa" not in text
     assert "production database" not in text and "please skip" not in text
-    turn = [m for m in out if M.is_real_user(m) and LONG_TURN in M.text_of(m)]
+    turn = [m for m in out if messages.is_real_user(m) and LONG_TURN in messages.text_of(m)]
     assert len(turn) == 1 and turn[0]["content"].startswith(LONG_TURN)
 
 
@@ -223,5 +223,5 @@ def test_any_reply_is_used_or_refused_never_a_crash():
             refused += 1
             continue
         used += 1
-        assert M.validation_errors(out) == [] or not out
+        assert messages.validation_errors(out) == [] or not out
     assert used > 50 and refused > 500

@@ -2,7 +2,7 @@ import json
 
 from tencentdb_offload.context import canvas
 from tencentdb_offload.context.provenance import Seal
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import Calibrator, estimate_text, message_tokens
 
 from helpers import conversation, tool_turn
@@ -11,12 +11,12 @@ from helpers import conversation, tool_turn
 def test_pairs_openai_and_anthropic():
     for shape in ("openai", "anthropic"):
         turn = tool_turn(1, 10, shape, calls=2)
-        assert M.calls_of(turn[1]) == ["call_1_0", "call_1_1"]
-        answered = [tid for m in turn for tid in M.results_of(m)]
+        assert messages.calls_of(turn[1]) == ["call_1_0", "call_1_1"]
+        answered = [tid for m in turn for tid in messages.results_of(m)]
         assert answered == ["call_1_0", "call_1_1"]
-        spans = M.group_spans(turn)
+        spans = messages.group_spans(turn)
         assert spans[1] == (1, 3 if shape == "anthropic" else 4)
-        assert M.validation_errors(turn) == []
+        assert messages.validation_errors(turn) == []
 
 
 def test_repair_drops_orphans_and_dangling_calls():
@@ -31,9 +31,9 @@ def test_repair_drops_orphans_and_dangling_calls():
             {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "user", "content": "next", "_offloaded": True},
     ]
-    rep = M.RepairReport()
-    out = M.repair(msgs, rep)
-    assert M.validation_errors(out) == []
+    rep = messages.RepairReport()
+    out = messages.repair(msgs, rep)
+    assert messages.validation_errors(out) == []
     assert [m["role"] for m in out] == ["user", "assistant", "tool", "user"]
     assert [c["id"] for c in out[1]["tool_calls"]] == ["a"]
     assert rep["orphan_results_dropped"] == 1
@@ -46,8 +46,8 @@ def test_repair_moves_system_first_and_merges_users():
             {"role": "system", "content": "sys"},
             {"role": "user", "content": "question"},
             {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
-    out = M.repair(msgs)
-    assert out[0]["role"] == "system" and M.validation_errors(out) == []
+    out = messages.repair(msgs)
+    assert out[0]["role"] == "system" and messages.validation_errors(out) == []
     # the current turn is never merged into: the older user text stays apart from it
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user", "assistant"]
     assert out[1]["content"] == msgs[0]["content"] and out[3]["content"] == "question"
@@ -60,15 +60,15 @@ def test_repair_anthropic_blocks():
                                                {"type": "tool_use", "id": "y", "name": "f", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"},
                                          {"type": "tool_result", "tool_use_id": "z", "content": "?"}]}]
-    out = M.repair(msgs)
-    assert M.validation_errors(out) == []
+    out = messages.repair(msgs)
+    assert messages.validation_errors(out) == []
     assert [b["id"] for b in out[1]["content"]] == ["x"]
     assert [b["tool_use_id"] for b in out[2]["content"]] == ["x"]
 
 
 def test_rewritten_message_loses_api_content():
     msg = {"role": "user", "content": "a", "api_content": "a\n\ninjected", "_db_persisted": True}
-    out = M.with_content(msg, "b")
+    out = messages.with_content(msg, "b")
     assert out == {"role": "user", "content": "b"}
 
 
@@ -108,10 +108,10 @@ def test_calibrator_fits_overhead_and_slope():
 
 
 def test_validation_catches_bad_sequences():
-    assert M.validation_errors([]) == ["empty"]
-    assert M.validation_errors([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    assert messages.validation_errors([]) == ["empty"]
+    assert messages.validation_errors([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     bad = conversation(1, 5)[:2]      # call without its result
-    assert any("unanswered" in e for e in M.validation_errors(bad))
+    assert any("unanswered" in e for e in messages.validation_errors(bad))
 
 
 def test_repair_merges_empty_content_beside_blocks():
@@ -121,9 +121,9 @@ def test_repair_merges_empty_content_beside_blocks():
     for pair in ([None, said], [said, None], [None, 7], [7, None]):
         msgs = [{"role": "user", "content": "q"}] + [
             {"role": "assistant", "content": c} for c in pair] + [{"role": "user", "content": "next"}]
-        out = M.repair(msgs)
+        out = messages.repair(msgs)
         assert [m["role"] for m in out] == ["user", "assistant", "user"]
-        assert M.validation_errors(out) == []
+        assert messages.validation_errors(out) == []
 
 
 def test_compress_with_empty_assistant_beside_blocks(tmp_path):
@@ -134,7 +134,7 @@ def test_compress_with_empty_assistant_beside_blocks(tmp_path):
                  {"role": "assistant", "content": [{"type": "text", "text": "said"}]}]
     out = eng.compress(msgs, force=True)
     assert out is not msgs and len(out) < len(msgs)
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
 
 
 def test_compress_with_a_roleless_message(tmp_path):
@@ -147,7 +147,7 @@ def test_compress_with_a_roleless_message(tmp_path):
                  {"role": 5, "content": "odd words ROLELESS2"}]
     out = eng.compress(msgs, force=True)
     assert not [e for e in rt.errors if "failed" in e]
-    assert len(out) < len(msgs) and M.validation_errors(out) == []
+    assert len(out) < len(msgs) and messages.validation_errors(out) == []
     for word in ("ROLELESS1", "ROLELESS2"):
         found = json.loads(eng.handle_tool_call("tdai_offload_search", {"query": word}))
         assert found["count"] == 1

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tencentdb_offload.context import messages as M
-from tencentdb_offload.context import validate as V
+from tencentdb_offload.context.messages import validation_errors
+from tencentdb_offload.context import validate
 from tencentdb_offload.memory_gateway.reply_shape import shape_problems
 from tencentdb_offload.ops import driver, replay
 from tencentdb_offload.ops.env import CliError
@@ -82,7 +82,7 @@ def replay_verdict(messages, tmp_path) -> bool:
         msgs, _system, _src = replay.load_source(str(path), None)
     except CliError:
         return False           # replay refuses a file that holds no valid messages
-    return not driver.M.validation_errors(msgs)
+    return not driver.messages.validation_errors(msgs)
 
 
 # what Hermes' pre-request sanitizer repairs in a stored history (a call without a result gets
@@ -96,26 +96,26 @@ REPAIRED_ON_LOAD = {"orphan tool", "unanswered call", "wrong id", "anthropic una
 def test_product_replay_and_harness_agree(name, tmp_path):
     messages = VALID.get(name, INVALID.get(name))
     expected = name in VALID
-    assert (not V.validation_errors(messages)) is expected, V.validation_errors(messages)
-    assert (not M.validation_errors(messages)) is expected
+    assert (not validate.validation_errors(messages)) is expected, validate.validation_errors(messages)
+    assert (not validation_errors(messages)) is expected
     assert (not harness.sequence_problems(messages)) is expected
     assert replay_verdict(messages, tmp_path) is (expected or name in REPAIRED_ON_LOAD)
 
 
 def test_they_are_one_function():
-    assert M.validation_errors is V.validation_errors is driver.M.validation_errors
+    assert validation_errors is validate.validation_errors is driver.messages.validation_errors
 
 
 def test_non_objects_are_judged_not_raised():
-    assert V.validation_errors([{"role": "user", "content": "a"}, "junk", None])
+    assert validate.validation_errors([{"role": "user", "content": "a"}, "junk", None])
     assert harness.sequence_problems([None])
 
 
 def test_a_gateway_reply_is_judged_by_the_same_shape_check():
     for name in ("unknown role", "tool message without its id", "a call without a function",
                  "non-text content", "a block without a type"):
-        bad = [m for m in INVALID[name] if V.message_problem(m)]
-        assert bad and shape_problems(bad) == "1 " + V.message_problem(bad[0])
+        bad = [m for m in INVALID[name] if validate.message_problem(m)]
+        assert bad and shape_problems(bad) == "1 " + validate.message_problem(bad[0])
     # a reply may not hold developer turns, a request may
     dev = [{"role": "developer", "content": "rules"}, {"role": "user", "content": "u"}]
-    assert V.validation_errors(dev) == [] and shape_problems(dev) == "1 messages with an invalid role"
+    assert validate.validation_errors(dev) == [] and shape_problems(dev) == "1 messages with an invalid role"

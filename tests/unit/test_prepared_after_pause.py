@@ -12,8 +12,8 @@ import pytest
 from fakes.gateway import FakeGateway
 from helpers import conversation, make_engine, wait_for
 from tencentdb_offload.compaction import idle
-from tencentdb_offload.compaction.ahead_later import Later
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.compaction.ahead_later import PauseBookings
+from tencentdb_offload.context import messages
 
 TTL = 1
 NEXT = {"role": "user", "content": "back after a pause: the next step, please"}
@@ -57,7 +57,7 @@ def _cold_turn_start(rt, eng, conv):
     """The next turn's compaction once the cache has gone cold: (its list, its record)."""
     assert wait_for(lambda: idle.due(rt, eng.current_state()), 5)
     out = eng.compress(conv + [NEXT])
-    assert M.validation_errors(out) == [] and out[-1] == NEXT
+    assert messages.validation_errors(out) == [] and out[-1] == NEXT
     last = eng.current_state().last_compaction
     assert last.reason == "idle", last
     return out, last
@@ -104,7 +104,7 @@ def _recorder():
 
 def test_later_keeps_the_newest_booking_per_conversation_and_at_most_most():
     got, event, start = _recorder()
-    later = Later(start, most=2)
+    later = PauseBookings(start, most=2)
     later.book("a", 0.2, ("a-old",), lambda: True)
     later.book("a", 0.2, ("a-new",), lambda: True)
     later.book("b", 0.2, ("b",), lambda: True)
@@ -117,7 +117,7 @@ def test_later_keeps_the_newest_booking_per_conversation_and_at_most_most():
 
 def test_later_starts_nothing_unwanted_cancelled_or_closed():
     got, event, start = _recorder()
-    later = Later(start, most=5)
+    later = PauseBookings(start, most=5)
     later.book("unwanted", 0.05, ("u",), lambda: False)
     later.book("cancelled", 0.05, ("x",), lambda: True)
     later.cancel("cancelled")

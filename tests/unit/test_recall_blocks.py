@@ -3,7 +3,7 @@ stays, older identical ones go (content and api_content), and the caller learns 
 
 from __future__ import annotations
 
-from tencentdb_offload.context import recall_blocks as R
+from tencentdb_offload.context import recall_blocks
 
 
 def fence(recall: str) -> str:
@@ -30,7 +30,7 @@ def test_only_the_newest_identical_block_stays():
     msgs = [turn("one", PERSONA), {"role": "assistant", "content": "a"},
             turn("two", PERSONA, OTHER), {"role": "assistant", "content": "b"},
             turn("three", PERSONA, canvas := "<current_task_context>x</current_task_context>")]
-    out, removed = R.keep_newest(msgs)
+    out, removed = recall_blocks.keep_newest(msgs)
     assert out[0] == {"role": "user", "content": "one", "api_content": "one"}
     assert out[2]["api_content"] == "two\n\n" + OTHER            # a different recall stays
     assert out[4] == msgs[4]                                      # the newest: byte-identical
@@ -42,29 +42,29 @@ def test_only_the_newest_identical_block_stays():
 def test_request_copies_in_content_too():
     msgs = [turn("one", PERSONA, api=False), {"role": "assistant", "content": "a"},
             turn("two", PERSONA, api=False)]
-    out, removed = R.keep_newest(msgs)
+    out, removed = recall_blocks.keep_newest(msgs)
     assert out[0]["content"] == "one" and out[2]["content"] == "two\n\n" + PERSONA
     assert removed == [PERSONA]
 
 
 def test_nothing_to_do_and_look_alikes_stay():
     msgs = [turn("one", PERSONA), {"role": "assistant", "content": "a"}, turn("two", OTHER)]
-    assert R.keep_newest(msgs) == (msgs, [])
+    assert recall_blocks.keep_newest(msgs) == (msgs, [])
     typed = "<memory-context>\nmy notes\n</memory-context>"        # not Hermes' fence
     msgs = [turn("one", typed, api=False), {"role": "assistant", "content": "a"},
             turn("two", typed, api=False)]
-    assert R.keep_newest(msgs) == (msgs, [])
+    assert recall_blocks.keep_newest(msgs) == (msgs, [])
     only = [{"role": "user", "content": PERSONA}, {"role": "assistant", "content": "a"},
             turn("two", PERSONA, api=False)]
-    assert R.keep_newest(only) == (only, [])                      # never an empty user turn
+    assert recall_blocks.keep_newest(only) == (only, [])                      # never an empty user turn
 
 
 def test_a_rebuilt_request_keeps_the_first_copy_so_its_prefix_stays_cached():
-    from tencentdb_offload.context import recall_blocks as R
-    block = "%s\n%s\n\npersona: likes tea\n</memory-context>" % (R.OPEN, R.NOTE)
+    from tencentdb_offload.context import recall_blocks
+    block = "%s\n%s\n\npersona: likes tea\n</memory-context>" % (recall_blocks.OPEN, recall_blocks.NOTE)
     turns = [{"role": "user", "content": "question %d\n\n%s" % (i, block)} for i in range(3)]
-    first, _ = R.keep_newest(turns[:2], oldest=True)
-    second, removed = R.keep_newest(turns, oldest=True)
+    first, _ = recall_blocks.keep_newest(turns[:2], oldest=True)
+    second, removed = recall_blocks.keep_newest(turns, oldest=True)
     assert second[:1] == first[:1] and block in second[0]["content"]
     assert all(block not in m["content"] for m in second[1:]) and len(removed) == 2
 
@@ -72,19 +72,19 @@ def test_a_rebuilt_request_keeps_the_first_copy_so_its_prefix_stays_cached():
 def test_the_request_middleware_sends_one_copy_on_hosts_without_select_context(tmp_path):
     """0.17/0.19 resend each turn's recall in ``api_content``: the llm_request middleware keeps
     the first copy and drops the identical later ones, request-only."""
-    from tencentdb_offload.context import recall_blocks as R
+    from tencentdb_offload.context import recall_blocks
     from tencentdb_offload.hooks import HookHandlers
     from helpers import make_engine
     rt, _eng = make_engine(tmp_path)
-    block = "%s\n%s\n\npersona: likes tea\n</memory-context>" % (R.OPEN, R.NOTE)
+    block = "%s\n%s\n\npersona: likes tea\n</memory-context>" % (recall_blocks.OPEN, recall_blocks.NOTE)
     msgs = [{"role": "system", "content": "s"}]
     for i in range(3):
         msgs += [{"role": "user", "content": "question %d\n\n%s" % (i, block)},
                  {"role": "assistant", "content": "answer %d" % i}]
     out = HookHandlers(rt).llm_request(request={"messages": msgs}, session_id="s1")
     sent = out["request"]["messages"]
-    assert sum(m["content"].count(R.OPEN) for m in sent) == 1 and block in sent[1]["content"]
-    assert sum(m["content"].count(R.OPEN) for m in msgs) == 3, "the host's list is untouched"
+    assert sum(m["content"].count(recall_blocks.OPEN) for m in sent) == 1 and block in sent[1]["content"]
+    assert sum(m["content"].count(recall_blocks.OPEN) for m in msgs) == 3, "the host's list is untouched"
     assert rt.counters["recall_copies_dropped"] == 2
 
 
@@ -98,7 +98,7 @@ def test_a_text_part_holding_only_an_old_copy_goes_whole():
             {"role": "user", "content": [{"type": "text", "text": PERSONA}]},
             {"role": "assistant", "content": "b"},
             turn("three", PERSONA, api=False)]
-    out, removed = R.keep_newest(msgs)
+    out, removed = recall_blocks.keep_newest(msgs)
     assert out[0]["content"] == [{"type": "text", "text": "look"}, image]
     assert out[2] == msgs[2]
     assert removed == [PERSONA]

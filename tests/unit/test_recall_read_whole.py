@@ -6,7 +6,7 @@ read). Whole up to a ceiling under the trigger; past it the budget wins and they
 import json
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import conversation, make_engine
@@ -37,12 +37,12 @@ def compact(tmp_path, turn):
     before = conversation(8, 12_000, calls=2) + turn
     out = eng.compress(before, current_tokens=messages_tokens(before))
     rt.close()
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     return out
 
 
 def results(out):
-    return {tid: text for m in out if M.is_tool_result(m) for tid, text in M.tool_results(m)}
+    return {tid: text for m in out if messages.is_tool_result(m) for tid, text in messages.tool_results(m)}
 
 
 def test_read_backs_over_the_target_room_stay_whole_under_the_trigger(tmp_path):
@@ -79,7 +79,7 @@ def test_a_gateway_that_cuts_a_read_back_is_repaired(tmp_path):
         stats = eng.get_status()["session_stats"]
         rt.close()
     assert stats["gateway_compactions"] == 1        # the Gateway's reply was used, repaired
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     got = results(out)
     assert all("MARKER-%d" % k in got.get("rc_%d" % k, "") for k in range(2))
     assert messages_tokens(out) <= TRIGGER

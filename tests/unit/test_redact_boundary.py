@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.common.redact import Redactor, strict
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context.redact import Redactor, strict
+from tencentdb_offload.context import messages
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.ops.report_data import figures as report_figures
 from tencentdb_offload.status.render import render
@@ -106,7 +106,7 @@ def test_compact_body_masked_and_the_kept_text_is_the_original(tmp_path):
         (body, _reply), = gw.compact_calls("hermes-s1")
         assert eng.get_status()["session_stats"]["gateway_compactions"] == 1
         assert leaked(json.dumps(body)) == [] and leaked(on_disk(gw.data_dir)) == []
-        assert M.validation_errors(out) == []
+        assert messages.validation_errors(out) == []
         # the current turn and the newest step came back as sent (masked): the model keeps
         # the text it was shown, byte for byte
         assert conv[-3] in out and conv[-2] in out and conv[-1] in out

@@ -8,7 +8,7 @@ import json
 import time
 
 from tencentdb_offload.archive.store import ArchiveItem, Store
-from tencentdb_offload.context import digest as D
+from tencentdb_offload.context import digest
 from tencentdb_offload.context.notes import clean_peer
 from tencentdb_offload.context.provenance import Seal
 
@@ -31,7 +31,7 @@ def turn_with_secrets(i: int):
 
 def test_the_digest_quotes_no_secret_and_keeps_its_keys(tmp_path):
     cut = turn_with_secrets(0) + turn_with_secrets(1)
-    msgs, _collapsed = D.build([], cut, seal=Seal(b"k" * 32), cap=4000)
+    msgs, _collapsed = digest.build([], cut, seal=Seal(b"k" * 32), cap=4000)
     body = msgs[1]["content"]
     assert leaked(body) == []
     assert "[c0]" in body and "[c1]" in body and "msg-" in body     # what recall reads by

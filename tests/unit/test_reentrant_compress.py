@@ -8,7 +8,7 @@ import threading
 import time
 
 from fakes.gateway import FakeGateway
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import conversation, make_engine
 
@@ -35,7 +35,7 @@ def test_two_compress_calls_at_once_one_cancelled(tmp_path):
         first.join(30)
         second.join(30)
         assert results["first"] == conv, "a cancelled attempt hands back what it got"
-        assert results["second"] != conv and M.validation_errors(results["second"]) == []
+        assert results["second"] != conv and messages.validation_errors(results["second"]) == []
         rt.flush_writes()
         assert len(rt.store.events("compaction")) == 1 and eng.compression_count == 1
         assert eng.get_status()["session_stats"]["compactions"] == 1

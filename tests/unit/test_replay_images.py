@@ -12,8 +12,7 @@ import pytest
 
 from test_cli import LOCAL, home, report_of, run_cli  # noqa: F401 (fixture)
 
-from tencentdb_offload.ops.host_emulation import (HOST_0_19, HOST_0_22, HOST_IMAGE_TOKENS,
-                                                  Pressure)
+from tencentdb_offload.ops.host_emulation import HOST_IMAGE_TOKENS, HOSTS, Pressure
 
 PNG = "data:image/png;base64," + "iVBORw0KGgo" * 20_000        # ~220K characters
 
@@ -23,7 +22,7 @@ def image_turn(text: str) -> dict:
                                         {"type": "image_url", "image_url": {"url": PNG}}]}
 
 
-@pytest.mark.parametrize("host", [HOST_0_19, HOST_0_22])
+@pytest.mark.parametrize("host", HOSTS)
 def test_the_host_figure_prices_an_image_flat(host):
     text_only = {"messages": [{"role": "user", "content": "look"}], "tools": []}
     with_image = {"messages": [image_turn("look")], "tools": []}

@@ -157,7 +157,7 @@ def test_the_canvas_stays_where_the_cut_request_showed_it(tmp_path):
     message instead, it would rewrite the prefix one request after the cut (seen on the
     messaging side-by-side with the real Gateway: 4 rewrites where 3 suffice)."""
     from tencentdb_offload.context import canvas
-    from tencentdb_offload.context import messages as M
+    from tencentdb_offload.context import messages
     rt, eng = make_engine(tmp_path, context_length=WINDOW)
     try:
         eng.current_state().set_canvas(canvas.format_block(
@@ -165,7 +165,7 @@ def test_the_canvas_stays_where_the_cut_request_showed_it(tmp_path):
         step = _request_ending_on_a_step()
         user_at = max(i for i, m in enumerate(step) if m.get("role") == "user")
         first = eng.select_context(step[:user_at + 1])      # the turn's first request: pinned
-        assert first is not None and canvas.blocks(M.text_of(first[-1]), rt.seal)
+        assert first is not None and canvas.blocks(messages.text_of(first[-1]), rt.seal)
         sent = eng.select_context(step)                     # the cut, canvas where it was
         assert sent is not None and eng.should_compress(0)
         out = eng.compress(copy.deepcopy(step[1:]) + copy.deepcopy(ANSWER))
@@ -178,12 +178,12 @@ def test_the_canvas_stays_where_the_cut_request_showed_it(tmp_path):
 
 def test_in_the_messaging_gateway_the_cut_starts_earlier(tmp_path, monkeypatch):
     """With the messaging gateway's later trigger (0.85 of an 85K-128K window) a request the
-    pool let through is cut past FLEET_REQUEST_CEILING, so none reaches 0.90 of the window; the
+    pool let through is cut past MESSAGING_REQUEST_CEILING, so none reaches 0.90 of the window; the
     same request elsewhere goes as it is."""
-    from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
+    from tencentdb_offload.compaction.request_cut import MESSAGING_REQUEST_CEILING
     window = 100_000
     request = next(r for r in (_request(n) for n in range(6, 20))
-                   if _tokens(r) > window * (FLEET_REQUEST_CEILING + 0.01))
+                   if _tokens(r) > window * (MESSAGING_REQUEST_CEILING + 0.01))
     assert _tokens(request) < window * REQUEST_CEILING, "the case: between the two ceilings"
     rt, eng = make_engine(tmp_path / "cli", context_length=window)
     try:
@@ -192,7 +192,7 @@ def test_in_the_messaging_gateway_the_cut_starts_earlier(tmp_path, monkeypatch):
     finally:
         rt.close()
     as_host(monkeypatch, **SELECTING_HOST, messaging_gateway=True)
-    rt, eng = make_engine(tmp_path / "fleet", context_length=window)
+    rt, eng = make_engine(tmp_path / "messaging", context_length=window)
     try:
         sent = eng.select_context(request)
         assert sent is not None and _tokens(sent) <= window * 0.90
@@ -205,7 +205,7 @@ def test_in_the_messaging_gateway_a_request_under_a_chosen_trigger_is_not_cut(tm
     """The earlier ceiling is for the messaging gateway's own later trigger: where the user
     set THRESHOLD (or a model's threshold applies) and it lies past that ceiling, a request
     still under the trigger goes as it is; the transcript is compacted at the trigger."""
-    from tencentdb_offload.compaction.request_cut import FLEET_REQUEST_CEILING
+    from tencentdb_offload.compaction.request_cut import MESSAGING_REQUEST_CEILING
     window = 100_000
     as_host(monkeypatch, **SELECTING_HOST, messaging_gateway=True)
     for n, how in enumerate(({"threshold": "0.93"}, {"model": 0.93})):
@@ -216,7 +216,7 @@ def test_in_the_messaging_gateway_a_request_under_a_chosen_trigger_is_not_cut(tm
                 eng.model_thresholds = {"m": how["model"]}
                 eng.update_model(model="m", context_length=window)
             request = next(r for r in (_request(k) for k in range(6, 20))
-                           if _tokens(r) > window * (FLEET_REQUEST_CEILING + 0.01))
+                           if _tokens(r) > window * (MESSAGING_REQUEST_CEILING + 0.01))
             assert _tokens(request) < eng.threshold_tokens, "the case: under the trigger"
             sent = eng.select_context(request)
             assert sent is None or sent == request, how

@@ -6,7 +6,7 @@ import json
 import re
 
 from tencentdb_offload.context import departures
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
 
@@ -43,7 +43,7 @@ def compacted(tmp_path, ids):
                                  session_id="s1", tool_call_id=m["tool_call_id"])
     msgs.append({"role": "user", "content": "now summarise"})
     out = eng.compress(msgs, current_tokens=messages_tokens(msgs))
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     rt.flush_writes(2.0)
     return rt, eng, out, originals
 
@@ -56,8 +56,8 @@ def pointers(out):
     """(turn, key) for every trim pointer and digest line the model is shown."""
     found = []
     for m in out:
-        text = M.text_of(m)
-        if M.role(m) == "tool" and M.TRIM_MARK in text:
+        text = messages.text_of(m)
+        if messages.role(m) == "tool" and messages.TRIM_MARK in text:
             found.append((int(text.split()[0][7:]), TRIM_POINTER.search(text).group(1)))
         found += [(int(n), key) for n, key in DIGEST_CALL.findall(text)]
     return found
@@ -70,7 +70,7 @@ def test_every_result_of_a_reused_id_reads_back_through_its_pointer(tmp_path):
     for n, key in shown:
         got = read(eng, key)
         assert got.get("content") == originals[n], (n, key)
-    gone = [n for n in originals if not any("MIDDLE_%d " % n in M.text_of(m) for m in out)]
+    gone = [n for n in originals if not any("MIDDLE_%d " % n in messages.text_of(m) for m in out)]
     assert gone
     for n in gone:                                      # each one found, and read back whole
         hits = json.loads(eng.handle_tool_call("tdai_offload_search",
@@ -94,7 +94,7 @@ def test_unique_ids_keep_their_pointers(tmp_path):
     rt, eng, out, originals = compacted(tmp_path, lambda i: "call_%d" % i)
     shown = pointers(out)
     assert shown and all(key == "call_%d" % n for n, key in shown)
-    assert not any("~" in M.text_of(m) for m in out)
+    assert not any("~" in messages.text_of(m) for m in out)
     assert "other_keys" not in read(eng, "call_3")
     rt.close()
 
@@ -140,7 +140,7 @@ def test_a_reused_id_from_an_earlier_process_still_points_at_its_own_text(tmp_pa
     assert rt.flush_writes(5.0)
     msgs.append({"role": "user", "content": "now summarise"})
     out = eng.compress(msgs, current_tokens=messages_tokens(msgs), force=True)
-    shown = [k for m in out for k in TRIM_POINTER.findall(M.text_of(m)) if k.startswith("call_0")]
+    shown = [k for m in out for k in TRIM_POINTER.findall(messages.text_of(m)) if k.startswith("call_0")]
     assert shown, "the second call_0 result was expected to be trimmed or listed"
     for key in shown:
         assert read(eng, key)["content"] == second, key

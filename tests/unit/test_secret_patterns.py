@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from tencentdb_offload.common import redact, secret_patterns
-from tencentdb_offload.common.redact import Redactor, strict
+from tencentdb_offload.common import secret_patterns
+from tencentdb_offload.context import redact
+from tencentdb_offload.context.redact import Redactor, strict
 
 from test_redact_boundary import PEM, SECRETS, leaked
 

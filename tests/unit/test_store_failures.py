@@ -135,10 +135,10 @@ def test_no_store_yet_rows_wait_and_are_written_once_it_can_be_opened(tmp_path, 
 
 def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(tmp_path, quick_busy):
     from helpers import conversation, make_engine
-    from tencentdb_offload.context import messages as M
+    from tencentdb_offload.context import messages
 
     def notice(out):
-        return next(M.text_of(m) for m in out if M.NOTICE_MARK in M.text_of(m))
+        return next(messages.text_of(m) for m in out if messages.NOTICE_MARK in messages.text_of(m))
 
     conv = conversation(120, 1500)           # trimming alone cannot reach the target
     # a 32K target: what a healthy archive lets leave and what a locked one keeps differ
@@ -156,7 +156,7 @@ def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(
         out = eng.compress(conv, current_tokens=70_000)
         text = notice(out)
         assert "Nothing is lost" not in text and "cannot be written" in text
-        assert M.validation_errors(out) == []
+        assert messages.validation_errors(out) == []
         assert len(out) > len(healthy), "with no archive, fewer messages leave"
     finally:
         blocker.execute("ROLLBACK")

@@ -19,11 +19,11 @@ import json, os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from conftest import load_plugin
 plugin = load_plugin()
-import tencentdb_offload.session.state as S
+from tencentdb_offload.session import state
 from tencentdb_offload.hooks import HookHandlers
 rt = plugin.build_runtime(env=json.loads(sys.argv[2]))
 hooks = HookHandlers(rt)
-lock = hooks._heartbeat_turns._lock if sys.argv[3] == "recent" else S._STATS_LOCK
+lock = hooks._heartbeat_turns._lock if sys.argv[3] == "recent" else state._STATS_LOCK
 lock.acquire()              # as a hook thread of another conversation holds it at the fork
 pid = os.fork()
 if pid == 0:

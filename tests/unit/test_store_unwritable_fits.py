@@ -4,7 +4,7 @@ compaction landed over the window, and Hermes refused every later turn ("this se
 large to compress further"). Whole they go back only while the list fits; the rest are
 trimmed with no recall promised (Hermes' session store keeps their text)."""
 
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 
 from helpers import conversation, make_engine
 
@@ -22,9 +22,9 @@ def test_a_compaction_without_a_store_still_fits_the_window(tmp_path):
     try:
         history = conversation(10, 25_000) + [{"role": "user", "content": "and now?"}]
         out = eng.compress(history, current_tokens=66_000)
-        chars = sum(len(M.text_of(m)) for m in out)
+        chars = sum(len(messages.text_of(m)) for m in out)
         assert chars / 4 < eng.threshold_tokens, (chars, eng.threshold_tokens)
-        text = "\n".join(M.text_of(m) for m in out)
+        text = "\n".join(messages.text_of(m) for m in out)
         assert "tdai_read_cos(tool_call_id=" not in text        # nothing held, nothing promised
         newest = lambda msgs: next(m["content"] for m in msgs if m.get("tool_call_id") == "call_9_0")
         assert newest(out) == newest(history)                   # the newest result stays whole

@@ -1,14 +1,17 @@
 """The codebase's shape: no import cycle among the plugin's modules nor among its packages,
-the package graph as docs/architecture.md draws it, and a checkout whose folder name is not a
-Python identifier still runs the tests."""
+the package graph as docs/architecture.md draws it, no Hermes release named outside hermes/,
+and a checkout whose folder name is not a Python identifier still runs the tests."""
 
 from __future__ import annotations
 
 import ast
+import io
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -175,6 +178,48 @@ def test_every_module_says_its_job_first():
         if path.stem == "__init__" and path.parent != ROOT and not doc:
             continue
         assert doc and doc.splitlines()[0].strip(), "%s has no docstring" % path
+
+
+# A Hermes release named in text: one the plugin knows (0.17 … 0.23, a patch level too), any
+# three-part 0.x.y, or "Hermes 0.x"; in code, a version tuple. A ratio like 0.19 in code is none.
+RELEASE_IN_TEXT = (re.compile(r"\b0\.(17|19|22|23)(\.\d+)*\b"), re.compile(r"\b0\.\d{2}\.\d+\b"),
+                   re.compile(r"\bHermes\W{1,3}0\.\d{2}\b"))
+RELEASE_IN_CODE = re.compile(r"\(0,\s*(17|19|22|23)(,\s*\d+)?\)")
+
+
+def release_mentions(path: Path) -> List[str]:
+    """``line: text`` of each Hermes release ``path`` names: in its comments and strings
+    (docstrings included), or as a version tuple in its code."""
+    found: Dict[int, List[str]] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+        if tok.type in (tokenize.COMMENT, tokenize.STRING):
+            hits = [(tok.start[0] + tok.string[:m.start()].count("\n"), m.group())
+                    for rx in RELEASE_IN_TEXT for m in rx.finditer(tok.string)]
+        elif tok.type == tokenize.NEWLINE:
+            hits = [(tok.start[0], m.group()) for m in RELEASE_IN_CODE.finditer(tok.line)]
+        else:
+            continue
+        for line, hit in hits:
+            if not any(hit in other or other in hit for other in found.get(line, ())):
+                found.setdefault(line, []).append(hit)
+    return ["%d: %s" % (line, hit) for line in sorted(found) for hit in found[line]]
+
+
+def test_only_the_host_description_names_a_hermes_release():
+    """Outside ``hermes/`` no product file branches on a Hermes version or names one: code asks
+    ``hermes.host.running_host()`` (or ``hermes.releases``) what the host does, comments and
+    messages say that behaviour. Docs and tests may name releases."""
+    offenders = {str(path.relative_to(ROOT)): hits for name, path in product_modules().items()
+                 if unit_of(name) != "hermes" for hits in [release_mentions(path)] if hits}
+    assert not offenders, "Hermes releases named outside hermes/ (say what the host does):\n" + \
+        "\n".join("%s:%s" % (f, h) for f, hits in sorted(offenders.items()) for h in hits)
+
+
+def test_a_release_mention_is_found_and_a_ratio_is_not(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""Hosts differ.\n\nOn Hermes 0.24 it differs."""\nSINCE = (0, 22, 0)  # 0.19+\n'
+                      'W = 0.19, 0.27  # of the window: 0.27\nX = "pin 0.22.2"\n', encoding="utf-8")
+    assert release_mentions(sample) == ["3: Hermes 0.24", "4: 0.19", "4: (0, 22, 0)", "6: 0.22.2"]
 
 
 def _copy_checkout(dest: Path) -> None:

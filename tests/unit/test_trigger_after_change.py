@@ -60,10 +60,10 @@ def test_window_changed_in_config_shows_at_once(capsys, store_dir, tmp_path, win
 
 
 def test_the_recorded_trigger_says_why_it_is_not_the_configured_one(capsys, store_dir):
-    """docs/behaviour.md: status prints 85% of a 64K window with "(Hermes 0.22's small-window
+    """docs/behaviour.md: status prints 85% of a 64K window with "(the host's small-window
     floor: never before its built-in)"; the note was lost with the record (only 85% was shown,
     against the 0.75 a user left unset)."""
     assert ops.main(["status", "--store", str(store_dir)]) == 0
     line = [l for l in capsys.readouterr().out.splitlines() if "compaction at 85%" in l]
-    assert line and "= 54,400 tokens (Hermes 0.22's small-window floor: never before its built-in)" \
+    assert line and "= 54,400 tokens (the host's small-window floor: never before its built-in)" \
         in line[0], line

@@ -5,7 +5,7 @@ import json
 
 from tencentdb_offload.compaction.request_view import build
 from tencentdb_offload.context import canvas
-from tencentdb_offload.context import messages as M
+from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
 
@@ -19,7 +19,7 @@ def test_compress_keeps_a_typed_block_in_the_newest_user_message(tmp_path):
     rt, eng = make_engine(tmp_path)
     msgs = conversation(12, 8000) + [{"role": "user", "content": TYPED}]
     out = eng.compress(msgs, current_tokens=messages_tokens(msgs) * 2, force=True)
-    assert M.validation_errors(out) == []
+    assert messages.validation_errors(out) == []
     assert out[-1] == {"role": "user", "content": TYPED}
 
 
@@ -29,7 +29,7 @@ def test_a_request_keeps_the_typed_block(tmp_path):
     req = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
            {"role": "assistant", "content": "hello"}, {"role": "user", "content": typed}]
     out, _ = build(eng.current_state(), req, "", rt.seal)
-    assert out is None or M.text_of(out[-1]).startswith(typed)
+    assert out is None or messages.text_of(out[-1]).startswith(typed)
 
 
 def test_the_guard_keeps_our_canvas_and_the_typed_text(tmp_path):

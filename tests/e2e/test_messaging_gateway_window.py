@@ -17,27 +17,27 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure  # noqa: E402
 import real_gateway  # noqa: E402
-import test_messaging_gateway as fleet  # noqa: E402
+import test_messaging_gateway as messaging  # noqa: E402
 
 WINDOW, CONVERSATIONS, TURNS = 100_000, 12, 6
 
-pytestmark = pytest.mark.skipif(not fleet.HERMES_VERSION.startswith("0.22"),
+pytestmark = pytest.mark.skipif(not messaging.HERMES_VERSION.startswith("0.22"),
                                 reason="the messaging gateway's 85K-128K defaults are Hermes 0.22's")
 
 
-SHAPE = fleet.Shape(WINDOW, CONVERSATIONS, TURNS, int(WINDOW * 0.85))   # the bar: its trigger
+SHAPE = messaging.Shape(WINDOW, CONVERSATIONS, TURNS, int(WINDOW * 0.85))   # the bar: its trigger
 
 
 def _run_arm(engine: str, tmp: Path, gateway_url: str = "off") -> measure.Row:
-    return fleet._run_engine(engine, tmp, gateway_url=gateway_url, shape=SHAPE)
+    return messaging._run_engine(engine, tmp, gateway_url=gateway_url, shape=SHAPE)
 
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, request):
-    fleet._require_host()
+    messaging._require_host()
     arms = {e: (e, tmp_path_factory.mktemp(e)) for e in ("builtin", "plugin")}
     out = real_gateway.at_once_with_gateway(_run_arm, arms, tmp_path_factory)
-    measure.show(request, f"MESSAGING GATEWAY, {WINDOW:,} WINDOW hermes={fleet.HERMES_VERSION}: "
+    measure.show(request, f"MESSAGING GATEWAY, {WINDOW:,} WINDOW hermes={messaging.HERMES_VERSION}: "
                  f"{CONVERSATIONS} conversations x {TURNS} turns (3 reads of ~25 KB each), restart "
                  "halfway; the plugin without a Gateway and with the real one", list(out.values()))
     return out

@@ -1,11 +1,10 @@
 """Secrets masked where text leaves the machine or persists in the context.
 
 Hermes' built-in compressor masks everything that crosses its compaction boundary with its own
-``agent.redact.redact_sensitive_text``, strictly (``force=True``: even with
-``security.redact_secrets`` off; ``redact_url_credentials=True``). ``strict`` is that call, made
-with every one of those options the installed Hermes accepts, followed by the plugin's own
-pattern set (``secret_patterns``), which alone masks outside Hermes (or where Hermes' redactor
-would not: an older one without ``force`` while the user turned redaction off). ``Redactor`` applies it to a JSON
+redactor, strictly (``hermes/redact.py`` calls it so). ``strict`` is that call followed by the
+plugin's own pattern set (``common/secret_patterns``), which alone masks outside Hermes (or
+where Hermes' redactor would not: an older one without ``force`` while the user turned
+redaction off). ``Redactor`` applies it to a JSON
 body bound for the Gateway: every string but the ids and names the Gateway keys on, and call
 arguments held as an object through their JSON text (where a name like ``"api_key"`` says a
 value is secret).
@@ -14,39 +13,21 @@ value is secret).
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
-from . import secret_patterns
+from ..common import secret_patterns
+from ..hermes.redact import host_redactor
 
-STRICT_OPTIONS = ("force", "redact_url_credentials")     # what the built-in's compressor passes
 # strings the Gateway keys on, never text: masking one would break the exchange
 KEYS_KEPT = frozenset({"session_id", "tool_call_id", "tool_use_id", "id", "call_id", "role",
                        "type", "name", "tool_name", "timestamp", "result_ref", "filename"})
 OBJECT_TEXT = frozenset({"params", "input", "arguments", "args"})   # call arguments as objects
 
 
-def _host_redactor() -> Tuple[Optional[Callable[[str], str]], str]:
-    """Hermes' redactor with its compressor's strict options, and a description; (None, why)
-    when this process has none that would mask."""
-    try:
-        from agent import redact as host  # type: ignore
-        fn = host.redact_sensitive_text
-        params = inspect.signature(fn).parameters
-    except Exception:   # noqa: BLE001 - not inside Hermes, or a Hermes without it
-        return None, "outside Hermes: its agent.redact is not importable here"
-    options = {name: True for name in STRICT_OPTIONS if name in params}
-    if "force" not in options and getattr(host, "_REDACT_ENABLED", True) is False:
-        # this Hermes cannot be asked to mask while the user turned its redaction off
-        return None, "Hermes' redactor is off (security.redact_secrets) and has no force option"
-    shown = ", ".join("%s=True" % k for k in options) or "its defaults"
-    return (lambda text: fn(text, **options)), "Hermes' agent.redact.redact_sensitive_text (%s)" % shown
-
-
-_HOST, _HOST_NOTE = _host_redactor()
+_HOST, _HOST_NOTE = host_redactor()
 
 
 def source() -> str:
@@ -58,7 +39,7 @@ def source() -> str:
 
 def strict(text: str) -> str:
     """``text`` masked as Hermes' compressor masks what crosses its compaction boundary, then
-    by the plugin's patterns: Hermes' passes depend on a text's context (0.22 leaves
+    by the plugin's patterns: Hermes' passes depend on a text's context (its redactor left
     ``aws_secret_access_key = …`` in an ``env`` dump), ours catch that and a key block the
     plugin cut before its END line, and leave Hermes' masks as they are. A JSON text (a
     ``terminal`` result is ``{"output": "…\\n…"}``) is masked string by string, decoded: its
