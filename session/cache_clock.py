@@ -38,7 +38,7 @@ class CacheClock:
     spent: float = 0.0                  # the ``last_wall`` whose pause an idle compaction used
     warm_after: float = 0.0             # longest pause after which the provider read its cache
     compacted: bool = False             # a compaction since the last response (its rewrite)
-    last_prompt: int = 0                # the provider's count of the last response
+    last_prompt: int = 0                # the provider's count of the request it answered (cached)
     this_turn: int = 0                  # the largest step of the turn under way (tokens added)
     last_turn: int = 0                  # the largest step of the last turn that had one
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -75,6 +75,12 @@ class CacheClock:
         with self.lock:
             self.spent = self.last_wall
 
+    def held(self, ttl: float, wall: float, mono: float) -> int:
+        """Tokens the provider's cache holds for the conversation: the provider's count of its
+        last request, or 0 when none was answered or the cache has gone cold since."""
+        with self.lock:
+            return 0 if self.cold(ttl, wall, mono) else self.last_prompt
+
     def compaction_landed(self) -> None:
         with self.lock:
             self.compacted = True
@@ -90,6 +96,7 @@ class CacheClock:
             if gap is not None and ttl > 0 and gap > ttl and not after_compaction:
                 self._learn(gap, prompt, usage)
             self.last_wall, self.last_mono = wall, mono
+            prompt = max(0, int(prompt))
             if 0 < self.last_prompt < prompt:
                 self.this_turn = max(self.this_turn, prompt - self.last_prompt)
             self.last_prompt = prompt

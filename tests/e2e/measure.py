@@ -53,8 +53,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 import pytest  # noqa: E402
 from tests.fakes.fake_llm import PrefixCache, prompt_tokens, request_units  # noqa: E402
+from tests.plugin_loader import load_plugin  # noqa: E402
 
-CACHE_READ, CACHE_WRITE = 0.1, 1.25
+load_plugin()       # the plugin's own cache model: status and report price compactions with it
+from tencentdb_offload.common import cache_model  # noqa: E402
+
+CACHE_READ, CACHE_WRITE = cache_model.READ, cache_model.WRITE
 HEADROOM = 0.90       # issue 29: every request at most this share of the window
 
 
@@ -117,7 +121,7 @@ def conversation(exchanges: Sequence[Any], *, window: int, trigger: int,
         cached = cache.add(ex.body)
         out.prompt += tokens
         out.cached += cached
-        cost = CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
+        cost = cache_model.cost(tokens, cached)
         out.cost += cost
         verb = verb if ex.auxiliary else ex.command[0]      # an auxiliary call: its turn's
         out.read_cost += cost if verb == "read" else 0.0
