@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .archive.recall import SCHEMAS
 from .hermes import lineage
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
-from .compaction import cut_memo, idle, prepare, request_cut
+from .compaction import ceiling, cut_memo, idle, prepare, request_cut
 from .hermes.compat import ContextEngine
 from .hermes.host import running_host
 from .context.fallback import has_compressible
@@ -218,12 +218,15 @@ class TencentDBOffloadEngine(ContextEngine):
         state, target = self.runtime.registry.get(self._key, hold=True), None
         try:
             reason = "manual" if force else idle.start(self.runtime, state)
+            if reason == "threshold" and ceiling.passes_next(self, self.estimate_real(messages)):
+                reason = "ceiling"          # a turn start before a step that would pass it
             caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
             if caught_up is not None:           # the last request cut's bytes: already
                 return self._landed(state, caught_up[1], caught_up[0], repin=False)    # pin kept
-            target = self.compaction_target(deep=reason == "idle")     # this call's, not shared
+            deep = reason in ("idle", "ceiling")     # nothing fresh to keep: land deep
+            target = self.compaction_target(deep=deep)     # this call's, not shared
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
-                                wait_gateway=reason != "idle", state=state, target=target)
+                                wait_gateway=not deep, state=state, target=target)
             result, record = run.run(current_tokens, bool(force))
             if not cancelled():
                 state.transcript_due(False)
@@ -277,9 +280,11 @@ class TencentDBOffloadEngine(ContextEngine):
         if not isinstance(messages, list) or self.threshold_tokens <= 0:
             return False
         try:
-            estimate = self.estimate_real(messages)    # past the trigger, or idle on a cold cache
-            return self.runtime.settings.enabled and (estimate >= self.threshold_tokens
-                                                      or idle.wanted(self, estimate))
+            self.current_state().cache.turn_started()
+            estimate = self.estimate_real(messages)    # past the trigger, idle on a cold cache,
+            return self.runtime.settings.enabled and (  # or the next step would pass the ceiling
+                estimate >= self.threshold_tokens or idle.wanted(self, estimate)
+                or ceiling.passes_next(self, estimate))
         except Exception:       # said (once): the host would stop compacting at turn starts unseen
             self.runtime.note_fault("the turn-start check (preflight) failed", self._key)
             return False

@@ -187,6 +187,14 @@ class PreparedCompactions:
         return GatewayAttempt(list(got.messages) + list(clean[len(job.keys):]), got.level,
                               got.report, got.cut, got.error)
 
+    def settle(self, key: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for this conversation's preparation in flight; True when
+        none runs then. The demo's stand-in for the time a real session gives it: the
+        model's reply, the user's pause."""
+        with self._lock:
+            job = self._jobs.get(key)
+        return job is None or job.done.wait(max(0.0, timeout))
+
     def drop(self, key: str) -> None:
         """This conversation ended: its preparation no longer matters (if still queued, it is
         never sent)."""

@@ -40,6 +40,7 @@ FORCED_FLOOR = 2_048            # a forced compaction never aims below this many
 # share of the trigger (estimates err, and the answer still follows): trimmed, a read-back
 # would only point to itself.
 CEILING_SHARE = 0.9
+SAID = ("role", "content", "tool_calls", "tool_call_id")   # what makes a message the same to the model
 
 
 def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message], int, List[str]]:
@@ -163,8 +164,22 @@ class CompactionRun:
             canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.now(),
             trigger=self.engine.threshold_tokens, model_ratio=self.model_ratio(),
             ms=round((time.monotonic() - self.started) * 1000, 1),
-            left=tuple([k for k in self.left if k not in lost][:MAX_LEFT]))
+            left=tuple([k for k in self.left if k not in lost][:MAX_LEFT]),
+            prefix_kept=self.prefix_kept(result, budget.overhead),
+            cached_before=self.state.cache.held(s.cache_ttl_s, self.rt.now(), self.rt.monotonic()))
         return result, record
+
+    def prefix_kept(self, result: List[Message], overhead: int) -> int:
+        """Provider tokens (ours, calibrated) at the start of the next request that are the
+        last one's: what is outside the list (system prompt, tool schemas), then the leading
+        messages the compaction left as they were. The cache reads them; the rest is written."""
+        same = 0
+        for old, new in zip(self.messages, result):     # what the model reads, host keys aside
+            if not (isinstance(old, dict) and isinstance(new, dict)
+                    and all(old.get(k) == new.get(k) for k in SAID)):
+                break
+            same += 1
+        return self.state.calibrator.to_real(overhead + sum(map(self.count, result[:same])))
 
     # -- steps ------------------------------------------------------------------------
     def budget(self, current_tokens: Any, force: bool) -> Budget:

@@ -18,6 +18,7 @@ from ..common.humanize import count
 from ..memory_gateway.client import GatewayError, GatewayRejected
 from .calibrate import schema_tokens, stand_in
 from .driver import Driver, Message, Step
+from .host_emulation import SELECTING
 from ..hermes.config import ConfigFile
 from ..archive.readonly import connect
 from .env import MIN_WINDOW, CliError, resolve_settings, value_origin
@@ -347,12 +348,24 @@ def build_report(d: Driver, info: Dict[str, Any], args: argparse.Namespace,
             "archived_tool_results": kinds["tool_result"],
             "archived_messages": kinds["message"],
             "calibration": status["calibration"],
+            "prepared_ahead": _prepared(d, info),
             "outbox_backlog": store_stats.get("outbox_backlog", 0),
             "delivered": store_stats.get("delivered", 0),
             "errors": list(rt.errors), "warnings": info["warnings"],
             "problems": problems},
         "recall": recall,
     }
+
+
+def _prepared(d: Driver, info: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Gateway compactions prepared ahead (a host with a shared compression pool, a Gateway):
+    how many were started and used, and how long the driver waited for them in place of the
+    model's replies and the user's pauses. None where nothing is prepared."""
+    if info["mode"] != "gateway" or d.host != SELECTING:
+        return None
+    ahead = d.rt.ahead.status()
+    return {"started": ahead["prepared_started"], "used": ahead["prepared_used"],
+            "waited_s": round(d.waited_s, 2)}
 
 
 def _close(runtime: Any, tmp: Optional[tempfile.TemporaryDirectory]) -> None:

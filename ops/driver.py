@@ -7,7 +7,12 @@ then per API call the pre-API pressure check, the ``llm_request`` middleware (or
 ``select_context`` on a host that selects context), a simulated provider reply whose
 ``prompt_tokens`` is a fixed function of the request size (so the engine's calibration is
 exercised), ``update_from_response``, one ``post_tool_call`` per tool call and
-``should_compress(last_prompt_tokens)`` → ``compress``.
+``should_compress(last_prompt_tokens)`` → ``compress`` (on a host that selects context: else
+``prune_tool_results_only``, and ``on_turn_complete`` at the turn's end).
+A simulated reply takes no time, where a real one takes seconds: on a host that selects context
+and pools compression a Gateway compaction prepared ahead runs meanwhile, so there the driver
+waits for one in flight at each reply and turn start (``waited_s``), or the demo would show the
+pool's 0.5 s limit, not the product.
 Every request is checked with ``messages.validation_errors``. The report (shared by both
 commands) shows every compaction, the context size per turn and a recall of an archived item.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..session.record import Compaction
@@ -71,6 +77,7 @@ class Driver:
         self.originals: Dict[str, Tuple[str, str, Any]] = {}   # tool_call_id -> (tool, text, args)
         self.no_progress = 0
         self.turn_no = 0
+        self.waited_s = 0.0     # waited for compactions prepared ahead (a real reply's time)
 
     # -- one turn ---------------------------------------------------------------------
     def run_turn(self, user: Optional[Message], steps: List[Step]) -> None:
@@ -79,6 +86,7 @@ class Driver:
         first_compaction = len(self.compactions)
         injected = ""
         if user is not None:
+            self._reply_time()          # the user's pause before this turn
             self.messages.append(user)
             req = self._request("")
             rough = self.pressure.before_request(req, self.messages)
@@ -110,6 +118,10 @@ class Driver:
             tokens = self.pressure.after_tools(self.engine, self._request(""), self.messages)
             if tokens is not None and self.engine.should_compress(tokens):
                 self._compress(tokens, "after tools")
+            elif self.host == SELECTING:        # the host's cheap step when it does not compact
+                self.engine.prune_tool_results_only(list(self.messages), current_tokens=tokens)
+        if self.host == SELECTING:
+            self.engine.on_turn_complete(messages=list(self.messages))
         reqs = self.requests[first_request:]
         comps = self.compactions[first_compaction:]
         self.turns.append({
@@ -139,6 +151,7 @@ class Driver:
             self._compress(rough, "pre-API")
             request = self._request(injected)
         request = self._as_sent(request)
+        self._reply_time()
         prompt = provider_tokens(request)
         errors = messages.validation_errors(request["messages"])
         self.requests.append({"turn": self.turn_no, "messages": len(request["messages"]),
@@ -151,6 +164,16 @@ class Driver:
             "total_tokens": prompt + completion, "input_tokens": prompt,
             "output_tokens": completion, "cache_read_tokens": 0, "cache_write_tokens": 0,
             "reasoning_tokens": 0})
+
+    def _reply_time(self) -> None:
+        """What a real reply or pause gives a compaction prepared ahead (a selecting host):
+        time to land, here at most one ``/compact``'s deadline."""
+        if self.host != SELECTING or self.rt.client is None:
+            return
+        started = time.monotonic()
+        self.rt.ahead.settle(self.rt.registry.conversation_of(self.sid),
+                             self.rt.settings.timeout_ms / 1000.0)
+        self.waited_s += time.monotonic() - started
 
     def _defers(self, tokens: int) -> bool:
         """The host skips a rough-estimate check while the engine waits for real usage; an

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ..session.record import SIZES
 from ..settings.thresholds import Trigger
 from .host_emulation import SELECTING
 from ..common.humanize import count, kilo, plural
@@ -42,9 +43,7 @@ def _compactions(report: Dict[str, Any]) -> List[str]:
     """Each compaction as every surface shows it: the stored record's ``describe()``."""
     if not report["compactions"]:
         return []
-    return (["compactions (before = the context when the compaction ran, with the tool results "
-             "that arrived after the last request: it can exceed the largest context sent; "
-             "after = what was left)"]
+    return (["compactions (%s; after = what was left)" % SIZES]
             + ["  turn %d (%s): %s" % (c["turn"], c["trigger"], c["describe"] or "no record in the store")
                for c in report["compactions"]] + [""])
 
@@ -94,6 +93,8 @@ def _turns(report: Dict[str, Any]) -> List[str]:
     if over:
         out.append("* over the trigger, no compaction yet: Hermes compacts after the response "
                    "that crossed it, before the next request")
+    out.append("largest sent: the provider's count (simulated here); compacted before -> after: "
+               "estimated, as in the list of compactions below")
     return out
 
 
@@ -111,8 +112,9 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     if src.get("live_compactions") is not None:
         out.append("  the live session compacted %s (runs of rows written back in state.db)"
                    % ("once" if src["live_compactions"] == 1 else "%s times" % count(src["live_compactions"])))
-    out.append("  tokens saved: %s" % count(s["tokens_saved"]))
-    out.append("  largest context sent (largest sent in the table): %s tokens = %.1f%% of the %s window%s"
+    out.append("  tokens saved (estimated): %s" % count(s["tokens_saved"]))
+    out.append("  largest context sent (largest sent in the table, the provider's count): %s tokens "
+               "= %.1f%% of the %s window%s"
                % (count(s["largest_request_tokens"]), s["largest_request_pct"],
                   count(report["context_length"]),
                   "" if s["largest_request_tokens"] <= report["context_length"] else "  OVER THE WINDOW"))
@@ -137,6 +139,11 @@ def _summary(report: Dict[str, Any]) -> List[str]:
     if report["mode"] == "gateway":
         out.append("  Gateway: %s delivered, %s waiting"
                    % (plural(s["delivered"], "outbox row"), count(s["outbox_backlog"])))
+    prepared = s.get("prepared_ahead")
+    if prepared:
+        out.append("  prepared ahead: %s of %s Gateway compactions used; the demo waited %.1f s for "
+                   "them where a real session gives them the model's replies and the user's pauses"
+                   % (count(prepared["used"]), count(prepared["started"]), prepared["waited_s"]))
     if s["warnings"]:
         out.append("  settings warnings: %d (listed at the top)" % len(s["warnings"]))
     for e in s["errors"][-3:]:

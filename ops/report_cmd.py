@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
                         "no network) of a conversation, read from the store: the context size of "
                         "every request against the window and the trigger, each compaction with "
                         "its level and before → after, the cached share per request where the "
-                        "host reported it, and what left the context at each compaction with the "
+                        "provider reports caching, and what left the context at each compaction with the "
                         "key to read it back (tdai_read_cos). The same records status and "
                         "/tencentdb-offload read.")
     rp.add_argument("conversation", nargs="?", metavar="CONVERSATION",

@@ -12,17 +12,33 @@ import bisect
 import heapq
 import sqlite3
 from array import array
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..archive import readonly
-from ..session.record import Compaction
+from ..common.cache_model import reports_caching
+from ..session.record import Compaction, token_counts
 from ..settings.config import Settings
+from ..status.model import CacheCost
 from .env import CliError
 from .status import status_data, status_report
 
 MAX_BARS = 500              # request bars drawn: beyond, each bar is the largest of several
 MAX_LISTED = 100            # compactions listed and drawn: those that saved the most
+# which count each token figure of the page (and ``--json``) is
+ESTIMATED_FIELDS = ("compactions[].tokens_before", "compactions[].tokens_after",
+                    "compactions[].target", "compactions[].saved", "compactions[].prefix_kept",
+                    "compactions[].cache.prefix_kept", "compactions[].cache.invalidated",
+                    "compactions[].cache.written", "compactions[].cache.written_without",
+                    "summary.tokens_saved", "summary.cache_cost.written",
+                    "summary.cache_cost.written_without")
+PROVIDER_FIELDS = ("requests[].prompt_tokens", "requests[].cache_read_tokens",
+                   "summary.largest_request_tokens", "compactions[].cached_before",
+                   "compactions[].cache.cached_before")
+PRICED_FIELDS = ("compactions[].cache.cost", "compactions[].cache.cost_without",
+                 "compactions[].cache.cumulative_cost", "compactions[].cache.cumulative_cost_without",
+                 "summary.cache_cost.cost", "summary.cache_cost.cost_without")
 
 
 class NothingYet(Exception):
@@ -65,7 +81,7 @@ def _request(n: int, ev: Dict[str, Any]) -> Dict[str, Any]:
             "context_length": _count(ev.get("context_length")),
             "threshold_tokens": _count(ev.get("threshold_tokens")),
             "cache_read_tokens": cached if reported else None,
-            "prompt_reported": prompt if reported else 0}
+            "prompt_reported": prompt if reported else 0, "caching": reports_caching(ev)}
 
 
 def _merge(bar: Dict[str, Any], r: Dict[str, Any]) -> None:
@@ -95,22 +111,24 @@ class Requests:
         self.bars: List[Dict[str, Any]] = []
         self.sent = array("d")
         self.count = self.reported = self.cached = self.prompt = 0
+        self.caching = False        # a request reported a cache read or write above 0
         self.largest: Optional[Dict[str, Any]] = None
         self.newest: Optional[Dict[str, Any]] = None
         for n, ev in enumerate(events, 1):
             self._add(_request(n, ev))
         if any(a > b for a, b in zip(self.sent, self.sent[1:])):    # a clock stepped back
             self.sent = array("d", sorted(self.sent))
-        for bar in self.bars:
+        for bar in self.bars:       # no share at all where nothing reported caching (zeros only)
             bar["cached_share"] = (round(min(1.0, bar["cache_read_tokens"] / bar["prompt_reported"]), 4)
-                                   if bar["cache_read_tokens"] is not None and bar["prompt_reported"]
-                                   else None)
+                                   if self.caching and bar["cache_read_tokens"] is not None
+                                   and bar["prompt_reported"] else None)
 
     def _add(self, r: Dict[str, Any]) -> None:
         self.count += 1
         self.sent.append(r["ts"])
         if self.largest is None or r["prompt_tokens"] > self.largest["prompt_tokens"]:
             self.largest = dict(r)
+        self.caching = r.pop("caching") or self.caching
         if r["cache_read_tokens"] is not None:
             self.reported += 1
             self.cached += r["cache_read_tokens"]
@@ -131,21 +149,27 @@ class Compactions:
         self.count, self.largest_before = 0, 0
         self.levels: Dict[str, int] = {}
         self.newest: Optional[Compaction] = None
-        kept: List[Tuple[int, int, float, Compaction]] = []
+        self.cache = CacheCost()        # what they cost the prompt cache, so far
+        kept: List[Tuple[int, int, float, Compaction, Optional[Dict[str, Any]]]] = []
         for n, ev in enumerate(events, 1):
             left = ev.pop("left", None)     # up to 200 keys: read only for a compaction listed
             rec = Compaction.from_json(ev)
+            brk = rec.cache_break()
+            if brk is not None:
+                self.cache.add(brk)
+                brk.update(self.cache.cumulative())
             self.count = n
             if not rec.adopted:         # a cut the transcript took: counted with the cut
                 self.levels[rec.level.value] = self.levels.get(rec.level.value, 0) + 1
             self.largest_before = max(self.largest_before, rec.tokens_before)
             self.newest = rec
             if len(kept) < MAX_LISTED or (rec.saved, n) > kept[0][:2]:
-                entry = (rec.saved, n, ev.get("ts") or 0, Compaction.from_json(dict(ev, left=left)))
+                entry = (rec.saved, n, ev.get("ts") or 0, Compaction.from_json(dict(ev, left=left)),
+                         brk)
                 (heapq.heappush if len(kept) < MAX_LISTED else heapq.heapreplace)(kept, entry)
         self.listed = [dict(rec.to_json(), n=n, ts=ts, after_request=bisect.bisect_right(sent, ts),
-                            saved=rec.saved, describe=rec.describe())
-                       for _saved, n, ts, rec in sorted(kept, key=lambda e: e[1])]
+                            saved=rec.saved, describe=rec.describe(), cache=brk)
+                       for _saved, n, ts, rec, brk in sorted(kept, key=lambda e: e[1])]
 
 
 def _count(raw: Any) -> int:
@@ -183,7 +207,8 @@ def figures(store_dir: Path, settings: Settings, conversation: Optional[str]) ->
             "compactions_not_listed": compactions.count - len(compactions.listed),
             "top_tokens": max([b["prompt_tokens"] for b in bars] + [b["context_length"] for b in bars]
                               + [compactions.largest_before, 1000]),
-            "status": row, "summary": _summary(requests, compactions, row)}
+            "status": row, "summary": _summary(requests, compactions, row),
+            "token_counts": token_counts(ESTIMATED_FIELDS, PROVIDER_FIELDS, PRICED_FIELDS)}
 
 
 def _summary(requests: Requests, compactions: Compactions, row: Dict[str, Any]) -> Dict[str, Any]:
@@ -200,6 +225,7 @@ def _summary(requests: Requests, compactions: Compactions, row: Dict[str, Any]) 
             # requests before this version were not recorded: the newest compaction's trigger
             "threshold_tokens": (newest["threshold_tokens"] if newest else
                                  last.trigger if last else 0),
-            "cache_reported_requests": requests.reported,
+            "cache_cost": asdict(compactions.cache),
+            "cache_reported_requests": requests.reported if requests.caching else 0,
             "cached_share": (round(requests.cached / requests.prompt, 4)
-                             if requests.prompt else None)}
+                             if requests.prompt and requests.caching else None)}

@@ -12,7 +12,9 @@ import html
 import time
 from typing import Any, Dict, List, Tuple
 
+from ..common import cache_model
 from ..common.humanize import count, kilo, plural, printable
+from ..session.record import SIZES
 
 WIDTH, LEFT, RIGHT, TOP = 1000, 70, 20, 40
 MAIN_H, CACHE_H, BOTTOM = 360, 110, 34
@@ -113,8 +115,9 @@ def _request_bars(sc: Scale, requests: List[Dict[str, Any]]) -> List[str]:
         x, width = _slot(sc, r)
         y = sc.y(r["prompt_tokens"])
         cached = "" if r["cached_share"] is None else ' data-cached="%s"' % r["cached_share"]
-        out.append('<rect class="request" data-n="%d" data-last="%d" data-tokens="%d"%s x="%s" '
-                   'y="%s" width="%s" height="%s" fill="%s"><title>%s: %s tokens</title></rect>'
+        out.append('<rect class="request" data-n="%d" data-last="%d" data-tokens="%d" '
+                   'data-count="provider"%s x="%s" y="%s" width="%s" height="%s" fill="%s"><title>'
+                   '%s: %s tokens (the provider\'s count)</title></rect>'
                    % (r["n"], r["last"], r["prompt_tokens"], cached, x, y, width,
                       round(sc.y(0) - y, 2), "#e8913a" if r["over"] else "#4a78c2", _which(r),
                       count(r["prompt_tokens"])))
@@ -131,7 +134,8 @@ def _compaction_marks(sc: Scale, compactions: List[Dict[str, Any]]) -> List[str]
         label_y = TOP - 26 + 12 * (c["n"] % 2)
         out.append(
             '<g class="compaction" data-n="%d" data-level="%s" data-route="%s" data-before="%d" '
-            'data-after="%d" data-after-request="%d"><title>compaction %d: %s</title>'
+            'data-after="%d" data-count="estimated" data-after-request="%d"><title>compaction '
+            '%d: %s</title>'
             '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-dasharray="3 3"/>'
             '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#7a3fb0" stroke-width="2.5" '
             'marker-end="url(#down)"/>%s</g>'
@@ -163,11 +167,11 @@ def main_chart(fig: Dict[str, Any]) -> str:
 
 
 def cache_chart(fig: Dict[str, Any]) -> str:
+    """The cached share of each request, under its heading; nothing where no request reported
+    caching (the summary says so, once)."""
     requests = fig["requests"]
     if not any(r["cached_share"] is not None for r in requests):
-        return ('<p class="muted" data-cache-reported="0">The host reported no cached tokens for '
-                'these requests (a Hermes that passes the provider\'s cached count on reports '
-                'them, where the provider counts them).</p>')
+        return ""
     sc = Scale(fig["summary"]["requests"], 100, 16, CACHE_H)
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" role="img" class="cache-chart" width="%d" '
              'height="%d" viewBox="0 0 %d %d">' % (WIDTH, CACHE_H + 16 + BOTTOM, WIDTH,
@@ -186,14 +190,16 @@ def cache_chart(fig: Dict[str, Any]) -> str:
                      '</title></rect>'
                      % (r["n"], r["last"], r["cached_share"], x, y, width, round(sc.y(0) - y, 2),
                         _which(r).replace(", the largest", ""), 100 * r["cached_share"]))
-    return "".join(parts) + "</svg>"
+    return "<h2>Cached share per request</h2>" + "".join(parts) + "</svg>"
 
 
 def _summary(fig: Dict[str, Any]) -> str:
     s = fig["summary"]
     levels = ", ".join("%s %d" % (esc(k, 40), v) for k, v in sorted(s["levels"].items())) or "none"
     pct = "" if s["largest_request_pct"] is None else " = %.1f%% of the window" % s["largest_request_pct"]
-    cached = ("not reported by the host" if s["cached_share"] is None else
+    cached = ("%s (a Hermes that passes the provider's cached count on shows them, where the "
+              "provider counts them)"
+              % cache_model.NOT_REPORTED if s["cached_share"] is None else
               "%.1f%% of the prompt tokens of the %s that reported it"
               % (100 * s["cached_share"], plural(s["cache_reported_requests"], "request")))
     rows = [("requests", "requests", count(s["requests"])),
@@ -201,20 +207,40 @@ def _summary(fig: Dict[str, Any]) -> str:
             ("compaction trigger", "threshold_tokens", "%s tokens" % count(s["threshold_tokens"])
              if s["threshold_tokens"] else "not recorded"),
             ("largest request", "largest_request_tokens",
-             "%s tokens%s" % (count(s["largest_request_tokens"]), pct)),
+             "%s tokens (the provider's count)%s" % (count(s["largest_request_tokens"]), pct)),
             ("compactions", "compactions", "%s (levels: %s)" % (count(s["compactions"]), levels)),
-            ("tokens saved", "tokens_saved", count(s["tokens_saved"])),
+            ("tokens saved", "tokens_saved", "%s (estimated)" % count(s["tokens_saved"])),
             ("items archived", "archived_items", count(s["archived_items"])),
             ("texts with secrets masked before the Gateway", "texts_masked", count(s["texts_masked"])),
             ("cached", "cached_share", cached)]
+    values = dict(s)
+    c = s["cache_cost"]
+    if c["priced"]:
+        values.update(cache_written=c["written"], cache_cost=c["cost"])
+        rows[6:6] = [
+            ("compactions' cache writes", "cache_written",
+             "~%s tokens (estimated: what the request after each wrote); ~%s with no compaction "
+             "where the window held the context (%s of %s)%s"
+             % (count(c["written"]), count(c["written_without"]), count(c["fitted"]),
+                count(c["priced"]), "" if c["priced"] >= s["compactions"] else
+                "; figures for %s of %s compactions (older records have none)"
+                % (count(c["priced"]), count(s["compactions"])))),
+            ("their cost, cache model (%s)" % cache_model.MODEL, "cache_cost",
+             "%s units for the requests after them; %s without"
+             % (count(c["cost"]), count(c["cost_without"])))]
     body = "".join('<tr><th>%s</th><td class="figure" data-name="%s" data-value="%s">%s</td></tr>'
-                   % (label, name, "" if s[name] is None else s[name], text)
+                   % (label, name, "" if values[name] is None else values[name], text)
                    for label, name, text in rows)
     return '<table class="summary">%s</table>' % body
 
 
-def _left_cell(c: Dict[str, Any], conversation: str) -> str:
+def _left_cell(c: Dict[str, Any], conversation: str, cut: int = 0) -> str:
+    """What left at ``c``; an adopted one's left with the request cut it took (``cut``:
+    that cut's number, 0 when it is not listed)."""
     keys = c["left"]
+    if c["reason"] == "adopted":
+        return ('<span class="muted">nothing more left: what left is listed with the cut made '
+                'for one request%s, and counted there</span>' % (" (#%d)" % cut if cut else ""))
     if not keys:
         return ('<span class="muted">%s; keys not recorded for this compaction (an older '
                 'version wrote it): <code>archive list --session %s</code></span>'
@@ -228,20 +254,42 @@ def _left_cell(c: Dict[str, Any], conversation: str) -> str:
             'archive show %s</code>' % (len(keys), shown, rest, esc(keys[0]), esc(keys[0])))
 
 
+def _cache_cell(c: Dict[str, Any]) -> str:
+    """What one compaction cost the prompt cache (``Compaction.cache_break``), estimated."""
+    brk = c["cache"]
+    if brk is None:
+        return ('<span class="muted">%s</span>' % ("counted with the cut" if c["reason"] == "adopted"
+                                                 else "not recorded (an older version)"))
+    without = ("writes %s, costs %s (so far %s)" % (count(brk["written_without"]),
+                                                  count(brk["cost_without"]),
+                                                  count(brk["cumulative_cost_without"]))
+               if brk["cost_without"] is not None else "not an option: over the window")
+    return ('<span class="cache-break" data-written="%d" data-invalidated="%d" data-cost="%s" '
+            'data-cumulative-cost="%s" data-cost-without="%s" data-cumulative-cost-without="%s">'
+            'writes %s tokens, drops %s cached; costs %s units (so far %s)<br><span '
+            'class="muted">no compaction: %s</span></span>'
+            % (brk["written"], brk["invalidated"], brk["cost"], brk["cumulative_cost"],
+               "" if brk["cost_without"] is None else brk["cost_without"],
+               brk["cumulative_cost_without"], count(brk["written"]), count(brk["invalidated"]),
+               count(brk["cost"]), count(brk["cumulative_cost"]), without))
+
+
 def compaction_table(fig: Dict[str, Any]) -> str:
     if not fig["compactions"]:
         return '<p class="muted">No compaction yet in this conversation.</p>'
     head = ("<tr><th>#</th><th>when</th><th>after request</th><th>how</th>"
-            "<th>tokens before → after (target)</th><th>saved</th><th>what left, and how to read "
-            "it back</th></tr>")
-    rows = []
+            "<th>estimated tokens before → after (target)</th><th>saved</th><th>prompt cache: the "
+            "request after it (estimated tokens; cost under the cache model, %s)</th><th>what "
+            "left, and how to read it back</th></tr>" % cache_model.MODEL)
+    rows, cut = [], 0
     for c in fig["compactions"]:
+        cut = c["n"] if c["reason"] == "request" else cut
         rows.append('<tr class="compaction-row" data-n="%d"><td class="num">%d</td><td>%s</td>'
                     '<td class="num">%d</td><td>%s</td><td class="num">%s → %s (%s)</td>'
-                    '<td class="num">%s</td><td>%s</td></tr>'
+                    '<td class="num">%s</td><td>%s</td><td>%s</td></tr>'
                     % (c["n"], c["n"], _when(c["ts"]), c["after_request"], esc(c["describe"], 400),
                        count(c["tokens_before"]), count(c["tokens_after"]), count(c["target"]) if c["target"] else "–",
-                       count(c["saved"]), _left_cell(c, fig["conversation"])))
+                       count(c["saved"]), _cache_cell(c), _left_cell(c, fig["conversation"], cut)))
     return '<table class="compactions">%s%s</table>%s' % (head, "".join(rows), _not_listed(fig))
 
 
@@ -273,11 +321,13 @@ def render_page(fig: Dict[str, Any]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<title>tencentdb-offload report: %s</title><style>%s</style></head><body>"
             "<h1>Conversation <code>%s</code></h1><p class=\"muted\">tencentdb-offload report from "
-            "the store %s, written %s. Sizes are provider tokens as the provider counted each "
-            "request.</p>%s<h2>Context size of every request</h2><p class=\"muted\">Bars: each "
-            "request (orange: at or over the trigger). Red line: the window; dashed orange: the "
-            "compaction trigger; purple arrows: each compaction, from its size before to after."
-            "</p>%s%s<h2>Cached share per request</h2>%s<h2>Compactions: what left the context</h2>"
+            "the store %s, written %s. Token figures: %s.</p>%s<h2>Context size of every "
+            "request</h2><p class=\"muted\">Bars: each request, the provider's count (orange: at "
+            "or over the trigger). Red line: the window; dashed orange: the compaction trigger; "
+            "purple arrows: each compaction, from its estimated size before to after (it can "
+            "start above a bar, even above the window: the context when it ran held results not "
+            "sent yet).</p>%s%s%s<h2>Compactions: what left the context</h2>"
             "%s</body></html>\n"
-            % (conv, STYLE, conv, esc(fig["store_dir"]), _when(time.time()), _summary(fig),
+            % (conv, STYLE, conv, esc(fig["store_dir"]), _when(time.time()), esc(SIZES, 600),
+               _summary(fig),
                _bars_note(fig), main_chart(fig), cache_chart(fig), compaction_table(fig)))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..archive import held, readonly
-from ..session.record import Compaction
+from ..session.record import Compaction, token_counts
 from ..hermes.config import hermes_home
 from ..hermes.host import known_host
 from ..hermes.prompt_cache import with_host_ttl
@@ -106,6 +106,20 @@ def known_trigger(store_dir: Path, settings: Optional[Settings] = None,
         return None
 
 
+# which count each token figure of ``status --json`` is
+ESTIMATED_FIELDS = ("compactions.tokens_saved", "compactions.recent[].tokens_before",
+                    "compactions.recent[].tokens_after", "compactions.recent[].target",
+                    "compactions.recent[].prefix_kept", "compactions.recent[].cache.prefix_kept",
+                    "compactions.recent[].cache.invalidated", "compactions.recent[].cache.written",
+                    "compactions.recent[].cache.written_without", "compactions.cache.written",
+                    "compactions.cache.written_without", "sessions[].tokens_saved")
+PROVIDER_FIELDS = ("compactions.recent[].cached_before", "compactions.recent[].cache.cached_before")
+PRICED_FIELDS = ("compactions.recent[].cache.cost", "compactions.recent[].cache.cost_without",
+                 "compactions.recent[].cache.cumulative_cost",
+                 "compactions.recent[].cache.cumulative_cost_without", "compactions.cache.cost",
+                 "compactions.cache.cost_without")
+
+
 def held_warning(store_dir: Path, settings: Settings, plugin_dir: Any) -> List[str]:
     """The rows a configured Gateway does not get unasked (``archive/held.py``), as doctor says
     it; nothing when there are none or no configured Gateway waits for them."""
@@ -129,11 +143,12 @@ def held_warning(store_dir: Path, settings: Settings, plugin_dir: Any) -> List[s
 
 
 def status_data(report: StatusReport) -> Dict[str, Any]:
-    """``status --json``: the keys it has always had."""
+    """``status --json``: the keys it has always had, and which count each token figure is."""
     out: Dict[str, Any] = {"store_dir": report.store_dir, "exists": report.store is not None,
                            "settings": report.settings.public()}
     if report.store is not None:
         out.update(report.store.as_dict())
+        out["token_counts"] = token_counts(ESTIMATED_FIELDS, PROVIDER_FIELDS, PRICED_FIELDS)
     if report.store_problem:
         out["store_problem"] = report.store_problem
     return out

@@ -290,13 +290,14 @@ class Runtime:
 
     def record_request(self, state: SessionState, prompt: int, usage: Dict[str, Any],
                        context_length: int, threshold: int) -> None:
-        """One request's size as the provider counted it, for ``report``'s picture; the
-        cached share only where the host reported it (its ``cache_read_tokens``)."""
+        """One request's size as the provider counted it, for ``report``'s picture; its
+        cache buckets where the host passed them (both 0 when the provider reports none)."""
         data = {"prompt_tokens": prompt, "context_length": context_length,
                 "threshold_tokens": threshold}
-        cached = usage.get("cache_read_tokens")
-        if isinstance(cached, int) and not isinstance(cached, bool) and cached >= 0:
-            data["cache_read_tokens"] = cached
+        for bucket in ("cache_read_tokens", "cache_write_tokens"):
+            value = usage.get(bucket)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                data[bucket] = value
         self.writer.submit(Store.op_event(state.key, "request", data, self.now()))
 
     # -- what an earlier process learned about a conversation -----------------------------

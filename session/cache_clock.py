@@ -1,5 +1,6 @@
-"""One conversation's pauses between provider responses, and what the provider's cache
-reports taught about its TTL: whether the prompt cache has gone cold."""
+"""One conversation's provider responses: the pauses between them and what the provider's
+cache reports taught about its TTL (whether the prompt cache has gone cold), and how much one
+step of a turn adds to a request (whether the next step would pass the ceiling)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Dict, Mapping, Optional
 
 WARM_SHARE = 0.5       # a response reading at least this share from the cache: it was warm
 LEARNED_CAP_S = 3_600.0   # the longest provider TTL on offer (1 h); a jumped clock teaches no more
+MAX_TOKENS = 10_000_000   # no window is larger: a stored count above it is damage
 
 
 def _seconds(raw: Any) -> float:
@@ -17,6 +19,11 @@ def _seconds(raw: Any) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         return 0.0
     return float(raw) if math.isfinite(raw) and raw > 0 else 0.0
+
+
+def _tokens(raw: Any) -> int:
+    """A stored token count: a whole number up to the largest window on offer, else 0."""
+    return int(_seconds(raw)) if _seconds(raw) <= MAX_TOKENS else 0
 
 
 @dataclass
@@ -31,6 +38,9 @@ class CacheClock:
     spent: float = 0.0                  # the ``last_wall`` whose pause an idle compaction used
     warm_after: float = 0.0             # longest pause after which the provider read its cache
     compacted: bool = False             # a compaction since the last response (its rewrite)
+    last_prompt: int = 0                # the provider's count of the request it answered (cached)
+    this_turn: int = 0                  # the largest step of the turn under way (tokens added)
+    last_turn: int = 0                  # the largest step of the last turn that had one
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def pause(self, wall: float, mono: float) -> Optional[float]:
@@ -65,6 +75,12 @@ class CacheClock:
         with self.lock:
             self.spent = self.last_wall
 
+    def held(self, ttl: float, wall: float, mono: float) -> int:
+        """Tokens the provider's cache holds for the conversation: the provider's count of its
+        last request, or 0 when none was answered or the cache has gone cold since."""
+        with self.lock:
+            return 0 if self.cold(ttl, wall, mono) else self.last_prompt
+
     def compaction_landed(self) -> None:
         with self.lock:
             self.compacted = True
@@ -80,7 +96,23 @@ class CacheClock:
             if gap is not None and ttl > 0 and gap > ttl and not after_compaction:
                 self._learn(gap, prompt, usage)
             self.last_wall, self.last_mono = wall, mono
+            prompt = max(0, int(prompt))
+            if 0 < self.last_prompt < prompt:
+                self.this_turn = max(self.this_turn, prompt - self.last_prompt)
+            self.last_prompt = prompt
             return after_compaction
+
+    def turn_started(self) -> None:
+        """A turn starts (the host's preflight): the steps seen so far were the last turn's."""
+        with self.lock:
+            if self.this_turn:
+                self.last_turn, self.this_turn = self.this_turn, 0
+
+    def step_growth(self) -> int:
+        """What one step of the coming turn may add: the largest of the last turn's steps
+        (0: none seen yet)."""
+        with self.lock:
+            return self.last_turn or self.this_turn
 
     def _learn(self, gap: float, prompt: int, usage: Mapping[str, Any]) -> None:
         read, write = usage.get("cache_read_tokens"), usage.get("cache_write_tokens")
@@ -95,7 +127,9 @@ class CacheClock:
 
     def export(self) -> Dict[str, float]:
         with self.lock:
-            return {"at": self.last_wall, "spent": self.spent, "warm_after": self.warm_after}
+            return {"at": self.last_wall, "spent": self.spent, "warm_after": self.warm_after,
+                    "last_prompt": self.last_prompt, "this_turn": self.this_turn,
+                    "last_turn": self.last_turn}
 
     def seed(self, raw: Any) -> None:
         """What an earlier process left (each value checked); never overrides this process's."""
@@ -106,6 +140,8 @@ class CacheClock:
                 self.last_wall = _seconds(raw.get("at"))
                 self.spent = _seconds(raw.get("spent"))
                 self.warm_after = min(LEARNED_CAP_S, _seconds(raw.get("warm_after")))
+                self.last_prompt, self.this_turn, self.last_turn = (
+                    _tokens(raw.get(k)) for k in ("last_prompt", "this_turn", "last_turn"))
 
     def snapshot(self, ttl: float, wall: float, mono: float) -> Dict[str, Any]:
         gap = self.pause(wall, mono)

@@ -3,8 +3,9 @@
 The engine builds a ``Compaction`` when a compaction lands; session stats, the events table,
 ``/tencentdb-offload``, ``python3 <plugin dir> status``, the host's start-of-compaction line, the
 demo and replay all read this record and render it through ``describe()``, so one compaction
-reads the same everywhere. Sizes are always *provider tokens* (our estimate calibrated to the
-provider's own counts); when a line shows Hermes' figure beside ours, it says which is which.
+reads the same everywhere. Its sizes are *estimated*: provider tokens by our estimate
+calibrated to the provider's own counts (``SIZES``); every surface that shows them says so,
+and says which other figures are the provider's own count of a request (``token_counts``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
+from ..common import cache_model
 from ..common.humanize import count, plural, printable
 
 
@@ -51,10 +53,29 @@ class Level(str, enum.Enum):
 
 
 WHEN = {"idle": " at a turn start after a pause (prompt cache cold)",
+        "ceiling": " at a turn start, before a step that would pass 90% of the window (or the trigger)",
         "request": " for one request only (the host had not compacted in time)"}
 # "adopted": the host's transcript compaction that took the bytes of the request cut before it
 # (``cut_memo``): one saving and one set of departures, counted with that cut, not again
-REASONS = {r: r for r in ("threshold", "idle", "manual", "request", "adopted")}   # an unknown one reads as threshold
+REASONS = {r: r for r in ("threshold", "idle", "ceiling", "manual", "request", "adopted")}   # an unknown one reads as threshold
+
+
+# what a compaction's sizes are, said once on every surface that shows them (issue 53: "74,885 →
+# 25,015 tokens" in a 64,000-token window read as a request over the window)
+SIZES = ("compaction sizes are estimated: the whole context when the compaction ran, tool "
+         "results not sent yet included, by the plugin's count calibrated to the provider's (or "
+         "Hermes' own figure when higher), so \"before\" can exceed any request sent, even the "
+         "window; request sizes are the provider's own count (prompt_tokens)")
+ESTIMATED, PROVIDER = "estimated", "provider"
+
+
+def token_counts(estimated: Any, provider: Any = (), priced: Any = ()) -> Dict[str, Any]:
+    """Which count each token figure of a ``--json`` output is (field paths as listed), and
+    which figures are prices under the cache model."""
+    return {ESTIMATED: {"fields": list(estimated), "means": "the plugin's estimate: " + SIZES},
+            PROVIDER: {"fields": list(provider), "means": "the provider's own count of a "
+                       "request (prompt_tokens, cache tokens), as Hermes passed it on"},
+            "cache_model": {"fields": list(priced), "means": cache_model.UNITS}}
 
 
 def _ratio(raw: Any) -> float:
@@ -74,6 +95,11 @@ def _num(raw: Any) -> float:
 
 def _int(raw: Any) -> int:
     return int(_num(raw))
+
+
+def _recorded(raw: Any) -> int:
+    """A count an older record may lack (-1 then, or for a value that is not a count)."""
+    return _int(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw >= 0 else -1
 
 
 MAX_LEFT = 200              # keys of what left kept in a record (``archived`` has the total)
@@ -104,9 +130,14 @@ class Compaction:
     trigger: int = 0            # where compaction started on this window (0: an older record)
     left: Tuple[str, ...] = ()  # keys to read back what left (tdai_read_cos), at most MAX_LEFT
     model_ratio: float = 0.0    # the compression.model_thresholds value of the trigger (0: none)
-    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | manual |
+    reason: str = "threshold"   # what started it: threshold | idle (a cold cache) | ceiling
+    #                             (a turn start before a step that would pass it) | manual |
     #                             request (one request cut, the host's transcript as it was) |
     #                             adopted (the transcript took that cut: nothing new left)
+    prefix_kept: int = -1       # estimated tokens at the request's start it left as they were
+    #                             (system prompt, tool schemas, first messages); -1: not recorded
+    cached_before: int = 0      # the provider's count of the last request, when the cache held
+    #                             it then (0: none sent, or cold after a pause over the TTL)
 
     @property
     def idle(self) -> bool:
@@ -134,18 +165,37 @@ class Compaction:
         """Tokens this record saved (an adopted cut's were counted with the cut)."""
         return max(0, self.tokens_before - self.tokens_after) * self.counted
 
+    def cache_break(self) -> Optional[Dict[str, Any]]:
+        """What it cost the provider's prompt cache, under the cache model (``cache_model``),
+        for the first request after it (later ones are not counted): the cached tokens past
+        the kept prefix it threw away, the tokens that request writes, and its price; beside
+        them the same with no compaction, where the context before fitted the window. None
+        for a record that predates the figures, or one counted with an earlier (adopted)."""
+        if self.prefix_kept < 0 or not self.counted:
+            return None
+        read = min(self.prefix_kept, self.cached_before, self.tokens_after)
+        fits = 0 < self.tokens_before <= self.context_length
+        held = min(self.cached_before, self.tokens_before)
+        return {"prefix_kept": self.prefix_kept, "cached_before": self.cached_before,
+                "invalidated": max(0, self.cached_before - read),
+                "written": self.tokens_after - read,
+                "cost": round(cache_model.cost(self.tokens_after, read), 1),
+                "written_without": self.tokens_before - held if fits else None,
+                "cost_without": round(cache_model.cost(self.tokens_before, held), 1) if fits else None}
+
     def describe(self) -> str:
-        """"compacted through the Gateway (mild): 118,020 → 52,311 tokens (target 64,000), 14 items
+        """"compacted through the Gateway (mild): 118,020 → 52,311 tokens (estimated; target 64,000), 14 items
         archived" — the one rendering every surface uses."""
         if self.adopted:
             return ("the host's transcript took the cut made for one request: %s → %s tokens "
-                    "(saved and archived with that cut, counted there once)"
+                    "(estimated; saved and archived with that cut, counted there once)"
                     % (count(self.tokens_before), count(self.tokens_after)))
         how = ("through the Gateway (%s)" % self.level.value if self.route is Route.GATEWAY else
                "through the Gateway (%s), finished locally" % self.level.value
                if self.route is Route.GATEWAY_THEN_LOCAL else "locally")
         # 0.1.0 recorded no target: a "(target 0)" would read as a compaction to nothing
-        target = " (target %s)" % count(self.target) if self.target else ""
+        target = " (%s; target %s)" % (ESTIMATED, count(self.target)) if self.target else \
+            " (%s)" % ESTIMATED
         line = "compacted %s%s: %s → %s tokens%s, %s archived" % (
             how, WHEN.get(self.reason, ""), count(self.tokens_before), count(self.tokens_after), target,
             plural(self.archived, "item"))
@@ -176,4 +226,6 @@ class Compaction:
                    error=printable(data.get("error") or "", 500),
                    at=_num(data.get("at")), ms=_num(data.get("ms")), trigger=_int(data.get("trigger")),
                    left=_keys(data.get("left")), model_ratio=_ratio(data.get("model_ratio")),
-                   reason=REASONS.get(str(data.get("reason") or ""), "threshold"))
+                   reason=REASONS.get(str(data.get("reason") or ""), "threshold"),
+                   prefix_kept=_recorded(data.get("prefix_kept")),
+                   cached_before=_int(data.get("cached_before")))

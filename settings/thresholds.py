@@ -17,6 +17,7 @@ from .config import Settings
 
 HOST_MINIMUM_CONTEXT = 64_000   # Hermes' MINIMUM_CONTEXT_LENGTH: no window is smaller
 SMALL_WINDOW_RATIO = 0.85       # where the built-in triggers when that floor binds
+CEILING = 0.90                  # of the window: no request above it (compaction.ceiling)
 # In the messaging gateway of a host that checks every request, on an 85K-128K window (over the
 # 64K floor's reach), with THRESHOLD / COMPACT_RATIO unset: trigger at 0.85, land at 0.35, and the newest step's unread results
 # stay whole over the landing (``compaction.flow``): fewer rewrites at the same cost there,
@@ -115,7 +116,12 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, mes
     if unset and host_floor:
         floored = small_window_trigger(window, tokens)
         if floored != tokens:
-            tokens, why = floored, "the host's small-window floor: never before its built-in"
+            # a host with the floor checks each turn start (its preflight): a step that would
+            # pass the ceiling is compacted before it (``compaction.ceiling``), so mid-turn the
+            # trigger can wait for the ceiling itself
+            floored = max(floored, int(window * CEILING))
+            tokens, why = floored, ("the host's small-window floor, and its turn-start check: "
+                                    "never before its built-in")
     if unset and messaging:
         later = messaging_trigger(window, tokens)
         if later != tokens:

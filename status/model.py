@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..archive import readonly
 from ..archive.stats import StoreStats
@@ -38,6 +38,31 @@ def prompt_cache(totals: Dict[str, Any], ttl_s: int) -> Dict[str, Any]:
 
 
 @dataclass
+class CacheCost:
+    """Compactions' price to the prompt cache, summed (``Compaction.cache_break``): the tokens the
+    request after each wrote and that request's cost under the cache model, and the same with
+    no compaction wherever the context before it fitted the window (elsewhere it had to run)."""
+    priced: int = 0             # compactions with the figures (older records have none)
+    fitted: int = 0             # of them, whose context before fitted the window
+    written: int = 0
+    written_without: int = 0
+    cost: float = 0.0
+    cost_without: float = 0.0
+
+    def add(self, brk: Dict[str, Any]) -> None:
+        fits = brk["cost_without"] is not None
+        self.priced += 1
+        self.fitted += fits
+        self.written += brk["written"]
+        self.written_without += brk["written_without"] if fits else brk["written"]
+        self.cost = round(self.cost + brk["cost"], 1)
+        self.cost_without = round(self.cost_without + (brk["cost_without"] if fits else brk["cost"]), 1)
+
+    def cumulative(self) -> Dict[str, Any]:
+        return {"cumulative_cost": self.cost, "cumulative_cost_without": self.cost_without}
+
+
+@dataclass
 class CompactionSummary:
     total: int = 0
     gateway: int = 0
@@ -48,6 +73,7 @@ class CompactionSummary:
     levels: Dict[str, int] = field(default_factory=dict)
     tokens_saved: int = 0
     recent: List[Dict[str, Any]] = field(default_factory=list)   # newest first, with ts and session
+    cache: CacheCost = field(default_factory=CacheCost)           # what they cost the prompt cache
 
     @property
     def last(self) -> Optional[Dict[str, Any]]:
@@ -99,13 +125,21 @@ def _fold_compactions(events: Iterable[Dict[str, Any]], sessions: Dict[str, Sess
                       errors: List[Dict[str, Any]], recent: int) -> CompactionSummary:
     """The summary of ``events`` (newest first), each added to its session's row."""
     summary = CompactionSummary()
+    newer: Dict[str, CacheCost] = {}    # per conversation, the compactions newer than this one
+    listed: List[Tuple[Dict[str, Any], str, Optional[Dict[str, Any]]]] = []
     for ev in events:
         if len(summary.recent) >= recent:
             ev.pop("left", None)        # the keys are shown for the recent ones only
         rec = Compaction.from_json(ev)
-        if len(summary.recent) < recent:
-            summary.recent.append(dict(rec.to_json(), ts=ev.get("ts"), session=ev.get("session")))
         name = ev.get("session") or "?"
+        brk = rec.cache_break()
+        if len(summary.recent) < recent:
+            entry = dict(rec.to_json(), ts=ev.get("ts"), session=ev.get("session"), cache=brk)
+            summary.recent.append(entry)
+            listed.append((entry, name, dict(newer[name].cumulative()) if name in newer else None))
+        if brk is not None:
+            summary.cache.add(brk)
+            newer.setdefault(name, CacheCost()).add(brk)
         row = sessions.setdefault(name, SessionRow(name, last_activity=ev.get("ts")))
         row.last_activity = max(row.last_activity or 0, ev.get("ts") or 0)
         if rec.adopted:                 # the cut it took is counted, with its saving
@@ -123,6 +157,10 @@ def _fold_compactions(events: Iterable[Dict[str, Any]], sessions: Dict[str, Sess
             errors.append({"ts": ev.get("ts"), "session": ev.get("session"), "source": "compaction",
                            "error": rec.error})
     summary.local = summary.total - summary.gateway
+    for entry, name, after in listed:   # cumulative = the conversation's total less what came after
+        if entry["cache"] is not None:
+            total = newer[name].cumulative()
+            entry["cache"].update({k: round(v - (after or {}).get(k, 0.0), 1) for k, v in total.items()})
     return summary
 
 

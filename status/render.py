@@ -10,12 +10,14 @@ from typing import Any, Dict, List, Optional
 
 from ..archive.stats import StoreStats
 from ..archive.visibility import OPERATOR, Scope
+from ..common import cache_model
 from ..common.humanize import count, kilo, plural, printable, size
-from ..session.record import Compaction
+from ..session.record import SIZES, Compaction
 from ..settings.thresholds import landing_text, trigger_text
 from ..memory_gateway.session_ids import gateway_session_id
 from ..settings.config import Settings, gateway_text
-from .model import GatewayView, HeldSession, ProcessView, StatusReport, StoreView, prompt_cache
+from .model import (CacheCost, GatewayView, HeldSession, ProcessView, StatusReport, StoreView,
+                    prompt_cache)
 
 RECALL = "the model can recall them with tdai_offload_search / tdai_read_cos"
 NO_GATEWAY = "local mode (no Gateway configured)"
@@ -131,7 +133,7 @@ def _process_lines(p: ProcessView, s: Settings, known: int, private: bool = Fals
         "  compactions this process: %s (Gateway %s, local %s); levels: %s"
         % (count(t["compactions"]), count(t["gateway_compactions"]), count(t["local_compactions"]),
            ", ".join("%s %s" % (k, count(v)) for k, v in sorted(t["levels"].items())) or "none"),
-        "  tokens: %s before → %s after (saved %s); archived this process: %s"
+        "  tokens (estimated): %s before → %s after (saved %s); archived this process: %s"
         % (count(t["tokens_before"]), count(t["tokens_after"]), count(t["tokens_saved"]),
            plural(t["archived"], "item")),
         "  canvas: injected %s, stale blocks removed %s"
@@ -148,9 +150,9 @@ def _process_lines(p: ProcessView, s: Settings, known: int, private: bool = Fals
 def prompt_cache_line(pc: Dict[str, Any]) -> str:
     share = pc.get("cached_share")
     return ("  prompt cache: %s; compactions' rewrites wrote %s "
-            "tokens; %s after a pause over %s" % (
+            "tokens (the provider's count); %s after a pause over %s" % (
                 "%.0f%% of prompt tokens read from it" % (share * 100)
-                if isinstance(share, (int, float)) else "the provider reports no cached tokens",
+                if isinstance(share, (int, float)) else cache_model.NOT_REPORTED,
                 count(pc.get("compaction_cache_write_tokens", 0)),
                 plural(pc.get("idle_compactions", 0), "idle compaction"),
                 "%s s (cache TTL)" % count(pc["ttl_s"]) if pc.get("ttl_s") else "the TTL (off)"))
@@ -182,7 +184,7 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     if gateway_in_use(report.settings, report.gateway, st):
         lines.append("  store: " + store_figures(st))
     lines.append("  compactions (every process): %s (Gateway %s, local %s; %s idle, after a pause "
-                 "over the cache TTL%s); levels: %s; tokens saved %s"
+                 "over the cache TTL%s); levels: %s; tokens saved %s (estimated)"
                  % (count(comp.total), count(comp.gateway), count(comp.local), count(comp.idle),
                     "; %s for one request only, the host had not compacted in time%s"
                     % (count(comp.request_only), ", %s of them then taken by its transcript "
@@ -190,6 +192,10 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
                     if comp.request_only else "",
                     ", ".join("%s %s" % (k, count(v)) for k, v in sorted(comp.levels.items())) or "none",
                     count(comp.tokens_saved)))
+    if comp.cache.priced:
+        lines.append(cache_cost_line(comp.cache, comp.total))
+    if comp.total or comp.recent:
+        lines.append("  (%s)" % SIZES)
     lines.append(masked_line(report.settings, store))
     lines += [PRIVATE] if private else _sessions_and_recent(store)
     seen = [e for e in store.errors[:5] if report.scope.sees(e.get("session"))]
@@ -197,6 +203,18 @@ def _store_lines(report: StatusReport, private: bool = False) -> List[str]:
     if len(seen) < len(store.errors[:5]):
         lines.append("  %d error(s) of other conversations not shown here" % (len(store.errors[:5]) - len(seen)))
     return lines
+
+
+def cache_cost_line(c: CacheCost, total: int) -> str:
+    """What the compactions cost the provider's prompt cache, beside no compaction where the
+    window held the context (docs/commands.md, "What a compaction cost")."""
+    return ("  compactions so far cost ~%s cache-write tokens (estimated: what the request after "
+            "each wrote; ~%s with no compaction where the window held the context, %s of %s)%s; "
+            "under the cache model (%s) those requests cost %s units, %s without"
+            % (count(c.written), count(c.written_without), count(c.fitted), count(c.priced),
+               "" if c.priced >= total else " (figures for %s of %s compactions: older "
+               "records have none)" % (count(c.priced), count(total)),
+               cache_model.MODEL, count(c.cost), count(c.cost_without)))
 
 
 def masked_line(s: Settings, store: StoreView) -> str:
@@ -216,7 +234,7 @@ def _sessions_and_recent(store: StoreView) -> List[str]:
     if store.sessions:
         lines.append("  sessions (newest first):")
         for r in store.sessions[:15]:
-            lines.append("    %s: %s, %s, saved %s tokens, %s waiting,%s last %s"
+            lines.append("    %s: %s, %s, saved %s tokens (estimated), %s waiting,%s last %s"
                          % (r.session, plural(r.archived_items, "item"), plural(r.compactions, "compaction"),
                             count(r.tokens_saved), count(r.backlog),
                             " %s masked," % plural(r.redacted, "text") if r.redacted else "",

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM, message_text, prompt_tokens  # noqa: E402
 from tests.fakes.memory_tencentdb import readme  # noqa: E402
+from tencentdb_offload.common import cache_model  # noqa: E402  (tests/conftest.py loads it)
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
 HOST = tuple(int(x) for x in HERMES_VERSION.split(".")[:2]) if HERMES_VERSION[:1].isdigit() else (0, 0)
@@ -90,7 +91,7 @@ def cache_cost(bodies: Sequence[Dict[str, Any]]) -> float:
                 common += len(a)
             best = max(best, common)
         seen.append(parts)
-        total += (0.1 * best + 1.25 * (size - best)) / 4
+        total += cache_model.cost(size, best) / 4
     return total
 
 

@@ -493,7 +493,13 @@ def test_sbs_plugin_never_over_the_trigger_after_a_compaction(sbs_plugin):
 
 @measure.unmet_on(["0.19"], "issue 29: files no request carried whole, 48 vs 0 on 0.19, where the built-in "
                   "runs to 1.15 of the window (16 of its 112 requests over it)")
-def test_sbs_plugin_hides_no_more_fresh_results_than_the_builtin(sbs, sbs_plugin):
+def test_sbs_plugin_hides_no_more_fresh_results_than_the_builtin(sbs, sbs_plugin, request):
+    if sbs_plugin.engine == real_gateway.ARM:
+        # seen both ways (24 and 33 against the built-in's 32, 2026-12-07): on a 64K window the
+        # first compaction comes mid-turn over a step's three fresh reads and lands at 0.41,
+        # trimming them (docs/limits.md); some of the real Gateway's replies trim a second step
+        request.node.add_marker(pytest.mark.xfail(strict=False, reason="docs/limits.md: the "
+                                                  "messaging gateway on a 64K window, real Gateway"))
     measure.assert_hides_no_more(sbs_plugin, sbs["builtin"])
 
 

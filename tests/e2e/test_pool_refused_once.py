@@ -22,17 +22,22 @@ from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
 HERMES_VERSION = harness.hermes_version() or "unknown"
 REFUSE_ONCE = textwrap.dedent('''
-    # the test's stand-in for a pool saturated once: refused while the flag file is there
+    # the test's stand-in for a pool saturated at one moment: the first admissions refused (as
+    # many as the flag file says: a turn start's compaction, then the one mid-turn), then all
     import os
     import agent.conversation_compression as _cc
     _admit, _flag = _cc._try_admit_compression_job, os.environ["TDO_REFUSE_ONCE"]
 
     def _once():
         try:
-            os.unlink(_flag)
-            return False
-        except FileNotFoundError:
+            left = int(open(_flag).read() or 1)
+        except (FileNotFoundError, ValueError):
             return _admit()
+        if left > 1:
+            open(_flag, "w").write(str(left - 1))
+        else:
+            os.unlink(_flag)
+        return False
     _cc._try_admit_compression_job = _once
 ''')
 
@@ -45,7 +50,7 @@ def test_a_cut_the_transcript_takes_is_counted_once(tmp_path):
     site.mkdir()
     (site / "sitecustomize.py").write_text(REFUSE_ONCE)
     flag = tmp_path / "refuse-once"
-    flag.write_text("")
+    flag.write_text("2")
     supply = harness.FileSupply(tmp_path / "files", tag="pro")
     with FakeLLM() as llm:
         home = harness.make_home(tmp_path, llm.url, context_length=CONTEXT,

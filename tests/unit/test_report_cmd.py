@@ -67,7 +67,7 @@ def test_what_left_reads_back_by_the_keys_shown(kept):
 def test_page_is_self_contained(kept):
     text = kept["page"].read_text(encoding="utf-8")
     assert "<script" not in text.lower()
-    assert re.findall(r"https?://[^\"' ]+", text) == ["http://www.w3.org/2000/svg"] * 2
+    assert set(re.findall(r"https?://[^\"' ]+", text)) == {"http://www.w3.org/2000/svg"}
     assert not re.search(r"\b(src|href)=", text)
 
 
@@ -157,7 +157,7 @@ def test_a_store_of_0_1_0_shows_no_zero_target_or_trigger(tmp_path):
     proc = run_cli("report", "--store", str(store), "--out", str(page), home=tmp_path)
     status = run_cli("status", "--store", str(store), home=tmp_path)
     assert proc.returncode == status.returncode == 0, proc.stderr + status.stderr
-    assert "109,326 → 38,152 tokens, 32 items archived" in status.stdout, status.stdout
+    assert "109,326 → 38,152 tokens (estimated), 32 items archived" in status.stdout, status.stdout
     text = page.read_text(encoding="utf-8")
     assert "target 0" not in text and "(0)" not in text and "not recorded" in text
     assert figures(page)["threshold_tokens"] == "0"

@@ -276,6 +276,10 @@ def test_a_cut_the_transcript_takes_is_one_saving_and_one_departure_list(tmp_pat
         fig = figures(store_dir, rt.settings, None)
         assert fig["summary"]["compactions"] == 1 and fig["summary"]["tokens_saved"] == saving
         assert sum(fig["summary"]["levels"].values()) == 1
-        assert render_page(fig).count('<g class="compaction"') == 1, "one arrow per saving"
+        page = render_page(fig)
+        assert page.count('<g class="compaction"') == 1, "one arrow per saving"
+        cut_row, took_row = page.split('<tr class="compaction-row"')[1:]
+        assert "for one request only" in cut_row and "took the cut" in took_row, "two kinds"
+        assert "older version" not in took_row and "listed with the cut" in took_row, took_row
     finally:
         rt.close()
