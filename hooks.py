@@ -20,6 +20,7 @@ from .context import canvas, recall_blocks, result_keys
 from .context import messages
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
 from .common.text import clean_text
+from .archive.outbox import Outbox
 from .archive.store import ArchiveItem, Store
 from .common.humanize import printable
 from .context.tokens import request_tokens

@@ -51,7 +51,7 @@ def store_once(row) -> List[Dict[str, Any]]:
             gw.clear_fault()
             bed.runtime.client.breaker.record_success()
             bed.runtime.flush("bench", 120)
-            left = bed.runtime.store.backlog()
+            left = bed.runtime.store.outbox.backlog()
             delivered = _disk(bed)
         finally:
             bed.close()

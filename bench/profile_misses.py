@@ -64,9 +64,9 @@ def post_tool_call(gw: GatewayProc, size: int = 1024 * 1024, reps: int = 30) -> 
 
 
 def whatif_lazy_enqueue(gw: GatewayProc) -> None:
-    """The hook with Store.op_enqueue serialising inside the writer's transaction."""
-    import tencentdb_offload.archive.store as S
-    plain_op = S.Store.op_enqueue
+    """The hook with Outbox.op_enqueue serialising inside the writer's transaction."""
+    from tencentdb_offload.archive.outbox import Outbox
+    plain_op = Outbox.__dict__["op_enqueue"]
 
     def lazy_op_enqueue(session, kind, payload, now, mask=None):
         def op(conn):
@@ -75,7 +75,7 @@ def whatif_lazy_enqueue(gw: GatewayProc) -> None:
         return op
     k = iter(range(10 ** 9))
     for label, impl in (("as shipped", plain_op), ("lazy op_enqueue", staticmethod(lazy_op_enqueue))):
-        S.Store.op_enqueue = impl
+        Outbox.op_enqueue = impl
         try:
             bed = C.Bed(gateway_url=gw.url, session="whatif")
             try:
@@ -96,7 +96,7 @@ def whatif_lazy_enqueue(gw: GatewayProc) -> None:
             finally:
                 bed.close()
         finally:
-            S.Store.op_enqueue = plain_op
+            Outbox.op_enqueue = plain_op
 
 
 def compress_gateway(gw: GatewayProc) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+from tencentdb_offload.archive.outbox import Outbox
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.context.item_key import message_key
 
@@ -27,7 +28,7 @@ def _fill(home):
                                                args={"path": "/x"})], now - 60),
         Store.op_archive("bob", [ArchiveItem("tool_result", "bob's own output \x1b[2J", "call_0",
                                              "grep")], now),
-        Store.op_enqueue("alice", "pair", {"tool_call_id": "call_0", "result": BIG}, now),
+        Outbox.op_enqueue("alice", "pair", {"tool_call_id": "call_0", "result": BIG}, now),
     ])
     st.set_alias("alice-rotated", "alice")
     st.transaction([Store.op_archive("alice-rotated", [ArchiveItem("message", "after rotation",

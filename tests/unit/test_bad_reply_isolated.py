@@ -42,10 +42,10 @@ def test_one_conversations_bad_reply_delays_only_that_conversation(tmp_path):
             assert rt.writer.flush(10)
             started = time.monotonic()
             rt.worker.wake()
-            assert wait_for(lambda: rt.store.backlog("good1") == rt.store.backlog("good2") == 0, 10)
+            assert wait_for(lambda: rt.store.outbox.backlog("good1") == rt.store.outbox.backlog("good2") == 0, 10)
             time.sleep(max(0.0, 6.0 - (time.monotonic() - started)))
             tries = sum(1 for s in peer.sessions if "bad" in s)
-            assert rt.store.backlog("bad") == 3             # kept, not dropped
+            assert rt.store.outbox.backlog("bad") == 3             # kept, not dropped
             assert rt.store.stats().outbox_dead == 0
             assert 1 <= tries <= 4, "the bad batch was sent %d times in 6 s" % tries
             assert "ingest pass failed" not in rt.worker.last_error

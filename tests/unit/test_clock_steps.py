@@ -4,8 +4,7 @@ a warm cache look cold, or a lease outlive itself."""
 import time
 
 import tencentdb_offload as plugin
-from tencentdb_offload.archive.outbox import LONGEST_LEASE_S
-from tencentdb_offload.archive.store import Store
+from tencentdb_offload.archive.outbox import LONGEST_LEASE_S, Outbox
 from tencentdb_offload.hooks import HookHandlers
 
 from helpers import make_engine
@@ -53,12 +52,12 @@ def test_a_clock_stepped_forward_is_no_pause_even_after_an_eviction(tmp_path, mo
 def test_a_lease_taken_by_a_clock_set_ahead_does_not_outlive_one_lease(tmp_path):
     rt, eng = make_engine(tmp_path)
     now = time.time()
-    rt.store.transaction([Store.op_enqueue("conv-x", "pair", {"tool_call_id": "c1"}, now)])
-    assert rt.store.claim("crashed-ahead", 30.0, now + DAY) == ["conv-x"]
-    assert rt.store.claim("next", 30.0, now) == ["conv-x"]          # bogus: taken over
-    assert rt.store.claim("third", 30.0, now) == []                  # a live lease holds
-    assert rt.store.claim("slow", LONGEST_LEASE_S - 60, now + 31) == ["conv-x"]
-    assert rt.store.claim("fourth", 30.0, now + 32) == []    # however long, within the bound
+    rt.store.transaction([Outbox.op_enqueue("conv-x", "pair", {"tool_call_id": "c1"}, now)])
+    assert rt.store.outbox.claim("crashed-ahead", 30.0, now + DAY) == ["conv-x"]
+    assert rt.store.outbox.claim("next", 30.0, now) == ["conv-x"]          # bogus: taken over
+    assert rt.store.outbox.claim("third", 30.0, now) == []                  # a live lease holds
+    assert rt.store.outbox.claim("slow", LONGEST_LEASE_S - 60, now + 31) == ["conv-x"]
+    assert rt.store.outbox.claim("fourth", 30.0, now + 32) == []    # however long, within the bound
     rt.close()
 
 

@@ -85,7 +85,7 @@ def test_kicks_on_many_threads_never_cost_the_sender_a_pass(tmp_path, caplog):
             assert wait_for(lambda: rt.worker._passes >= passes + 2, 60)
             for key in keys:        # out of their (long) backoff: deliver now
                 rt.worker.kick(key)
-            assert wait_for(lambda: rt.store.backlog() == 0, 60)
+            assert wait_for(lambda: rt.store.outbox.backlog() == 0, 60)
             assert wait_for(lambda: len(rt.worker._retry_at) == 0, 5), "the retry table is never pruned"
         finally:
             rt.close()

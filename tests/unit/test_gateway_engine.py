@@ -150,10 +150,10 @@ def test_refused_then_fast_then_delivered_after_recovery(tmp_path, gw):
     rt.flush_writes()
     assert len(gw.requests) == sent             # breaker open: no network at all
     assert messages.validation_errors(out) == [] and eng.compression_count == 1    # compacted locally
-    assert rt.store.backlog("s1") == 6          # 2 prompts + 4 pairs wait
+    assert rt.store.outbox.backlog("s1") == 6          # 2 prompts + 4 pairs wait
     rt.client.breaker.retry_at = 0              # don't wait for the backoff in a test
     rt.worker.wake()
-    assert wait_for(lambda: rt.store.backlog("s1") == 0, 10)
+    assert wait_for(lambda: rt.store.outbox.backlog("s1") == 0, 10)
     assert [p["tool_call_id"] for p in gw.ingested_pairs("hermes-s1")] == [
         "call_0_0", "call_0_1", "call_1_0", "call_1_1"]
 
@@ -164,7 +164,7 @@ def test_wrong_key_reported_as_configuration(tmp_path, gw):
     rt.flush_writes()
     assert wait_for(lambda: bool(rt.client.config_error))
     assert rt.client.available                  # not an outage
-    assert rt.store.backlog("s1") == 3          # kept for when the key is fixed
+    assert rt.store.outbox.backlog("s1") == 3          # kept for when the key is fixed
     status = eng.get_status()["runtime"]["gateway"]
     assert "401" in status["config_error"] and "bad" not in json.dumps(status)
 
@@ -206,7 +206,7 @@ def test_hooks_return_while_the_gateway_holds_their_turn(tmp_path, gw):
     gw.clear_fault()                            # lets the held requests go (unanswered)
     rt.client.breaker.retry_at = 0
     rt.worker.wake()
-    assert wait_for(lambda: rt.store.backlog("s1") == 0, 60)
+    assert wait_for(lambda: rt.store.outbox.backlog("s1") == 0, 60)
     assert [p["tool_call_id"] for p in gw.ingested_pairs("hermes-s1")] == ["call_0_0", "call_0_1"]
 
 
@@ -232,7 +232,7 @@ def test_hanging_gateway_costs_one_timeout_then_turns_stay_fast(tmp_path, gw):
     rt.client.breaker.retry_at = 0
     rt.flush_writes()
     rt.worker.wake()
-    assert wait_for(lambda: rt.store.backlog("s1") == 0, 10)
+    assert wait_for(lambda: rt.store.outbox.backlog("s1") == 0, 10)
     assert len(gw.ingested_pairs("hermes-s1")) == 6
 
 
@@ -254,7 +254,7 @@ def test_every_third_call_failing_loses_and_duplicates_nothing(tmp_path, gw):
     def drained():
         rt.client.breaker.record_success()
         rt.worker.kick("s1")
-        return rt.store.backlog("s1") == 0
+        return rt.store.outbox.backlog("s1") == 0
     assert wait_for(drained, 15)
     ids = [p["tool_call_id"] for p in gw.ingested_pairs("hermes-s1")]
     assert sorted(ids) == sorted("call_%d_%d" % (t, k) for t in range(12) for k in range(2))
@@ -286,13 +286,13 @@ def test_outbox_survives_a_process_restart(tmp_path, gw):
     hooks = HookHandlers(first)
     drive_turn(hooks, "s1", 0)
     first.flush_writes()
-    assert first.store.backlog("s1") == 3
+    assert first.store.outbox.backlog("s1") == 3
     first.close()                                  # the process ends with the Gateway down
     gw.clear_fault()
     second = plugin.build_runtime(env=env)         # a new process, same store
     second.worker.wake()
     try:
-        assert wait_for(lambda: second.store.backlog("s1") == 0, 10)
+        assert wait_for(lambda: second.store.outbox.backlog("s1") == 0, 10)
         assert [p["tool_call_id"] for p in gw.ingested_pairs("hermes-s1")] == ["call_0_0", "call_0_1"]
         assert gw.prompts("hermes-s1") == ["turn 0: refactor module 0"]
     finally:

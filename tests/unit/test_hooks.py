@@ -86,5 +86,5 @@ def test_local_mode_sends_nothing_and_skips_engine_tools(tmp_path):
     hooks.post_tool_call(tool_name="read_file", args={"path": "HEARTBEAT.md"}, result="hb", session_id="s1", tool_call_id="h1")
     hooks.post_tool_call(tool_name="read_file", args={}, result="real", session_id="s1", tool_call_id="r1")
     rt.flush_writes()
-    assert rt.store.backlog() == 0 and rt.worker is None
+    assert rt.store.outbox.backlog() == 0 and rt.worker is None
     assert rt.store.count_archived("s1") == 2           # the heartbeat's result is kept too

@@ -22,7 +22,7 @@ def test_nan_and_infinity_in_a_pair_do_not_get_it_refused(tmp_path):
                                  tool_call_id="n2", duration_ms=float("nan"))
             assert rt.writer.flush(30) and rt.flush("s1", 10)
             sent = {p["tool_call_id"]: p for p in gw.ingested_pairs("hermes-s1")}
-            assert rt.store.refused() == []
+            assert rt.store.outbox.refused() == []
             assert sent["n1"]["params"] == {"x": "nan", "y": ["-inf"]}
             assert "duration_ms" not in sent["n2"]
             assert all(r.status == 200 for r in gw.requests)

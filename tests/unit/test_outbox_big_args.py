@@ -22,10 +22,10 @@ def test_a_call_with_arguments_over_the_body_limit_is_sent_with_them_cut(tmp_pat
             assert rt.writer.flush(30)
             assert rt.flush("s1", 30)
             sent = {p["tool_call_id"]: p for p in gw.ingested_pairs("hermes-s1")}
-            assert "w1" in sent, "refused: %s" % rt.store.refused()
+            assert "w1" in sent, "refused: %s" % rt.store.outbox.refused()
             assert sent["w1"]["result"] == "wrote 240000 bytes"
             assert sent["w1"]["params"].startswith('{"path": "/a.py"')
             assert "arguments not sent to the Gateway" in sent["w1"]["params"]
-            assert rt.store.refused() == []
+            assert rt.store.outbox.refused() == []
         finally:
             rt.close()

@@ -41,10 +41,10 @@ if mode == "hang":
     time.sleep(600)
 rt.worker.wake()
 deadline = time.monotonic() + 90
-while rt.store.backlog() and time.monotonic() < deadline:
+while rt.store.outbox.backlog() and time.monotonic() < deadline:
     rt.worker.wake()
     time.sleep(0.05)
-left = rt.store.backlog()
+left = rt.store.outbox.backlog()
 rt.close()
 print(json.dumps({"left": left}), flush=True)
 """

@@ -35,7 +35,7 @@ def test_a_proxy_404_during_a_restart_loses_nothing(tmp_path):
             assert wait_for(lambda: not rt.client.available, 5)   # an outage, not "heard"
             assert rt.store.stats().outbox_dead == 0
             gw.clear_fault()            # the Gateway is back: the worker's probe finds it
-            assert wait_for(lambda: rt.store.backlog("s1") == 0, 20)
+            assert wait_for(lambda: rt.store.outbox.backlog("s1") == 0, 20)
             assert len(gw.ingested_pairs("hermes-s1")) == 10
             assert rt.store.stats().outbox_dead == 0
         finally:
@@ -97,7 +97,7 @@ def test_the_gateways_own_404_for_a_route_it_served_before_loses_nothing(tmp_pat
             assert wait_for(lambda: any(r.status == 404 for r in gw.requests[before:]), 10)
             assert rt.store.stats().outbox_dead == 0
             gw.clear_fault()
-            assert wait_for(lambda: rt.store.backlog("s1") == 0, 20)
+            assert wait_for(lambda: rt.store.outbox.backlog("s1") == 0, 20)
             assert len(gw.ingested_pairs("hermes-s1")) == 2
         finally:
             rt.close()

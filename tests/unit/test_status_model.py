@@ -10,6 +10,7 @@ import pytest
 from helpers import as_host, conversation, env_for, make_engine, plugin
 from tencentdb_offload import ops
 from tencentdb_offload.archive import browse, readonly
+from tencentdb_offload.archive.outbox import Outbox
 from tencentdb_offload.archive.store import Store
 from tencentdb_offload.host.command import make_command
 from tencentdb_offload.settings.thresholds import applying_trigger
@@ -51,7 +52,7 @@ def test_slash_status_and_doctor_print_the_same_store_figures(tmp_path, capsys, 
         monkeypatch.setenv(k, v)
     rt, eng = make_engine(tmp_path, gateway_url=url)
     eng.compress(conversation(40, 5000), current_tokens=60_000)
-    rt.store.transaction([Store.op_enqueue("s1", "pair", {"n": n}, 1.0) for n in range(3)])
+    rt.store.transaction([Outbox.op_enqueue("s1", "pair", {"n": n}, 1.0) for n in range(3)])
     slash = make_command(rt)("status")
     directory = rt.store.directory
     rt.close()
@@ -144,7 +145,7 @@ def test_no_gateway_configured_reads_as_local_mode(tmp_path, capsys):
     for outage in ("gateway unavailable", "breaker", "last Gateway error", "waiting for the Gateway",
                    "error: "):
         assert outage not in text, (outage, text)
-    rt.store.transaction([Store.op_enqueue("s1", "pair", {"n": 1}, 1.0)])
+    rt.store.transaction([Outbox.op_enqueue("s1", "pair", {"n": 1}, 1.0)])
     flushed = make_command(rt)("flush")
     assert "no Gateway configured" in flushed and "not delivered" not in flushed, flushed
     directory = rt.store.directory
@@ -162,7 +163,7 @@ def test_counts_agree_and_no_session_is_invented(tmp_path, capsys):
     assert int(held.group(1)) == len(listed) and not any(x.startswith("default") for x in listed)
     rt.close()
     store = Store(tmp_path / "other")          # a session known only by its outbox row
-    store.transaction([Store.op_enqueue("waiting", "pair", {"n": 1}, 1.0)])
+    store.transaction([Outbox.op_enqueue("waiting", "pair", {"n": 1}, 1.0)])
     store.close()
     cli = _status_cli(capsys, tmp_path / "other")
     known = int(re.search(r"of the (\d+) sessions? the store knows", cli).group(1))

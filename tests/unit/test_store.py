@@ -1,6 +1,7 @@
 import threading
 import time
 
+from tencentdb_offload.archive.outbox import Outbox
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
 from tencentdb_offload import build_runtime
@@ -27,14 +28,14 @@ def test_archive_read_search_and_dedup(tmp_path):
 def test_outbox_order_delivery_and_dead_rows(tmp_path):
     st = Store(tmp_path)
     now = time.time()
-    st.transaction([Store.op_enqueue("s", "prompt", {"prompt": "p"}, now)] +
-                   [Store.op_enqueue("s", "pair", {"n": i}, now) for i in range(3)])
-    rows = st.heads("s")
+    st.transaction([Outbox.op_enqueue("s", "prompt", {"prompt": "p"}, now)] +
+                   [Outbox.op_enqueue("s", "pair", {"n": i}, now) for i in range(3)])
+    rows = st.outbox.heads("s")
     assert [r.kind for r in rows] == ["prompt", "pair", "pair", "pair"]
-    assert [r.payload for r in st.load(rows)][:2] == [{"prompt": "p"}, {"n": 0}]
-    st.mark_delivered([rows[0].id, rows[1].id])
-    st.mark_failed([rows[2].id], "400 bad", dead=True)
-    assert st.backlog("s") == 1
+    assert [r.payload for r in st.outbox.load(rows)][:2] == [{"prompt": "p"}, {"n": 0}]
+    st.outbox.mark_delivered([rows[0].id, rows[1].id])
+    st.outbox.mark_failed([rows[2].id], "400 bad", dead=True)
+    assert st.outbox.backlog("s") == 1
     stats = st.stats()
     assert stats.delivered == 2 and stats.outbox_dead == 1
 
@@ -44,7 +45,7 @@ def test_reclaim_deletes_only_old_rows(tmp_path):
     old = time.time() - 40 * 86400
     st.transaction([Store.op_archive("s", [ArchiveItem("message", "old", role="user")], old),
                     Store.op_archive("s", [ArchiveItem("message", "new", role="user")], time.time()),
-                    Store.op_enqueue("s", "pair", {"n": 1}, old)])
+                    Outbox.op_enqueue("s", "pair", {"n": 1}, old)])
     counts = st.reclaim(30)
     assert counts["archive"] == 1 and counts["outbox"] == 1
     assert [h["snippet"] for h in st.search("s", "")] == ["new"]

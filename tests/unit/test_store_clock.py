@@ -3,6 +3,7 @@ jump is reported."""
 
 import time
 
+from tencentdb_offload.archive.outbox import Outbox
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.runtime.reclaimer import Reclaimer
 
@@ -67,10 +68,10 @@ def test_outbox_rows_retention_deletes_undelivered_are_said(tmp_path, caplog):
     clocks = Clocks()
     rec = Reclaimer(st.reclaim, 30, wall=clocks.wall, mono=clocks.mono)
     old = clocks.wall0 - 40 * 86_400
-    st.transaction([Store.op_enqueue("s", "prompt", {"prompt": "p"}, old),
-                    Store.op_enqueue("s", "prompt", {"prompt": "q"}, old)])
+    st.transaction([Outbox.op_enqueue("s", "prompt", {"prompt": "p"}, old),
+                    Outbox.op_enqueue("s", "prompt", {"prompt": "q"}, old)])
     with caplog.at_level("WARNING", logger="tencentdb_offload"):
         rec.run()
-    assert st.backlog() == 0
+    assert st.outbox.backlog() == 0
     assert "retention deleted 2 outbox rows older than 30 days that the Gateway never " \
            "received" in caplog.text

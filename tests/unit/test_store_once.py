@@ -8,6 +8,7 @@ import pytest
 
 import tencentdb_offload as plugin
 from fakes.gateway import INGEST, FakeGateway
+from tencentdb_offload.archive.outbox import Outbox
 from tencentdb_offload.archive.store import Store
 from tencentdb_offload.hooks import HookHandlers
 
@@ -58,7 +59,7 @@ def test_a_waiting_backlog_costs_the_results_once_on_disk(tmp_path, gw):
     assert rt.writer.flush(30)
     data = sum(len(t.encode("utf-8")) for t in texts)
     try:
-        assert rt.store.backlog("s1") == 100
+        assert rt.store.outbox.backlog("s1") == 100
         waiting = _checkpoint(rt.store)
         assert waiting <= 1.2 * data, "store is %.2fx the data while the backlog waits" % (waiting / data)
         payloads = [r[0] for r in rt.store._conn().execute("SELECT payload FROM outbox")]
@@ -82,8 +83,8 @@ def test_one_encode_of_the_result_on_its_way_out(tmp_path, gw):
     HookHandlers(rt).post_tool_call(tool_name="t", args={}, result={"rows": [1, 2]},
                                     session_id="s1", tool_call_id="c1")
     rt.writer.flush(10)
-    heads = rt.store.heads("s1")
-    row = rt.store.load(heads)[0]
+    heads = rt.store.outbox.heads("s1")
+    row = rt.store.outbox.load(heads)[0]
     assert row.payload["result"] == '{"rows": [1, 2]}' and row.cut == 0
     assert heads[0].bytes >= len(row.payload["result"])
     rt.close()
@@ -155,8 +156,8 @@ def test_store_once_keeps_a_different_text_inline(tmp_path):
     from tencentdb_offload.archive.store import ArchiveItem
     now = time.time()
     st.transaction([Store.op_archive("s", [ArchiveItem("tool_result", "first", "c1")], now),
-                    Store.op_enqueue("s", "pair", {"tool_call_id": "c1", "result": "second"}, now)])
-    row = st.load(st.heads("s"))[0]
+                    Outbox.op_enqueue("s", "pair", {"tool_call_id": "c1", "result": "second"}, now)])
+    row = st.outbox.load(st.outbox.heads("s"))[0]
     assert row.payload["result"] == "second"
 
 
