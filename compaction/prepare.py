@@ -2,8 +2,8 @@
 
 Near the trigger (``PREPARE_FROM`` of it, after a tool step or a turn) it is prepared at once
 (``PreparedCompactions``). At a turn's end past the idle trigger, with a cache TTL set, it is
-booked for the pause instead (``ahead_later``): started once most of the TTL has passed with no newer
-response, so that the cold turn start that follows finds it ready and waits for nothing.
+booked for the pause instead (``PauseBookings``): started once most of the TTL has passed with
+no newer response, so that the cold turn start that follows finds it ready and waits for nothing.
 """
 
 from __future__ import annotations

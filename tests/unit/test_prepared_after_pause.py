@@ -12,7 +12,7 @@ import pytest
 from fakes.gateway import FakeGateway
 from helpers import conversation, make_engine, wait_for
 from tencentdb_offload.compaction import idle
-from tencentdb_offload.compaction.ahead_later import PauseBookings
+from tencentdb_offload.compaction.ahead import PauseBookings
 from tencentdb_offload.context import messages
 
 TTL = 1
