@@ -23,8 +23,7 @@ from ..context import canvas, departures, focus, read_backs, recall_blocks
 from ..context import gateway_cuts, result_keys
 from ..context import digest
 from ..context.messages import fresh, is_tool_result, repair, role, tool_results
-from ..context.compact_plan import Budget
-from ..context.fallback import local_compact
+from ..context.fallback import Budget, local_compact
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 from ..common.peer_text import plugin_logger

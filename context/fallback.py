@@ -5,7 +5,7 @@ the current turn's user message and its newest step, then the newest groups that
 a focus (``/compress <focus>``, ``focus``) the matching groups come before the others.
 Tool results over ``trim_chars`` are trimmed to head + tail with a pointer to the archive;
 old call arguments too (``callargs``). If the must-keep part alone is over budget, trimming
-gets progressively harder, the newest step's results trimmed as few as fit (``tightening``).
+gets progressively harder, the newest step's results trimmed as few as fit (``_tighten``).
 Where messages leave, a sealed digest (``digest``) tells the model what they held and how to
 read them back. Steps: plan the groups, price them against a
 ``Budget``, tighten, fill, assemble. No network, no state.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import blocks
 from . import digest
@@ -30,13 +30,69 @@ from . import read_backs, result_keys
 from .departures import Departed, plain_text
 from .notes import Notes, carried
 from .provenance import Seal
-from .compact_plan import Budget, Plan
-from .tightening import tighten
 from .tokens import TokenMemo
 
 Message = Dict[str, Any]
 RECALL_HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"
 _PROCESS_SEAL = Seal.ephemeral()   # when no seal is handed in: this process's digests only
+HARDER = (2, 4)                    # trim_chars divisors when the must-keep part is over, then
+FLOORS = (300, 120)                # these fixed limits
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one compaction may cost. The flow sizes it from its target in provider tokens
+    (``compaction.flow.plan_budget``); the local compaction prices its groups against it
+    (``room``). Tokens are estimated tokens (``tokens``) unless they say provider tokens."""
+    for_messages: int       # what the list itself (its system messages too) may take
+    overhead: int = 0       # outside the list: system prompt, tool schemas
+    target: int = 0         # provider tokens the request must land at or under
+    before: int = 0         # provider tokens of the request before
+    fixed: int = 0          # spent before any group is chosen: system messages, the
+                            # earlier digests, the new digest's share
+    ceiling: int = 0        # what the list may never pass (0: ``for_messages``)
+
+    def room(self, must: int) -> int:
+        return self.for_messages - self.fixed - must
+
+    @property
+    def hard_limit(self) -> int:
+        return max(self.for_messages, self.ceiling)
+
+    def hard_room(self, must: int) -> int:
+        return self.hard_limit - self.fixed - must
+
+
+@dataclass
+class Plan:
+    """The groups of one compaction, in one index space (``spans``)."""
+    body: List[Message]
+    spans: List[Tuple[int, int]]
+    current: int                               # span of the current user message (-1: none)
+    digests: List[int]                         # spans that are earlier digests (kept as sent)
+    bodies: List[str]                          # their digest texts
+    head: List[int] = field(default_factory=list)
+    must: Set[int] = field(default_factory=set)
+    versions: Dict[int, List[Message]] = field(default_factory=dict)
+    cost: Dict[int, int] = field(default_factory=dict)
+    args_cut: Dict[int, List[Tuple[str, str, str]]] = field(default_factory=dict)
+    removed: List[Message] = field(default_factory=list)     # heartbeats: they leave first
+    asked_back: Set[str] = field(default_factory=set)        # the current turn's recall reads
+    unread: Set[str] = field(default_factory=set)            # the newest step's, not yet read
+    reused: Set[str] = field(default_factory=set)            # call ids with several texts
+
+    @property
+    def whole_over_budget(self) -> Set[str]:
+        """Results trimmed only past the hard limit, not the budget: what the model asked for
+        in this turn and has not read (trimmed, it reads them again and pays twice)."""
+        return self.asked_back | self.unread
+
+    def messages(self, i: int) -> List[Message]:
+        s, e = self.spans[i]
+        return self.body[s:e]
+
+    def must_cost(self) -> int:
+        return sum(self.cost[i] for i in self.must)
 
 
 @dataclass
@@ -218,6 +274,60 @@ def _set_version(plan: Plan, i: int, limit: Optional[int], users: bool = False, 
     plan.cost[i] = sum(count(m) for m in out)
 
 
+def _tighten(plan: Plan, budget: Budget, trim_chars: int, trim: Callable[..., None],
+             count: Callable[[Any], int]) -> None:
+    """When the must-keep part is over budget: trim it harder step by step, then let the
+    head go (the current user message and the newest group always stay). The current user
+    message is the user's own words, byte for byte: never trimmed, whatever it starts with.
+    What the model asked to read back in this turn (``asked_back``), and the newest step's
+    results it has not read when they may pass the budget (``unread``), are trimmed only past
+    the hard limit: trimmed, a read-back would point back to itself, and either be read again."""
+    _tighten_to(plan, budget.room, trim_chars, trim, plan.whole_over_budget, count)
+    if plan.whole_over_budget and budget.hard_room(plan.must_cost()) < 0:
+        _tighten_to(plan, budget.hard_room, trim_chars, trim, frozenset(), count)
+
+
+def _tighten_to(plan: Plan, room: Callable[[int], int], trim_chars: int,
+                trim: Callable[..., None], keep: Set[str], count: Callable[[Any], int]) -> None:
+    trimmable = [i for i in plan.must if i != plan.current]
+    newest = len(plan.spans) - 1
+    if room(plan.must_cost()) < 0:
+        for i in trimmable:
+            if i != newest:
+                trim(i, trim_chars, keep=keep)
+        if newest in trimmable:
+            keep = _trim_fewest(plan, newest, room, trim_chars, trim, keep, count)
+    for limit in tuple(trim_chars // d for d in HARDER) + FLOORS:
+        if room(plan.must_cost()) >= 0:
+            return
+        for i in trimmable:
+            trim(i, limit, users=True, keep=keep)
+    if room(plan.must_cost()) < 0:
+        plan.must.difference_update(plan.head)
+        plan.head = []
+
+
+def _trim_fewest(plan: Plan, i: int, room: Callable[[int], int], trim_chars: int,
+                 trim: Callable[..., None], keep: Set[str], count: Callable[[Any], int]) -> Set[str]:
+    """The newest step's results (what the model asked for and has not read yet) trimmed as
+    few as the room allows: each, newest first, stays whole if it still fits (trimming all of
+    them for one over the line would hide every one). Returns the ids kept whole. One trim of
+    the step, then each result's saving is priced alone (a step's cost is its messages' sum)."""
+    trim(i, trim_chars, keep=keep)
+    spare = room(plan.must_cost())
+    whole = set(keep)
+    for orig, now in reversed(list(zip(plan.messages(i), plan.versions[i]))):
+        ids = results_of(orig)
+        if now is orig or not ids:          # already whole, or not a result
+            continue
+        extra = count(orig) - count(now)
+        if extra <= spare:
+            spare -= extra
+            whole.update(ids)
+    trim(i, trim_chars, keep=whole)
+    return whole
+
+
 def _prefer(plan: Plan, room: int, topic: Any, trim: Callable[..., None],
             trim_chars: int) -> Set[int]:
     """The groups matching the focus ``topic``, newest first, within ``focus.SHARE`` of
@@ -347,7 +457,7 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     trim = partial(_set_version, plan, count=count, seal=seal, recallable=recallable)
     for i in range(len(plan.spans)):
         trim(i, None if plan.current >= 0 and i >= plan.current else trim_chars)
-    tighten(plan, costs, trim_chars, trim, count)
+    _tighten(plan, costs, trim_chars, trim, count)
     chosen = _fill(plan, costs, _prefer(plan, costs.room(plan.must_cost()), focus, trim,
                                         trim_chars))
     cut = [m for i in range(len(plan.spans)) if i not in chosen and i not in plan.digests

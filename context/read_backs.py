@@ -2,7 +2,7 @@
 calls after the newest user message), and what it asked for and has not read yet (the newest
 step's results). A Gateway's reply gets them back whole, as the request held them: trimmed, a
 read-back would only point to itself, and a fresh result would be read again and paid twice.
-Our own compaction then trims as few of the fresh ones as fit (``tightening``)."""
+Our own compaction then trims as few of the fresh ones as fit (``fallback``)."""
 
 from __future__ import annotations
 
