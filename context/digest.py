@@ -14,6 +14,13 @@ compaction that cut no turns puts them in a section of their own (``note_pair``)
 Cache-stable: sections already sent are found again by their seal and kept byte-identical;
 a new compaction appends one section. Only when the digest would pass its budget is it rebuilt
 once, every earlier turn collapsed to its first line (never dropped). Pure.
+
+For any number of turns the digest stays inside its budget: the oldest turn lines fold into
+one range line ("#12–1480 1,469 earlier turns …"), the oldest rules into one count line. A chat
+of thousands of short exchanges would otherwise list a line per turn and outgrow any budget.
+What folds stays readable: the range says how many turns (and how many used tools), and that
+every one of them is archived and found by ``tdai_offload_search``. Range and count lines parse
+back, so a later fold extends them instead of stacking.
 """
 
 from __future__ import annotations
@@ -21,9 +28,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import digest_fold as fold
 from . import item_key, result_keys
 from .messages import (call_args, calls_of, group_spans, is_tool_result, results_of, role, text_of,
                        tool_results, trim_text)
@@ -52,7 +58,21 @@ HEADER_HELD = ("[tencentdb-offload] Digest of earlier turns. They were moved out
                "context by a local compaction; no summary model was used. The archive cannot "
                "be written right now: tdai_read_cos(tool_call_id=\"<id in brackets>\") reads "
                "the texts it holds; one it does not hold is marked [not kept].")
-NOT_KEPT = fold.NOT_KEPT
+LINE_RE = re.compile(r"^#(\d+)(?:–(\d+))? ")          # a turn line or a range line
+_TOOLS_RE = re.compile(r"\(([\d,]+) used tools\)")
+_RULES_RE = re.compile(r"^! ([\d,]+) earlier rules ")
+NOT_KEPT = "not kept"        # stands where a text's key would: the archive does not hold it
+ALL_KEPT = ("all of them are archived: tdai_offload_search(query) finds their text, "
+            "tdai_read_cos reads it in full.")
+SOME_KEPT = ("tdai_offload_search(query) finds the text of those the archive holds, "
+             "tdai_read_cos reads it in full; it may not hold them all (it could not be written).")
+RANGE = ("#%d–%d %s earlier turns (%s used tools) folded into this line to keep the digest "
+         "small; %s")
+RULES_SHARE = 0.5       # of the cap the rules may keep when folding: the turns keep the rest
+RULES_ALL_KEPT = "they are archived: tdai_offload_search(query) finds them."
+RULES_SOME_KEPT = ("tdai_offload_search(query) finds those the archive holds; it may not hold "
+                   "them all (it could not be written).")
+RULES_FOLDED = "! %s earlier rules of this session folded to keep the digest small; %s"
 LOST = ("Marked [%s]: %%d text(s) that could not be archived (%%s); no recall tool returns "
         "them." % NOT_KEPT)
 LOST_BEFORE = "A text marked [%s] could not be archived: no recall tool returns it." % NOT_KEPT
@@ -257,12 +277,12 @@ def collapse(body: str) -> Tuple[List[str], List[str]]:
     """(rule lines, one line per turn or folded range) of an earlier digest body: details
     dropped."""
     rules = [ln for ln in body.splitlines() if ln.startswith("! ")]
-    return rules, [ln for ln in body.splitlines() if fold.span_of(ln)]
+    return rules, [ln for ln in body.splitlines() if span_of(ln)]
 
 
 def last_number(bodies: Sequence[str]) -> int:
-    return max((fold.span_of(ln)[1] for b in bodies for ln in b.splitlines()
-                if fold.span_of(ln)), default=0)
+    return max((span_of(ln)[1] for b in bodies for ln in b.splitlines()
+                if span_of(ln)), default=0)
 
 
 # --- the messages -------------------------------------------------------------------------
@@ -346,7 +366,7 @@ def unkept(body: str, lost: AbstractSet[str], why: str) -> str:
         hit.add(next(g for g in m.groups() if g))
         return {"[": "[%s]", "(": "(%s)"}.get(m.group()[0], "full text %s") % NOT_KEPT
     # a range or rules line folded in this compaction may hold some: it no longer says all
-    new = "\n".join(map(fold.partly_kept, named.sub(mark, body).split("\n")))
+    new = "\n".join(map(partly_kept, named.sub(mark, body).split("\n")))
     if not hit:
         return new
     head, _nl, rest = new.partition("\n")
@@ -363,7 +383,7 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
     """One digest within ``cap``: earlier turns one line each, then the newest turns in full
     while the whole stays within half the cap (so the next compactions append again); as a
     last resort the oldest lines are shortened, and for thousands of turns the oldest fold
-    into one range (``digest_fold``)."""
+    into one range (``fold_turns``)."""
     old_rules: List[str] = []
     old_lines: List[str] = []
     for b in earlier:
@@ -372,7 +392,7 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
         old_lines.extend(lines)
     new_rules = [rule_line(t, k) for t, k in rules]
     header = HEADER if recallable else HEADER_HELD
-    if fold.some_lost(old_lines + old_rules):
+    if some_lost(old_lines + old_rules):
         header = _honest(header) + " " + LOST_BEFORE
 
     def head(rule_lines: List[str]) -> List[str]:
@@ -392,10 +412,93 @@ def _collapsed(earlier: Sequence[str], turns: List[Turn], rules: List[Tuple[str,
     # the most turns in full that fit (each body is the whole digest, and thousands of turns
     # may leave at once); cut = len(turns) - keep_full, keep_full >= 1
     if not turns or not fits(len(turns) - 1):
-        return fold.within(head, all_rules, old_lines + lines_only, cap, tokens_of,
-                           lambda ln: _shorten(ln, SHORT_LINE))
-    return body(fold.fewest(fits, len(turns) - 1))
+        return within_cap(head, all_rules, old_lines + lines_only, cap, tokens_of,
+                          lambda ln: _shorten(ln, SHORT_LINE))
+    return body(fewest(fits, len(turns) - 1))
 
 
 def _shorten(line: str, width: int) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
+
+
+# --- folding: the oldest turn lines into a range, the oldest rules into a count -----------
+
+def some_lost(lines: Sequence[str]) -> bool:
+    """Whether ``lines`` name a text the archive does not hold (or fold some)."""
+    return any("[%s]" % NOT_KEPT in ln or "(%s)" % NOT_KEPT in ln or SOME_KEPT in ln
+               or RULES_SOME_KEPT in ln for ln in lines)
+
+
+def partly_kept(line: str) -> str:
+    """A range or rules line that no longer says all it folds is archived."""
+    return line.replace(ALL_KEPT, SOME_KEPT).replace(RULES_ALL_KEPT, RULES_SOME_KEPT)
+
+
+def span_of(line: str) -> Optional[Tuple[int, int]]:
+    """(first, last) turn number a turn line or range line stands for, else None."""
+    m = LINE_RE.match(line)
+    if m is None:
+        return None
+    first = int(m.group(1))
+    return first, int(m.group(2) or first)
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def fold_turns(lines: Sequence[str]) -> List[str]:
+    """One range line for ``lines`` (turn lines and earlier range lines, oldest first)."""
+    spans = [s for s in map(span_of, lines) if s is not None]
+    if not spans:
+        return []
+    turns = tools = 0
+    for line, (first, last) in zip((ln for ln in lines if span_of(ln)), spans):
+        turns += last - first + 1
+        counted = _TOOLS_RE.search(line) if last > first else None
+        tools += _number(counted.group(1)) if counted else int(" · " in line)
+    first, last = min(s[0] for s in spans), max(s[1] for s in spans)
+    return [RANGE % (first, last, "{:,}".format(turns), "{:,}".format(tools),
+                     SOME_KEPT if some_lost(lines) else ALL_KEPT)]
+
+
+def fold_rules(lines: Sequence[str]) -> List[str]:
+    """One count line for rule lines (earlier count lines included), oldest first."""
+    total = 0
+    for line in lines:
+        counted = _RULES_RE.match(line)
+        total += _number(counted.group(1)) if counted else 1
+    return [RULES_FOLDED % ("{:,}".format(total), RULES_SOME_KEPT if some_lost(lines)
+                            else RULES_ALL_KEPT)] if total else []
+
+
+def fewest(fits: Callable[[int], bool], most: int) -> int:
+    """The smallest k in 0..most with ``fits(k)``, for a ``fits`` that stays true once true
+    (``most`` when none fits): a search, since each try renders the whole digest."""
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def within_cap(head: Callable[[List[str]], List[str]], rules: List[str], lines: List[str],
+           cap: int, cost: Callable[[str], int], short: Callable[[str], str]) -> str:
+    """A digest body within ``cap``: ``head(rule lines)``, then the turn ``lines`` with as few
+    of the oldest shortened as it takes; when even all shortened are too long, as few of the
+    oldest folded into a range (and, for thousands of rules, the oldest rules into a count
+    so the rules keep at most ``RULES_SHARE`` of the cap)."""
+    def body(r: int, k: int, f: int) -> str:
+        shortened = [short(ln) for ln in lines[f:k]] + lines[max(k, f):]
+        return "\n".join(head(fold_rules(rules[:r]) + rules[r:]) + fold_turns(lines[:f])
+                         + shortened)
+
+    n = len(lines)
+    if cost(body(0, n, 0)) > cap:
+        rules_folded = fewest(lambda r: cost(body(r, n, n)) <= cap * RULES_SHARE, len(rules))
+        folded = fewest(lambda f: cost(body(rules_folded, n, f)) <= cap, n)
+        return body(rules_folded, n, folded)
+    return body(0, fewest(lambda k: cost(body(0, k, 0)) <= cap, n), 0)

@@ -13,7 +13,6 @@ import pytest
 import tencentdb_offload as plugin
 from fakes.gateway import FakeGateway
 from tencentdb_offload.context import digest
-from tencentdb_offload.context import digest_fold as fold
 from tencentdb_offload.context.messages import is_tool_result, text_of, tool_results
 from tencentdb_offload.context.durable_pointers import pointed, restore, unkept
 from tencentdb_offload.context.provenance import Seal
@@ -137,7 +136,7 @@ def test_after_a_full_disk_and_a_restart_every_recall_shown_reads_or_says_not_ke
 
 def test_each_mark_naming_a_text_not_held_says_not_kept_in_its_place():
     seal = Seal(b"d" * 32)
-    folded = fold.fold_turns(["#1 user: hello (msg-aaaaaaaaaaaa)", "#2 user: more · x [c]"])[0]
+    folded = digest.fold_turns(["#1 user: hello (msg-aaaaaaaaaaaa)", "#2 user: more · x [c]"])[0]
     body = (digest.HEADER + "\nTurns:\n" + folded + "\n#3 user: fix it (msg-0123456789ab) · read_file "
             "/a [call_1], read_file /b [call_2]\n   [call_1] error: boom")
     cut_args = json.dumps({"path": "/p", "content": "head [... 9 chars cut; full arguments: "
@@ -155,8 +154,8 @@ def test_each_mark_naming_a_text_not_held_says_not_kept_in_its_place():
     assert "(not kept)" in shown and "[not kept] error: boom" in shown
     assert digest.LOST % (2, "disk full") in shown.splitlines()[1]
     # a range folded now may hold texts not kept: it no longer says all of them are archived
-    ranged = next(ln for ln in shown.splitlines() if fold.span_of(ln) == (1, 2))
-    assert fold.ALL_KEPT not in ranged and fold.SOME_KEPT in fold.fold_turns([ranged])[0]
+    ranged = next(ln for ln in shown.splitlines() if digest.span_of(ln) == (1, 2))
+    assert digest.ALL_KEPT not in ranged and digest.SOME_KEPT in digest.fold_turns([ranged])[0]
     args = json.loads(out[2]["tool_calls"][0]["function"]["arguments"])
     assert "full arguments not kept (disk full)" in args["content"] and "tdai_read_cos" not in args["content"]
     kind, text = seal.open_text(out[3]["content"])
