@@ -12,7 +12,7 @@ def test_flush_in_local_mode_never_claims_delivery(monkeypatch):
     unused = SimpleNamespace(looks_unused=True)
     monkeypatch.setattr(command.GatewayView, "of", classmethod(lambda cls, client, settings: unused))
     runtime = SimpleNamespace(worker=object(), client=object(), settings=None,
-                              store=SimpleNamespace(backlog=lambda: 0),
+                              store=SimpleNamespace(outbox=SimpleNamespace(backlog=lambda: 0)),
                               flush=lambda session, timeout: True,
                               flush_writes=lambda timeout: True)
     text = command.flush_text(runtime)
