@@ -376,7 +376,7 @@ def run_checks(plugin_dir: Path, timeout: float, store: Optional[str] = None) ->
     check_gateway(c, settings, timeout, bad.get(off_by, ""), set_url, creds, off_by, env)
     check_store(c, settings, env, plugin_dir)
     for row in secret_checks(settings, set_value) + memory_checks(env, config, settings, home) + \
-            lcm_checks(env, config, settings, home):
+            lcm_checks(env, config, settings, home, of_release(version)):
         c.add(row["name"], row["status"], row["message"], row.get("fix", ""))
     return c
 

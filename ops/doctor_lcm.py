@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..archive.lcm_history import PATH_VARS, LcmHistory, LcmUnavailable, payload_dir, store_path, unavailable
 from ..hermes.config import ConfigFile
+from ..hermes.host import Host
 from ..settings.config import PREFIX, load_settings
+from ..settings.thresholds import trigger_text
 
 NAME, PASS, WARN, FAIL = "lcm", "pass", "warn", "fail"
 PLUGIN = "tencentdb-offload"
@@ -46,7 +48,10 @@ def _engine(config: ConfigFile) -> List[Dict[str, str]]:
     return []
 
 
-def _plugins(config: ConfigFile) -> List[Dict[str, str]]:
+def _plugins(config: ConfigFile, release: Optional[Host] = None) -> List[Dict[str, str]]:
+    """``release``: what the Hermes on PATH does (None: not known). Where its ``hermes plugins``
+    commands work offline, the fix is theirs: that Hermes' ``hermes config set`` stores a
+    list as text (doctor's config row then fails), as docs/switching-from-lcm.md says."""
     enabled = _listed(config.get("plugins", "enabled"))
     lcm = [n for n in enabled if n in PLUGINS]
     if not lcm:
@@ -54,10 +59,14 @@ def _plugins(config: ConfigFile) -> List[Dict[str, str]]:
     keep = [n for n in enabled if n not in PLUGINS] + ([] if PLUGIN in enabled else [PLUGIN])
     where = ("beside %s" % PLUGIN if PLUGIN in enabled else
              "and not %s (its list is %s)" % (PLUGIN, json.dumps(enabled)))
+    if release is not None and not release.plugin_commands_need_network:
+        fix = " && ".join(["hermes plugins disable %s" % shlex.quote(n) for n in lcm] +
+                          ([] if PLUGIN in enabled else ["hermes plugins enable %s" % PLUGIN]))
+    else:
+        fix = "hermes config set plugins.enabled %s" % shlex.quote(json.dumps(keep))
     return [_row(WARN, "plugins.enabled in %s still lists %s %s: its tools (lcm_grep, lcm_expand, "
                  "...) stay in every request and it keeps writing its store"
-                 % (config.path, ", ".join(lcm), where),
-                 "hermes config set plugins.enabled %s" % shlex.quote(json.dumps(keep)))]
+                 % (config.path, ", ".join(lcm), where), fix)]
 
 
 def _lcm_threshold(env: Mapping[str, str], config: ConfigFile) -> Tuple[str, str]:
@@ -86,7 +95,8 @@ def threshold_fix(value: str, settings: Any) -> str:
     return fix
 
 
-def _settings(env: Mapping[str, str], config: ConfigFile, settings: Any) -> List[Dict[str, str]]:
+def _settings(env: Mapping[str, str], config: ConfigFile, settings: Any,
+              release: Optional[Host] = None) -> List[Dict[str, str]]:
     ignored = sorted(k for k in env if k.startswith("LCM_") and k not in PATH_VARS)
     rows = []
     value, where = _lcm_threshold(env, config)
@@ -97,9 +107,10 @@ def _settings(env: Mapping[str, str], config: ConfigFile, settings: Any) -> List
             rows.append(_row(PASS, "%s was hermes-lcm's trigger, the same as this plugin's (%g of the "
                              "window): nothing to carry over" % (where, settings.threshold)))
         elif fix:
-            rows.append(_row(WARN, "%s was hermes-lcm's trigger; this plugin compacts at %g of the "
-                             "window until you carry it over (its own %sTHRESHOLD)"
-                             % (where, settings.threshold, PREFIX), fix))
+            # as the settings row says it: on a host with the small-window floor, not 0.75
+            rows.append(_row(WARN, "%s was hermes-lcm's trigger; this plugin's, until you carry "
+                             "it over (its own %sTHRESHOLD): %s"
+                             % (where, PREFIX, trigger_text(settings, None, release)), fix))
         else:
             rows.append(_row(WARN, "%s was hermes-lcm's trigger and is no fraction this plugin takes "
                              "(above 0 and at most 1); it compacts at %g of the window"
@@ -163,9 +174,11 @@ def _store(env: Mapping[str, str], settings: Any, named: bool = False) -> List[D
                     "their stub" % (kept, history.payloads) if kept else ""))]
 
 
-def lcm_checks(env: Mapping[str, str], config: ConfigFile, settings: Any, home: Path) -> List[Dict[str, str]]:
-    """doctor rows for what hermes-lcm left behind ([] when nothing)."""
+def lcm_checks(env: Mapping[str, str], config: ConfigFile, settings: Any, home: Path,
+               release: Optional[Host] = None) -> List[Dict[str, str]]:
+    """doctor rows for what hermes-lcm left behind ([] when nothing); ``release``: what the
+    Hermes on PATH does (None: not known)."""
     del home        # the store's default place comes from env (HERMES_HOME) like the plugin's
-    rows = _engine(config) + _plugins(config) + _settings(env, config, settings)
+    rows = _engine(config) + _plugins(config, release) + _settings(env, config, settings, release)
     named = bool(rows) or isinstance(config.get("lcm"), Mapping) or any(k.startswith("LCM_") for k in env)
     return rows + _store(env, settings, named)

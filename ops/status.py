@@ -86,6 +86,19 @@ def current_trigger(settings: Settings, recorded: Optional[Trigger],
                    "compaction ran at %s tokens" % format(recorded.tokens, ","))
 
 
+def configured_store_dir() -> Path:
+    """The store this home's settings name, whatever ``--store`` says."""
+    env, _config, settings, _warnings = resolve_settings()
+    return settings.resolved_store_dir(env)
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
+        return a == b
+
+
 def configured_window(config: Any) -> Optional[int]:
     """``model.context_length`` of config.yaml when it is a window Hermes accepts, else None
     (the engine then runs on whatever the host probes)."""
@@ -158,8 +171,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     overrides = {"TENCENTDB_OFFLOAD_STORE_DIR": args.store} if args.store else {}
     env, config, settings, warnings = resolve_settings(overrides)
     settings = with_host_ttl(settings, config, env)     # as the plugin applies it in Hermes
-    report = status_report(settings.resolved_store_dir(env), settings, args.recent,
-                           configured_window(config))
+    store_dir = settings.resolved_store_dir(env)
+    # config.yaml's window is this home's model: a store that is not this home's (a kept demo
+    # or replay, another machine's copy) keeps the window its compactions ran on
+    own = not args.store or _same_dir(store_dir, configured_store_dir())
+    report = status_report(store_dir, settings, args.recent,
+                           configured_window(config) if own else None)
     report.gateway_sources = sources_line(env, config.block())
     report.store_option = args.store or ""
     off, ignored = compression_findings(config)

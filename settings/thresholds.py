@@ -137,9 +137,12 @@ def trigger_text(settings: "Settings", trigger: Optional[Trigger], host: Optiona
     if trigger is not None and trigger.window:
         return "compaction at " + trigger.describe()
     floor = host is None or host.small_window_floor
+    # the floor's trigger is the ceiling (``applying_trigger``): the built-in's 0.85 at 64K is
+    # what it never comes before, not where it compacts
     note = "" if settings.threshold_explicit or not floor else (
-        " (on a host with the small-window floor: the built-in's on a 64K-85K window, 85% at "
-        "64K; in its messaging gateway 85% of an 85K-128K one)")
+        " (on a host with the small-window floor: %.0f%% of a 64K-85K window, never before its "
+        "built-in; in its messaging gateway %.0f%% of an 85K-128K one)"
+        % (CEILING * 100, MESSAGING_TRIGGER_RATIO * 100))
     cap = (", at most %s tokens" % format(settings.max_context_tokens, ",")
            if settings.max_context_tokens else "")
     return "compaction at %.0f%% of the window%s%s" % (settings.threshold * 100, cap, note)

@@ -147,3 +147,45 @@ def test_lcm_x_names_are_known(tmp_path, gateway):
     assert any(r["status"] == "fail" and "'lcm-x'" in r["message"] for r in rows), rows
     listed = next(r for r in rows if "plugins.enabled" in r["message"])
     assert "hermes-lcm-x" in listed["message"] and "hermes-lcm-x" not in listed["fix"]
+
+
+# --- issue 53, a newcomer's walk: fixes that work on the Hermes on PATH -----------------------
+
+def _lcm_rows_for(tmp_path, config: str, version, env=None):
+    from tencentdb_offload.hermes.config import read_config
+    from tencentdb_offload.hermes.releases import of_release
+    from tencentdb_offload.ops.doctor_lcm import lcm_checks
+    from tencentdb_offload.settings.config import load_settings
+    home = tmp_path / ("home-%s" % (version,))
+    home.mkdir(parents=True)
+    (home / "config.yaml").write_text(config)
+    return lcm_checks(dict(env or {}, HERMES_HOME=str(home)), read_config(home),
+                      load_settings({})[0], home, of_release(version))
+
+
+def test_the_plugins_fix_is_one_the_hermes_on_path_keeps_as_a_list(tmp_path):
+    """A Hermes whose `hermes config set` stores a list as text (docs/switching-from-lcm.md,
+    step 3; seen on 0.19: doctor's config row then fails) gets `hermes plugins disable` /
+    `enable`; one whose plugin commands need network keeps the config.yaml edit."""
+    without = HALF_DONE.replace("    - tencentdb-offload\n", "")
+    for config, enable in ((HALF_DONE, False), (without, True)):
+        rows = _lcm_rows_for(tmp_path / str(enable), config, (0, 19, 0))
+        fix = next(r for r in rows if "plugins.enabled" in r["message"])["fix"]
+        assert "hermes config set plugins.enabled" not in fix, fix
+        assert "hermes plugins disable hermes-lcm" in fix, fix
+        assert ("hermes plugins enable tencentdb-offload" in fix) == enable, fix
+    rows = _lcm_rows_for(tmp_path / "offline", HALF_DONE, (0, 22, 2))
+    fix = next(r for r in rows if "plugins.enabled" in r["message"])["fix"]
+    assert fix.startswith("hermes config set plugins.enabled "), fix
+
+
+def test_the_threshold_row_names_the_trigger_the_host_applies(tmp_path):
+    """On a host with the small-window floor, "this plugin compacts at 0.75 of the window"
+    was not so on a 64K-85K window (90 %): the row says it as the settings row does."""
+    from tencentdb_offload.settings.config import load_settings
+    from tencentdb_offload.settings.thresholds import applying_trigger
+    applied = applying_trigger(load_settings({})[0], 64_000, host_floor=True)
+    rows = _lcm_rows_for(tmp_path, HALF_DONE, (0, 22, 2), env={"LCM_CONTEXT_THRESHOLD": "0.6"})
+    row = next(r for r in rows if "LCM_CONTEXT_THRESHOLD" in r["message"] and r["status"] == "warn")
+    assert "%.0f%% of a 64K-85K window" % (applied.ratio * 100) in row["message"], row
+    assert row["fix"] == "hermes config set tencentdb_offload.threshold 0.6"

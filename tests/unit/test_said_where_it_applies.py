@@ -65,3 +65,19 @@ def test_the_landing_note_follows_the_window():
         assert LANDING_NOTE not in landing_text(unset, Trigger(150_000, 200_000), host)
     assert LANDING_NOTE not in landing_text(unset, None, Host())
     assert "small-window floor" not in trigger_text(unset, None, Host())
+
+
+@pytest.mark.parametrize("window", [64_000, 72_000, 85_000])
+def test_the_floor_note_names_the_trigger_the_floor_gives(tmp_path, window):
+    """Issue 53, a newcomer's walk: before any compaction, doctor and status said "the
+    built-in's on a 64K-85K window, 85% at 64K" where the host with the floor compacts at 90%
+    of such a window (status said 90% after the first compaction): the note names what
+    ``applying_trigger`` gives there, not the built-in's figure it never comes before."""
+    from tencentdb_offload.settings.thresholds import applying_trigger
+    unset = load_settings({})[0]
+    applied = applying_trigger(unset, window, host_floor=True)
+    said = "%.0f%% of a 64K-85K window" % (applied.ratio * 100)
+    line = _doctor_settings_line(tmp_path, of_release((0, 22, 2)))
+    assert said in line, line
+    assert said in trigger_text(unset, None, None)
+    assert "85% at 64K" not in line, line

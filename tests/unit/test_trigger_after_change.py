@@ -49,14 +49,30 @@ def test_changed_setting_shows_at_once(capsys, store_dir, monkeypatch, name, val
 
 @pytest.mark.parametrize("window, shown", [(128000, ("75", "128,000", "96,000")),
                                            (64000, ("90", "64,000", "57,600"))])
-def test_window_changed_in_config_shows_at_once(capsys, store_dir, tmp_path, window, shown):
+def test_window_changed_in_config_shows_at_once(capsys, store_dir, tmp_path, monkeypatch,
+                                                window, shown):
     """model.context_length moved since the last compaction (a model with another window): the
     engine runs on the configured window now, under the rule it last ran under."""
     home = tmp_path / "nohome"
     home.mkdir(exist_ok=True)
     (home / "config.yaml").write_text("model:\n  context_length: %d\n" % window)
+    monkeypatch.setenv("TENCENTDB_OFFLOAD_STORE_DIR", str(store_dir))     # this home's store
     status, doctor = _shown(capsys, store_dir)
     assert status == doctor == shown, (status, doctor)
+
+
+def test_a_store_not_this_homes_keeps_its_window(capsys, store_dir, tmp_path):
+    """Issue 53, a newcomer's walk: `status --store ~/kept-demo` (the README's example) applied
+    this home's model.context_length to the demo's store ("model.context_length is 64,000 now;
+    the last compaction ran on a 128,000-token window"): the demo never ran on it. A store other
+    than the one this home's settings name shows the window its compactions ran on."""
+    home = tmp_path / "nohome"
+    home.mkdir(exist_ok=True)
+    (home / "config.yaml").write_text("model:\n  context_length: 128000\n")
+    assert ops.main(["status", "--store", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert TRIGGER.search(out).groups() == ("90", "64,000", "57,600"), out
+    assert "model.context_length is" not in out, out
 
 
 def test_the_recorded_trigger_says_why_it_is_not_the_configured_one(capsys, store_dir):
