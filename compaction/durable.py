@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, AbstractSet, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from ..context import durable_pointers
-from ..context.departures import Departures, read_keys
+from ..context import digest, durable_pointers
+from ..context.departures import Departed, Departures, read_keys
 from ..context.fallback import trim_result
 
 Message = Dict[str, Any]
@@ -47,13 +47,27 @@ def reason(error: str) -> str:
     return "the archive could not be written"
 
 
+def without_digests(gone: Departures, seal: Any) -> Departures:
+    """``gone`` without the older digest pairs that left: the archive never keeps a digest
+    (what it names is kept by its own keys), so none is a key to read back or to check."""
+    theirs = [d for d in gone.items if not _is_digest(d, seal)]
+    own = {d.tool_call_id for d in gone.items} - {d.tool_call_id for d in theirs}
+    return gone._replace(items=theirs, left_ids=gone.left_ids - own)
+
+
 def named(gone: Optional[Departures], reused: AbstractSet[str],
           result: List[Message], seal: Any) -> List[str]:
     """Every key a mark of the compaction may name: what left (by its read-back key and its
     call id) and what the pointers in ``result`` name."""
+    gone = without_digests(gone, seal) if gone is not None else None
     keys = list(read_keys(gone, reused)) if gone is not None else []
     keys += [d.tool_call_id for d in (gone.items if gone is not None else ()) if d.tool_call_id]
     return list(dict.fromkeys(keys + durable_pointers.pointed(result, seal)))
+
+
+def _is_digest(item: Departed, seal: Any) -> bool:
+    return item.kind == "tool_result" and seal is not None and seal.is_ours(item.content,
+                                                                            digest.KIND)
 
 
 def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],

@@ -331,7 +331,8 @@ class CompactionRun:
                                          gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
         self.gone = gone
-        self.left = departures.read_keys(gone, self.reused(clean))
+        self.left = departures.read_keys(durable.without_digests(gone, self.rt.seal),
+                                         self.reused(clean))
         if gone.items:
             self.rt.flush_writes(self.archive_wait())
         return gone.count
