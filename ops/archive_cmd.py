@@ -169,7 +169,10 @@ def _search(args: argparse.Namespace, conn: Any, broken: Optional[Exception] = N
             raise CliError(str(broken))
         sys.stderr.write("tencentdb-offload archive: %s (only hermes-lcm's history searched)\n"
                          % broken)
-    lines = (lines or ["no archived item contains %r" % query]) + old_lines
+    if not lines:       # (not "no item contains" above hermes-lcm's hits that do)
+        lines = ["nothing in this plugin's archive contains %r%s" % (
+            query, "; hermes-lcm's history does:" if old else "")]
+    lines += old_lines
     return _print(args, hits + old, lines)
 
 

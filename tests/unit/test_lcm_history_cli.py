@@ -28,6 +28,8 @@ def test_archive_search_finds_lcm_history_and_show_reads_it_whole(tmp_path):
     found = run_cli("archive", "search", lcm_store.UNIQUE_CHINESE, home=home)
     assert found.returncode == 0, found.stderr
     line = next(l for l in found.stdout.splitlines() if l.startswith("lcm-"))
+    assert "no archived item contains" not in found.stdout      # a hit follows: said as one
+    assert "hermes-lcm's history does" in found.stdout.splitlines()[0]
     assert lcm_store.UNIQUE_CHINESE in line
     assert "hermes-lcm history, session sess-old" in line
     key = line.split()[0]
