@@ -34,7 +34,6 @@ from .tokens import TokenMemo
 
 Message = Dict[str, Any]
 RECALL_HINT = "full text: tdai_read_cos(tool_call_id=\"%s\")"
-_PROCESS_SEAL = Seal.ephemeral()   # when no seal is handed in: this process's digests only
 HARDER = (2, 4)                    # trim_chars divisors when the must-keep part is over, then
 FLOORS = (300, 120)                # these fixed limits
 
@@ -420,7 +419,7 @@ def _departed(plan: Plan, chosen: Set[int], messages: Sequence[Message],
 
 def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int = 3,
                   trim_chars: int = 2000, archived_total: int = 0, recallable: bool = True,
-                  count: Optional[Callable[[Any], int]] = None, seal: Optional[Seal] = None,
+                  count: Optional[Callable[[Any], int]] = None, seal: Seal,
                   summaries: Optional[Dict[str, str]] = None,
                   digest_cap: Optional[int] = None, notes: Notes = Notes(),
                   focus: Sequence[str] = (), ceiling: int = 0, unread_room: int = 0,
@@ -428,8 +427,8 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     """Compact ``messages`` to at most ``budget`` estimated tokens (see module doc).
 
     ``count`` estimates one message (a memo shared with the caller saves repeated work);
-    ``seal`` signs what the plugin writes and finds the digest already sent (the runtime's;
-    without one only this process's digests are recognised); ``summaries`` are the Gateway's
+    ``seal`` signs what the plugin writes and finds the digest already sent (the runtime's:
+    required, as a stand-in would not recognise what an earlier process wrote); ``summaries`` are the Gateway's
     L1 summaries by tool_call_id, shown in the digest for results that left; ``notes`` ride in
     the new digest section (the provider's text only while the kept messages lack it);
     groups matching the ``focus`` terms are kept before older ones (``focus``); what the model
@@ -440,7 +439,6 @@ def local_compact(messages: Sequence[Message], budget: int, *, keep_first: int =
     break more for them).
     ``archived_total`` is accepted for callers of the notice era; the digest lists ids."""
     count = count or TokenMemo()
-    seal = seal or _PROCESS_SEAL
     src = repair(drop_old_notices(messages, seal))
     before = sum(count(m) for m in messages)
     systems = [m for m in src if role(m) == "system"]

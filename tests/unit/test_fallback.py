@@ -4,9 +4,12 @@ import pytest
 
 from tencentdb_offload.context import messages
 from tencentdb_offload.context.fallback import local_compact
+from tencentdb_offload.context.provenance import Seal
 from tencentdb_offload.context.tokens import messages_tokens
 
 from helpers import conversation, random_conversation, tool_turn
+
+SEAL = Seal(b"fallback-tests-key")
 
 
 def ids_in(msgs):
@@ -16,7 +19,7 @@ def ids_in(msgs):
 def test_keeps_head_current_turn_and_fits():
     conv = conversation(30, 4000)
     budget = 8000
-    res = local_compact(conv, budget)
+    res = local_compact(conv, budget, seal=SEAL)
     assert res.tokens_after <= budget and res.within_budget
     assert messages.validation_errors(res.messages) == []
     assert res.messages[0] == conv[0]                       # first user message kept
@@ -28,7 +31,7 @@ def test_keeps_head_current_turn_and_fits():
 
 def test_trims_long_results_with_pointer():
     conv = conversation(3, 9000)
-    res = local_compact(conv, 100_000, trim_chars=2000)
+    res = local_compact(conv, 100_000, trim_chars=2000, seal=SEAL)
     trimmed = [m for m in res.messages if m.get("role") == "tool" and "trimmed by tencentdb-offload" in m["content"]]
     assert trimmed and all("tdai_read_cos(tool_call_id=" in m["content"] for m in trimmed)
     # the current turn's result is not trimmed when it fits
@@ -40,14 +43,14 @@ def test_heartbeat_pairs_dropped_first():
     conv = [{"role": "user", "content": "go"},
             {"role": "assistant", "content": None, "tool_calls": [{"id": "hb", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "HEARTBEAT.md"}'}}]},
             {"role": "tool", "tool_call_id": "hb", "content": "beat"}] + conversation(2, 10)
-    res = local_compact(conv, 100_000)
+    res = local_compact(conv, 100_000, seal=SEAL)
     assert "hb" not in ids_in(res.messages)
     assert any(m.get("tool_call_id") == "hb" for m in res.removed)
 
 
 def test_single_huge_current_turn_still_fits():
     conv = tool_turn(0, 400_000, calls=3)
-    res = local_compact(conv, 3000)
+    res = local_compact(conv, 3000, seal=SEAL)
     assert res.tokens_after <= 3000
     assert messages.validation_errors(res.messages) == []
     assert res.messages[0]["content"].startswith("turn 0")
@@ -55,8 +58,8 @@ def test_single_huge_current_turn_still_fits():
 
 def test_old_notice_is_replaced_not_stacked():
     conv = conversation(30, 4000)
-    once = local_compact(conv, 8000).messages
-    twice = local_compact(once + tool_turn(99, 4000), 8000).messages
+    once = local_compact(conv, 8000, seal=SEAL).messages
+    twice = local_compact(once + tool_turn(99, 4000), 8000, seal=SEAL).messages
     assert sum(messages.NOTICE_MARK in messages.text_of(m) for m in twice) == 1
 
 
@@ -72,7 +75,8 @@ def test_property_random_conversations(seed):
         last_user = next((m for m in reversed(conv) if messages.is_real_user(m)), None)
         own = messages_tokens([m for m in conv if m.get("role") == "system"] + [last_user or {}])
         tiny = budget < 1000 or own > budget // 2
-        res = local_compact(conv, budget, keep_first=rng.choice([0, 3, 5]), trim_chars=rng.choice([500, 2000]))
+        res = local_compact(conv, budget, keep_first=rng.choice([0, 3, 5]),
+                            trim_chars=rng.choice([500, 2000]), seal=SEAL)
         errors = messages.validation_errors(res.messages)
         assert errors == [], (errors, budget)
         assert res.tokens_after == messages_tokens(res.messages)
@@ -93,14 +97,14 @@ def test_the_newest_steps_results_are_trimmed_as_few_as_fit():
     (trimming all three would hide every one from the model that asked for them)."""
     conv = conversation(6, 4000) + tool_turn(9, 24000, calls=3)[:-1]     # mid-turn: no answer yet
     fresh = ["call_9_0", "call_9_1", "call_9_2"]
-    res = local_compact(conv, 12000)
+    res = local_compact(conv, 12000, seal=SEAL)
     whole = [m["tool_call_id"] for m in res.messages if m.get("tool_call_id") in fresh
              and "trimmed by tencentdb-offload" not in m["content"]]
     assert res.within_budget and res.tokens_after <= 12000
     assert whole == ["call_9_1", "call_9_2"]
     assert ids_in(res.messages) >= set(fresh) and messages.validation_errors(res.messages) == []
     # with room for none whole, all are trimmed, as before
-    tight = local_compact(conv, 4500)
+    tight = local_compact(conv, 4500, seal=SEAL)
     assert tight.within_budget and not any(
         m.get("tool_call_id") in fresh and "trimmed by tencentdb-offload" not in m["content"]
         for m in tight.messages)
