@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from .archive.recall import SCHEMAS
 from .hermes import lineage
 from .compaction.flow import CompactionRun, attempt_cancelled, plain_local
-from .compaction import ceiling, cut_memo, idle, prepare, request_cut
+from .compaction import ceiling, idle, prepare, request_cut
 from .hermes.compat import ContextEngine
 from .hermes.host import running_host
 from .context.fallback import has_compressible
@@ -220,7 +220,7 @@ class TencentDBOffloadEngine(ContextEngine):
             reason = "manual" if force else idle.start(self.runtime, state)
             if reason == "threshold" and ceiling.passes_next(self, self.estimate_real(messages)):
                 reason = "ceiling"          # a turn start before a step that would pass it
-            caught_up = cut_memo.catch_up(self, messages, reason, cancelled)
+            caught_up = request_cut.catch_up(self, messages, reason, cancelled)
             if caught_up is not None:           # the last request cut's bytes: already
                 return self._landed(state, caught_up[1], caught_up[0], repin=False)    # pin kept
             deep = reason in ("idle", "ceiling")     # nothing fresh to keep: land deep

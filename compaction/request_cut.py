@@ -11,31 +11,39 @@ pool is what is short). The host's transcript is untouched; the engine then answ
 next check with "compact" until a compaction of the transcript lands, so this stays an
 exception. What left the request is archived like any compaction's departures, and a trimmed
 result keeps its pointer only when the archive holds its text.
+
+What the cut sent is kept (``CutMemo``) so that the transcript compaction after it lands on
+the same bytes: the host's transcript still holds everything, and a compaction choosing afresh
+would land elsewhere, a second rewrite of the prompt cache's prefix one request later. When the
+transcript still begins with exactly what the cut was made from, its compaction is the cut
+followed by what came since (``catch_up``, reason ``adopted``), as long as that stays under the
+trigger; else the ordinary compaction runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Dict, List, Optional
+import hashlib
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import cut_memo
 from .engine_view import CompactingEngine
 from .flow import CompactionRun
 from ..common.peer_text import plugin_logger
 from ..hermes.host import running_host
+from ..session.record import Compaction
 from ..settings.thresholds import messaging_trigger, messaging_window
-from ..context import messages
+from ..context.messages import fresh, leading_systems
 
 Message = Dict[str, Any]
 log = plugin_logger("tencentdb_offload.compaction")
 # Of the window. A request under it is one the provider takes, and a cut costs a rewrite (and
-# the fresh results it trims): at 0.9 the messaging side-by-side, whose pool refuses often, cut
-# requests at 0.93 and rewrote 3.6 times per conversation against the built-in's 2.9. The
-# calibrated estimate errs by a few per cent; the ordinary trigger is at most 0.85 of the window.
+# the fresh results it trims): a lower ceiling cut more often than the built-in rewrites, and
+# the calibrated estimate errs by a few per cent (docs/benchmarks.md, "request ceiling").
 REQUEST_CEILING = 0.95
-# In the messaging gateway on the window its later trigger (0.85) is for: at 0.95, requests the
-# pool let through reached 0.93 of the window (the held-out messaging shape, 100K); at 0.88 none
-# passed 0.82.
+# In the messaging gateway on the window its later trigger is for: at the ordinary ceiling,
+# requests the pool let through came too near the window (docs/benchmarks.md).
 MESSAGING_REQUEST_CEILING = 0.88
 
 
@@ -67,7 +75,7 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
     when it is within the ceiling or nothing could be cut. Leading system messages go as they are."""
     if not too_big(engine, estimate):
         return None
-    lead = messages.leading_systems(request)
+    lead = leading_systems(request)
     body = [m for m in request[lead:] if isinstance(m, dict)]
     if not body:
         return None
@@ -77,10 +85,63 @@ def cut(engine: CompactingEngine, request: List[Message], estimate: int) -> Opti
         return None
     state = engine.current_state()
     engine.runtime.record_compaction(state, replace(record, reason="request"))
-    cut_memo.remember(engine, body, result, record)
+    remember(engine, body, result, record)
     if not state.compact_transcript:    # said once until the host compacts its transcript
         state.transcript_due(True)
         log.warning("tencentdb-offload: %s: the host sent a request near the window "
                     "uncompacted (its compression pool busy or cooling down): cut for that "
                     "request alone", state.key)
     return list(request[:lead]) + result
+
+
+@dataclass(frozen=True)
+class CutMemo:
+    source: Tuple[str, ...]     # keys of the messages the cut was made from (after the system ones)
+    result: Tuple[Message, ...]  # what it sent instead of them
+    record: Compaction
+
+
+def message_key(m: Any) -> str:
+    """What a message says to the model: role, the bytes sent (``api_content`` where the host
+    keeps them beside ``content``), its call id and calls; host bookkeeping keys left out."""
+    if not isinstance(m, dict):
+        return "?"
+    calls = [(c.get("id"), (c.get("function") or {}).get("name"),
+              (c.get("function") or {}).get("arguments"))
+             for c in m.get("tool_calls") or () if isinstance(c, dict)]
+    said = {"role": m.get("role"), "content": m.get("api_content", m.get("content")),
+            "tool_call_id": m.get("tool_call_id"), "tool_calls": calls}
+    raw = json.dumps(said, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha1(raw.encode("utf-8", "replace")).hexdigest()
+
+
+def remember(engine: CompactingEngine, body: Sequence[Message], result: Sequence[Message],
+             record: Compaction) -> None:
+    engine.current_state().remember_cut(
+        CutMemo(tuple(map(message_key, body)), tuple(fresh(m) for m in result), record))
+
+
+def catch_up(engine: CompactingEngine, messages: List[Any], reason: str,
+             cancelled: Callable[[], bool]) -> Optional[Tuple[List[Any], Compaction]]:
+    """The transcript compaction (started by ``reason``) that keeps the last cut's bytes, or
+    None: not an ordinary one, no cut waiting, the transcript no longer begins with its source,
+    it would not land under the trigger, or the host cancelled this attempt."""
+    started = time.monotonic()
+    state = engine.current_state()
+    memo = state.take_cut()             # set only while the transcript is due
+    if memo is None or reason != "threshold":
+        return None
+    lead = leading_systems(messages)
+    body = messages[lead:]
+    n = len(memo.source)
+    if len(body) < n or tuple(map(message_key, body[:n])) != memo.source:
+        return None
+    out = list(messages[:lead]) + list(memo.result) + list(body[n:])    # taken once: no copy
+    after = engine.estimate_real(out)
+    if engine.threshold_tokens <= 0 or after >= engine.threshold_tokens or cancelled():
+        return None
+    state.transcript_due(False)
+    # what left was archived, listed and counted when the request was cut: said once, there
+    return out, replace(memo.record, tokens_before=engine.estimate_real(messages),
+                        tokens_after=after, archived=0, left=(), at=engine.runtime.now(),
+                        reason="adopted", ms=round((time.monotonic() - started) * 1000, 1))

@@ -56,7 +56,7 @@ WHEN = {"idle": " at a turn start after a pause (prompt cache cold)",
         "ceiling": " at a turn start, before a step that would pass 90% of the window (or the trigger)",
         "request": " for one request only (the host had not compacted in time)"}
 # "adopted": the host's transcript compaction that took the bytes of the request cut before it
-# (``cut_memo``): one saving and one set of departures, counted with that cut, not again
+# (``request_cut``): one saving and one set of departures, counted with that cut, not again
 REASONS = {r: r for r in ("threshold", "idle", "ceiling", "manual", "request", "adopted")}   # an unknown one reads as threshold
 
 

@@ -141,7 +141,7 @@ class SessionState:
     pinned_anchor: str = ""          # the user message it is pinned to (anchor_key)
     canvas_repin: bool = False       # a compaction happened; pin the current canvas anew
     compact_transcript: bool = False  # a request was cut for itself; the host should compact
-    cut_memo: Any = None             # that cut (compaction/cut_memo.CutMemo), for the catch-up
+    cut_memo: Any = None             # that cut (compaction/request_cut.CutMemo), for the catch-up
     request_estimate: int = 0        # estimate of the last request sent (for calibration)
     overhead_estimate: int = 0       # system prompt + tool schemas of the last request
     last_usage: int = 0              # provider prompt tokens of the last response

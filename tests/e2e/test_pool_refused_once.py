@@ -1,7 +1,7 @@
 """End-to-end, Hermes 0.22: the host's compression pool refuses one compaction, then admits.
 
 The request that compaction was for is cut for itself (``select_context``), and the next
-compaction of the transcript takes the cut's bytes (``compaction/cut_memo``). In a real 0.22
+compaction of the transcript takes the cut's bytes (``compaction/request_cut``). In a real 0.22
 chat that left two store rows with the same "A → B tokens", and status, report and the
 compaction counts counted the saving twice. Here: one row per kind, and every figure counts
 the saving and what left once.
