@@ -44,7 +44,7 @@ def status_report(store_dir: Path, settings: Settings, recent: int = 10,
         report.store = read_store_view(store_dir, recent)
     except sqlite3.Error as exc:
         raise CliError("cannot read %s: %s" % (db, exc))
-    report.trigger = current_trigger(settings, last_trigger(report.store), window)
+    report.trigger = current_trigger(settings, last_trigger(report.store), window, report.host)
     return report
 
 
@@ -63,15 +63,19 @@ RULES = ((False, False), (True, False), (False, True))      # (host floor, messa
 
 
 def current_trigger(settings: Settings, recorded: Optional[Trigger],
-                    window: Optional[int] = None) -> Optional[Trigger]:
+                    window: Optional[int] = None, host: Any = None) -> Optional[Trigger]:
     """``recorded`` while ``settings`` still give it on its window (under one of the host's
     rules), else what they give now: a THRESHOLD or cap changed since shows at once. A
-    ``window`` other than the recorded one (the model switched) gets the recorded rule on it."""
+    ``window`` other than the recorded one (the model switched) gets the recorded rule on it;
+    where several rules gave the recorded trigger (a window none of them changes), the one the
+    ``host`` in use applies (``hermes.host.Host``, where this process can tell)."""
     if recorded is None:
         return None
     now = [applying_trigger(settings, recorded.window, host_floor=f, messaging=g,
                             model_ratio=recorded.model_ratio) for f, g in RULES]
-    rule = next((i for i, t in enumerate(now) if t.tokens == recorded.tokens), None)
+    tied = [i for i, t in enumerate(now) if t.tokens == recorded.tokens]
+    own = (host.floor_applies, host.checks_every_request) if host is not None else None
+    rule = next((i for i in tied if RULES[i] == own), tied[0] if tied else None)
     if window and window != recorded.window:
         f, g = RULES[rule or 0]
         moved = applying_trigger(settings, window, host_floor=f, messaging=g,

@@ -84,3 +84,20 @@ def test_the_recorded_trigger_says_why_it_is_not_the_configured_one(capsys, stor
     assert line and ("= 57,600 tokens (the host's small-window floor, and its turn-start check: never "
                      "before its built-in)") \
         in line[0], line
+
+
+def test_after_a_model_switch_the_host_in_use_decides_between_rules_that_agreed():
+    """A newcomer's walk (issue 53): the last compaction ran on 128K, where the plain rule and
+    the small-window floor give the same trigger; config.yaml now says 64K. On a host with the
+    floor, status showed 75 % (the first rule) where the engine applies 90 %."""
+    from tencentdb_offload.hermes.host import Host
+    from tencentdb_offload.ops.status import current_trigger
+    from tencentdb_offload.settings.config import load_settings
+    from tencentdb_offload.settings.thresholds import Trigger
+
+    settings = load_settings({})[0]
+    recorded = Trigger(96_000, 128_000, "", None)
+    floor = Host(selects_context=True, pools_compression=True, small_window_floor=True)
+    assert current_trigger(settings, recorded, 64_000, floor).tokens == 57_600
+    assert current_trigger(settings, recorded, 64_000, Host()).tokens == 48_000
+    assert current_trigger(settings, recorded, 64_000).tokens == 48_000    # cannot tell: as recorded
