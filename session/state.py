@@ -15,7 +15,6 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from .cache_clock import CacheClock
 from .record import Compaction
-from ..common.cache_model import reports_caching
 from ..common.held_lru import HeldLRU
 from ..common.seen_ids import SeenIds, newest
 from ..common.text import clean_text
@@ -95,8 +94,7 @@ class SessionStats:
         with _STATS_LOCK:
             # none when nothing reported caching: the host passes both buckets as 0 then
             share = (self.cache_read_tokens / self.prompt_tokens if self.prompt_tokens and
-                     reports_caching({"cache_read_tokens": self.cache_read_tokens,
-                                      "cache_write_tokens": self.cache_write_tokens}) else None)
+                     (self.cache_read_tokens or self.cache_write_tokens) else None)
             last = self.last_compaction
             return {"compactions": self.compactions,
                     "gateway_compactions": self.gateway_compactions,
