@@ -168,6 +168,44 @@ class _Captured(io.TextIOWrapper):
         return self.buffer.getvalue().decode("utf-8", "replace")      # type: ignore[attr-defined]
 
 
+class Clock:
+    """Wall and monotonic time a test moves for a runtime (``drive``); ``jump`` moves the wall
+    clock only."""
+
+    def __init__(self):
+        # now-ish: the store's retention would drop a handover row from 1970
+        self.wall, self.mono = time.time(), 50.0
+
+    def drive(self, rt: Any) -> None:
+        rt.now, rt.monotonic = (lambda: self.wall), (lambda: self.mono)
+
+    def pause(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+    def jump(self, seconds: float) -> None:
+        self.wall += seconds
+
+
+def store_with_events(directory: Path, rows: Sequence[Any]) -> None:
+    """A store at ``directory`` holding ``rows`` (ts, session, kind, data) in its events table."""
+    from tencentdb_offload.archive.store import Store
+    Store(directory).close()
+    conn = sqlite3.connect(str(directory / "store.db"))
+    with conn:
+        conn.executemany("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
+                         [(ts, s, k, json.dumps(d)) for ts, s, k, d in rows])
+    conn.close()
+
+
+def cli_stdout(tmp_path: Path, *argv: str) -> str:
+    """``python3 <plugin dir> ARGV`` with an empty Hermes home under ``tmp_path``: what it
+    printed (it must exit 0)."""
+    proc = run_cli(list(argv), env={"HERMES_HOME": str(tmp_path / "home")}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def run_cli(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
             cwd: Optional[Path] = None) -> "subprocess.CompletedProcess[str]":
     """``python3 <plugin dir> ARGV`` in this process: ``ops.main(argv)`` with the caller's

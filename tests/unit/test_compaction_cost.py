@@ -8,26 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import time
 
 from report_page import elements
 
-import helpers
-from helpers import conversation, make_engine
-from tencentdb_offload.archive.store import Store
+from helpers import Clock, cli_stdout, conversation, make_engine, store_with_events
 from tencentdb_offload.session.record import Compaction
 
 READ, WRITE = 0.1, 1.25         # docs/benchmarks.md: the cache model every cost figure uses
-
-
-class Clock:
-    def __init__(self):
-        self.wall, self.mono = time.time(), 50.0
-
-    def pause(self, seconds):
-        self.wall += seconds
-        self.mono += seconds
 
 
 def _over_the_trigger(eng):
@@ -41,7 +29,7 @@ def _over_the_trigger(eng):
 def _compacted(tmp_path, pause=0.0):
     clock = Clock()
     rt, eng = make_engine(tmp_path, CACHE_TTL_S="300")
-    rt.now, rt.monotonic = (lambda: clock.wall), (lambda: clock.mono)
+    clock.drive(rt)
     conv = _over_the_trigger(eng)
     sent = eng.estimate_real(conv[:-3])             # the last request, before the step's results
     eng.update_from_response({"prompt_tokens": sent, "completion_tokens": 10})
@@ -97,20 +85,8 @@ RECORDS = [
 
 
 def _store(directory):
-    Store(directory).close()
     now = time.time() - 100
-    rows = [(now + i, "conv", "compaction", r) for i, r in enumerate(RECORDS)]
-    conn = sqlite3.connect(str(directory / "store.db"))
-    with conn:
-        conn.executemany("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
-                         [(ts, s, k, json.dumps(d)) for ts, s, k, d in rows])
-    conn.close()
-
-
-def _cli(tmp_path, *argv):
-    proc = helpers.run_cli(list(argv), env={"HERMES_HOME": str(tmp_path / "home")}, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    store_with_events(directory, [(now + i, "conv", "compaction", r) for i, r in enumerate(RECORDS)])
 
 
 def test_status_and_report_show_each_cost_and_the_running_total(tmp_path):
@@ -123,7 +99,7 @@ def test_status_and_report_show_each_cost_and_the_running_total(tmp_path):
     want_without = sum(b["cost_without"] if b["cost_without"] is not None else b["cost"]
                        for b in priced)
 
-    data = json.loads(_cli(tmp_path, "status", "--store", str(store), "--json"))
+    data = json.loads(cli_stdout(tmp_path, "status", "--store", str(store), "--json"))
     oldest_first = data["compactions"]["recent"][::-1]
     assert [e["cache"] is None for e in oldest_first] == [b is None for b in breaks]
     running = [e["cache"]["cumulative_cost"] for e in oldest_first if e["cache"]]
@@ -134,12 +110,12 @@ def test_status_and_report_show_each_cost_and_the_running_total(tmp_path):
     assert abs(total["cost_without"] - want_without) < 0.2
     assert oldest_first[-2]["cache"]["cumulative_cost_without"] == total["cost_without"]
 
-    text = _cli(tmp_path, "status", "--store", str(store))
+    text = cli_stdout(tmp_path, "status", "--store", str(store))
     line = next(x for x in text.splitlines() if "compactions so far cost" in x)
     assert "compactions so far cost ~%s cache-write tokens" % format(total["written"], ",") in line
     assert "read 0.1, write 1.25" in line and "1 of 3" not in line and "2 of 3" in line, line
 
-    fig = json.loads(_cli(tmp_path, "report", "--store", str(store), "--out", str(page), "--json"))
+    fig = json.loads(cli_stdout(tmp_path, "report", "--store", str(store), "--out", str(page), "--json"))
     assert fig["summary"]["cache_cost"] == total
     cells = elements(page, "cache-break")
     assert [float(c["data-cumulative-cost"]) for c in cells] == running

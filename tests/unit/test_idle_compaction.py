@@ -2,7 +2,6 @@
 compacts from a lower threshold and lands deeper, since the next request is written in full
 anyway; a warm cache is never rewritten for it. Time comes from a fake clock on the runtime."""
 import copy
-import time
 
 import pytest
 
@@ -11,29 +10,14 @@ from tencentdb_offload.session import cache_clock
 from tencentdb_offload.session.record import Compaction
 from tencentdb_offload.context.tokens import messages_tokens
 
-from helpers import as_host, conversation, make_engine
+from helpers import Clock, as_host, conversation, make_engine
 
 TTL = 300
 
 
-class Clock:
-    """Wall and monotonic time the test moves; ``jump`` moves the wall clock only."""
-
-    def __init__(self):
-        # now-ish: the store's retention would drop a handover row from 1970
-        self.wall, self.mono = time.time(), 50.0
-
-    def pause(self, seconds):
-        self.wall += seconds
-        self.mono += seconds
-
-    def jump(self, seconds):
-        self.wall += seconds
-
-
 def engine(tmp_path, clock, ttl=TTL, session="s1"):
     rt, eng = make_engine(tmp_path, session=session, CACHE_TTL_S=str(ttl))
-    rt.now, rt.monotonic = (lambda: clock.wall), (lambda: clock.mono)
+    clock.drive(rt)
     return rt, eng
 
 
@@ -289,7 +273,7 @@ def _loaded_as_hermes_loads_it(tmp_path, monkeypatch, cache_ttl, **env):
     rt = wiring._runtime_or_safe_default(str(home))
     eng = wiring.open_session(rt, "s1", 64_000, model="m")
     clock = Clock()
-    rt.now, rt.monotonic = (lambda: clock.wall), (lambda: clock.mono)
+    clock.drive(rt)
     return rt, eng, clock
 
 

@@ -6,14 +6,11 @@ write above 0): both say so in the same words, the page once, and the empty char
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
 
 from report_page import elements, figures
 
 import helpers
-from tencentdb_offload.archive.store import Store
 from tencentdb_offload.common.cache_model import NOT_REPORTED
 from tencentdb_offload.session.state import SessionStats
 from tencentdb_offload.status.model import prompt_cache
@@ -21,7 +18,6 @@ from tencentdb_offload.status.render import prompt_cache_line
 
 
 def _store(directory, usage):
-    Store(directory).close()
     now, rows = time.time() - 100, []
     for i in range(13):
         rows.append((now + i, "conv", "request", dict(
@@ -30,11 +26,7 @@ def _store(directory, usage):
     rows.append((now + 14, "conv", "compaction", {
         "route": "local", "level": "local", "tokens_before": 50_000, "tokens_after": 25_000,
         "target": 28_800, "archived": 4, "trigger": 54_400, "context_length": 64_000}))
-    conn = sqlite3.connect(str(directory / "store.db"))
-    with conn:
-        conn.executemany("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
-                         [(ts, s, k, json.dumps(d)) for ts, s, k, d in rows])
-    conn.close()
+    helpers.store_with_events(directory, rows)
 
 
 def _page(tmp_path, usage):

@@ -10,13 +10,11 @@ from __future__ import annotations
 import html
 import json
 import re
-import sqlite3
 import time
 
 from report_page import elements, figures
 
 import helpers
-from tencentdb_offload.archive.store import Store
 from tencentdb_offload.session.record import SIZES, Compaction
 from tencentdb_offload.status.render import announce_line
 
@@ -24,7 +22,6 @@ BEFORE, AFTER, WINDOW = 74_885, 25_015, 64_000
 
 
 def _store(directory):
-    Store(directory).close()
     now = time.time() - 100
     rows = [(now + i, "conv", "request", {"prompt_tokens": 30_000 + 5_000 * i,
                                           "context_length": WINDOW, "threshold_tokens": 54_400})
@@ -33,17 +30,7 @@ def _store(directory):
         "route": "local", "level": "local", "tokens_before": BEFORE, "tokens_after": AFTER,
         "target": 28_800, "archived": 9, "trigger": 54_400, "context_length": WINDOW,
         "left": ["call_1"], "prefix_kept": 3_000, "cached_before": 55_000}))
-    conn = sqlite3.connect(str(directory / "store.db"))
-    with conn:
-        conn.executemany("INSERT INTO events(ts,session,kind,data) VALUES (?,?,?,?)",
-                         [(ts, s, k, json.dumps(d)) for ts, s, k, d in rows])
-    conn.close()
-
-
-def _cli(tmp_path, *argv):
-    proc = helpers.run_cli(list(argv), env={"HERMES_HOME": str(tmp_path / "home")}, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    helpers.store_with_events(directory, rows)
 
 
 def _listed(data, path):
@@ -60,12 +47,12 @@ def _listed(data, path):
 def test_status_names_the_count_of_every_token_figure(tmp_path):
     store = tmp_path / "store"
     _store(store)
-    text = _cli(tmp_path, "status", "--store", str(store))
+    text = helpers.cli_stdout(tmp_path, "status", "--store", str(store))
     sized = [line for line in text.splitlines() if "%s → %s" % (format(BEFORE, ","), format(AFTER, ","))
              in line or "saved" in line]
     assert sized and all("estimated" in line for line in sized), sized
     assert text.count(SIZES) == 1, text
-    data = json.loads(_cli(tmp_path, "status", "--store", str(store), "--json"))
+    data = json.loads(helpers.cli_stdout(tmp_path, "status", "--store", str(store), "--json"))
     counts = data["token_counts"]
     assert "compactions.recent[].tokens_before" in counts["estimated"]["fields"]
     for field in counts["estimated"]["fields"]:
@@ -76,7 +63,7 @@ def test_status_names_the_count_of_every_token_figure(tmp_path):
 def test_the_report_names_the_count_of_every_token_figure(tmp_path):
     store, page = tmp_path / "store", tmp_path / "p.html"
     _store(store)
-    data = json.loads(_cli(tmp_path, "report", "--store", str(store), "--out", str(page), "--json"))
+    data = json.loads(helpers.cli_stdout(tmp_path, "report", "--store", str(store), "--out", str(page), "--json"))
     text = page.read_text(encoding="utf-8")
     assert html.escape(SIZES, quote=True) in text
     assert all(b["data-count"] == "provider" for b in elements(page, "request"))
@@ -95,7 +82,7 @@ def test_the_report_names_the_count_of_every_token_figure(tmp_path):
 
 
 def test_the_demo_and_the_start_of_a_compaction_say_it_too(tmp_path):
-    text = _cli(tmp_path, "demo", "--turns", "12", "--context-length", "64000")
+    text = helpers.cli_stdout(tmp_path, "demo", "--turns", "12", "--context-length", "64000")
     assert "compactions (%s" % SIZES in text
     assert "tokens saved (estimated)" in text and "the provider's count" in text
     last = Compaction.from_json({"route": "local", "tokens_before": BEFORE, "tokens_after": AFTER,
