@@ -312,10 +312,6 @@ class Store:
                     conn.execute(insert, row)
         return sized(op, sum(len(it.content) for it in items))
 
-    def archive(self, session: str, items: List[ArchiveItem]) -> None:
-        if items:
-            self.transaction([self.op_archive(session, items, time.time())])
-
     def read_page(self, conversation: str, key: str, offset: int = 0,
                   limit: int = 20_000) -> Optional[Dict[str, Any]]:
         """A page of an archived item of this conversation (never another's), by the key the
@@ -334,15 +330,7 @@ class Store:
         """Of ``ids``, those archived with more than one text (by any process)."""
         return lookup.reused_ids(self._conn(), conversation, list(ids))
 
-    def count_archived(self, session: str) -> int:
-        return int(self._conn().execute("SELECT count(*) FROM archive WHERE session=?", (session,)).fetchone()[0])
-
     # -- aliases: one conversation across Hermes' session-id rotations ------------------
-    def set_alias(self, session_id: str, conversation: str) -> None:
-        self.transaction([lambda c: c.execute(
-            "INSERT OR REPLACE INTO aliases(session_id,conversation,created) VALUES (?,?,?)",
-            (session_id, conversation, time.time()))])
-
     def get_alias(self, session_id: str) -> Optional[str]:
         row = self._conn().execute("SELECT conversation FROM aliases WHERE session_id=?", (session_id,)).fetchone()
         return row[0] if row else None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 
 MB = 1_000_000
 BIG = 50 * MB               # a few huge tool results (one row bigger than any buffer)
@@ -34,7 +34,7 @@ SMALL = 100_000             # and many ordinary ones, messages among them
 
 def build(directory: Path, total: int) -> Tuple[int, int]:
     """An archive of about ``total`` chars in conversation ``bench``: (items, chars)."""
-    C.load_plugin()
+    _common.load_plugin()
     from tencentdb_offload.archive.store import Store
     Store(directory).close()                      # the real schema
     conn = sqlite3.connect(str(directory / "store.db"), isolation_level=None)
@@ -75,7 +75,7 @@ def run_sampled(args: List[str]) -> Tuple[int, float, int]:
     """(peak RSS in KB sampled every 50 ms, seconds, exit status) of a child process."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, str(C.ROOT)] + args, env=env,
+    proc = subprocess.Popen([sys.executable, str(_common.ROOT)] + args, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
     while proc.poll() is None:
@@ -129,8 +129,8 @@ def main() -> int:
     out = rows(args.gb)
     text = json.dumps(out, ensure_ascii=False, indent=2)
     print(text)
-    (C.BENCH / "results").mkdir(exist_ok=True)
-    (C.BENCH / "results" / "archive_export.json").write_text(text + "\n", encoding="utf-8")
+    (_common.BENCH / "results").mkdir(exist_ok=True)
+    (_common.BENCH / "results" / "archive_export.json").write_text(text + "\n", encoding="utf-8")
     return 0 if all(r["met"] for r in out) else 1
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 
-C.load_plugin()
+_common.load_plugin()
 _log = logging.getLogger("tencentdb_offload")
 _log.addHandler(logging.NullHandler())
 _log.propagate = False
@@ -71,7 +71,7 @@ def netwatch() -> NetWatch:
     return _NET
 
 
-def _wait_breaker_open(bed: C.Bed, timeout: float = 5.0) -> bool:
+def _wait_breaker_open(bed: _common.Bed, timeout: float = 5.0) -> bool:
     client = bed.runtime.client
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -105,14 +105,14 @@ def bench_hooks(gw, quick: bool) -> List[Dict[str, Any]]:
 
     # floors: the hand-off the hooks are designed to cost ("a queue put")
     q: "queue.Queue[Any]" = queue.Queue()
-    payload = C.slice_text(0, 1024 * KB)
-    post_floor = C.summary(C.timed(lambda: q.put((payload,)), 2000, warmup=10))
+    payload = _common.slice_text(0, 1024 * KB)
+    post_floor = _common.summary(_common.timed(lambda: q.put((payload,)), 2000, warmup=10))
     while not q.empty():
         q.get_nowait()
     prompt = "please fix the failing test in module %d and explain the cause " * 4
-    pre_floor = C.summary(C.timed(lambda: (q.put(hashlib.md5(prompt[:500].encode()).hexdigest())),
+    pre_floor = _common.summary(_common.timed(lambda: (q.put(hashlib.md5(prompt[:500].encode()).hexdigest())),
                                   2000, warmup=10))
-    histories = {n: C.conversation(n, result_chars=2000, prefix="h%d" % n) for n in HISTORY_SIZES}
+    histories = {n: _common.conversation(n, result_chars=2000, prefix="h%d" % n) for n in HISTORY_SIZES}
     # positive control: the watch does see a request made on this thread
     import urllib.request
     watch.hits.clear()
@@ -123,7 +123,7 @@ def bench_hooks(gw, quick: bool) -> List[Dict[str, Any]]:
 
     for state in ("up", "refused", "hanging"):
         _prepare_state(gw, state)
-        bed = C.Bed(gateway_url=gw.url, session="hooks-" + state, ingest_timeout_ms=1000,
+        bed = _common.Bed(gateway_url=gw.url, session="hooks-" + state, ingest_timeout_ms=1000,
                     timeout_ms=1000)
         sid = "hooks-" + state
         hooks = bed.hooks
@@ -144,7 +144,7 @@ def bench_hooks(gw, quick: bool) -> List[Dict[str, Any]]:
                     bed.runtime.worker.flush(None, 10)
 
             for label, size in HOOK_SIZES:
-                result = C.slice_text(size, size)
+                result = _common.slice_text(size, size)
 
                 def call() -> None:
                     hooks.post_tool_call(tool_name="read_file", args={"path": "/src/x.py"},
@@ -153,15 +153,15 @@ def bench_hooks(gw, quick: bool) -> List[Dict[str, Any]]:
                 watch.hits.clear()
                 watch.active = True
                 cpu: List[int] = []
-                samples = C.timed(call, reps_post[size], between=drain, cpu=cpu)
+                samples = _common.timed(call, reps_post[size], between=drain, cpu=cpu)
                 watch.active = False
-                s = C.summary(samples)
+                s = _common.summary(samples)
                 rows.append(row("post_tool_call/%s/%s" % (state, label), "post_tool_call hook",
                                 "Gateway %s, result %s" % (state, label), "µs", s["median_us"],
                                 s["p99_us"], s["n"], post_floor["median_us"], "queue.put",
                                 "p99 < 1 ms", s["p99_us"] < 1000,
                                 note="%s; breaker %s; %d network calls on the hook thread%s"
-                                % (C.cpu_note(cpu, "µs"), breaker, len(watch.hits), "" if rows else
+                                % (_common.cpu_note(cpu, "µs"), breaker, len(watch.hits), "" if rows else
                                    " (the audit-hook watch saw %d events for one deliberate "
                                    "GET /health on this thread)" % control),
                                 net_calls=len(watch.hits),
@@ -176,9 +176,9 @@ def bench_hooks(gw, quick: bool) -> List[Dict[str, Any]]:
                 watch.hits.clear()
                 watch.active = True
                 cpu = []
-                samples = C.timed(call_pre, reps_pre, between=drain, cpu=cpu)
+                samples = _common.timed(call_pre, reps_pre, between=drain, cpu=cpu)
                 watch.active = False
-                s = C.summary(samples)
+                s = _common.summary(samples)
                 target = "p99 < 2 ms at 500; no network" if n == 500 else "no network on the thread"
                 met = (s["p99_us"] < 2000 if n == 500 else True) and not watch.hits
                 rows.append(row("pre_llm_call/%s/%d" % (state, n), "pre_llm_call hook",
@@ -186,7 +186,7 @@ def bench_hooks(gw, quick: bool) -> List[Dict[str, Any]]:
                                 s["p99_us"], s["n"], pre_floor["median_us"],
                                 "md5(prompt) + queue.put", target, met,
                                 note="%s; %d network calls on the hook thread"
-                                % (C.cpu_note(cpu, "µs"), len(watch.hits)),
+                                % (_common.cpu_note(cpu, "µs"), len(watch.hits)),
                                 net_calls=len(watch.hits), group="pre_llm_call", size=n,
                                 state=state))
         finally:
@@ -198,7 +198,7 @@ def bench_hooks(gw, quick: bool) -> List[Dict[str, Any]]:
 # -- should_compress ------------------------------------------------------------------------
 
 def bench_should_compress(quick: bool) -> List[Dict[str, Any]]:
-    bed = C.Bed()
+    bed = _common.Bed()
     try:
         eng = bed.engine
         eng.last_prompt_tokens = 50_000
@@ -236,7 +236,7 @@ def bench_should_compress(quick: bool) -> List[Dict[str, Any]]:
             if before:
                 before()
             v = per_call(eng, arg)
-            med, p99 = statistics.median(v) / 1000, C.pct(v, 99) / 1000
+            med, p99 = statistics.median(v) / 1000, _common.pct(v, 99) / 1000
             rows.append(row("should_compress/" + label, "should_compress", label, "µs", med, p99,
                             len(v) * batch, fl, "empty method call", "O(1), < 10 µs",
                             p99 < 10, note="per call, from batches of %d" % batch,
@@ -258,32 +258,32 @@ def _reps(n: int, quick: bool) -> int:
 
 def bench_compress_local(quick: bool, convs: Dict[int, list]) -> Dict[str, Any]:
     rows, series = [], []
-    bed = C.Bed(context_length=CONTEXT)
+    bed = _common.Bed(context_length=CONTEXT)
     try:
         for n in _sizes(quick):
             msgs = convs[n]
-            size_mb = C.json_bytes(msgs) / 1e6
+            size_mb = _common.json_bytes(msgs) / 1e6
             reps = _reps(n, quick)
-            floor = C.summary(C.timed(lambda: json.loads(json.dumps(msgs)), reps, warmup=1,
-                                      between=C.settle))
+            floor = _common.summary(_common.timed(lambda: json.loads(json.dumps(msgs)), reps, warmup=1,
+                                      between=_common.settle))
             k = itertools.count()
             outs = []
 
             def between() -> None:
                 bed.runtime.flush_writes(60)
                 bed.engine.on_session_start("local-%d-%d" % (n, next(k)))
-                C.settle()
+                _common.settle()
             between()
             cpu: List[int] = []
-            samples = C.timed(lambda: outs.append(len(bed.engine.compress(msgs))), reps,
+            samples = _common.timed(lambda: outs.append(len(bed.engine.compress(msgs))), reps,
                               warmup=1, between=between, cpu=cpu)
-            s = C.summary(samples)
+            s = _common.summary(samples)
             med_ms, p99_ms, fl_ms = s["median_us"] / 1e3, s["p99_us"] / 1e3, floor["median_us"] / 1e3
             rows.append(row("compress/local/%d" % n, "local compress()",
                             "{:,} messages, {:.1f} MB".format(n, size_mb), "ms", med_ms, p99_ms, s["n"],
                             fl_ms, "json.dumps + json.loads", "≤ 3× floor; linear",
                             med_ms <= 3 * fl_ms, note="%d → %d messages; %s" % (
-                                len(msgs), outs[-1], C.cpu_note(cpu)),
+                                len(msgs), outs[-1], _common.cpu_note(cpu)),
                             group="compress_local", size=n, mb=size_mb))
             series.append({"n": n, "mb": size_mb, "median_ms": med_ms, "floor_ms": fl_ms})
     finally:
@@ -308,7 +308,7 @@ def _linearity(rows, series, key) -> None:
 def bench_compress_gateway(gw, quick: bool, convs: Dict[int, list]) -> Dict[str, Any]:
     rows, series = [], []
     gw.clear_fault()
-    bed = C.Bed(gateway_url=gw.url, context_length=CONTEXT, body_limit=64_000_000,
+    bed = _common.Bed(gateway_url=gw.url, context_length=CONTEXT, body_limit=64_000_000,
                 timeout_ms=120_000)
     errors: List[str] = []
     all_errors: List[str] = []
@@ -322,15 +322,15 @@ def bench_compress_gateway(gw, quick: bool, convs: Dict[int, list]) -> Dict[str,
     try:
         for n in _sizes(quick):
             msgs = convs[n]
-            size_mb = C.json_bytes(msgs) / 1e6
+            size_mb = _common.json_bytes(msgs) / 1e6
             reps = _reps(n, quick)
-            floor = C.summary(C.timed(lambda: json.loads(json.dumps(msgs)), reps, warmup=1,
-                                      between=C.settle))
+            floor = _common.summary(_common.timed(lambda: json.loads(json.dumps(msgs)), reps, warmup=1,
+                                      between=_common.settle))
             totals, clients, servers, paths, cpus = [], [], [], [], []
             for i in range(reps + 1):
                 bed.runtime.flush_writes(60)
                 bed.engine.on_session_start("gw-%d-%d" % (n, i))
-                C.settle()
+                _common.settle()
                 gw.times()
                 errors.clear()
                 c0 = time.thread_time_ns()
@@ -348,7 +348,7 @@ def bench_compress_gateway(gw, quick: bool, convs: Dict[int, list]) -> Dict[str,
                 servers.append(server)
                 clients.append(total - server)
                 cpus.append(on_cpu)
-            c, t, sv = C.summary(clients), C.summary(totals), C.summary(servers)
+            c, t, sv = _common.summary(clients), _common.summary(totals), _common.summary(servers)
             med_ms, p99_ms, fl_ms = c["median_us"] / 1e3, c["p99_us"] / 1e3, floor["median_us"] / 1e3
             via = sum(paths[1:])
             rows.append(row("compress/gateway/%d" % n, "compress() via fake Gateway (client side)",
@@ -357,7 +357,7 @@ def bench_compress_gateway(gw, quick: bool, convs: Dict[int, list]) -> Dict[str,
                             med_ms <= 2 * fl_ms and via == reps,
                             note="total %.1f ms, fake Gateway %.1f ms (medians); client %s; "
                             "%d/%d answered by the Gateway without error%s" % (
-                                t["median_us"] / 1e3, sv["median_us"] / 1e3, C.cpu_note(cpus),
+                                t["median_us"] / 1e3, sv["median_us"] / 1e3, _common.cpu_note(cpus),
                                 via, reps,
                                 "" if via == reps else " (%s)" % (all_errors[-1:] or ["no /compact request"])[0][:160]),
                             group="compress_gateway", size=n, mb=size_mb,
@@ -377,7 +377,7 @@ def bench_compress_down(gw, quick: bool, convs: Dict[int, list],
     reps = 10 if quick else 50
     for state in ("refused", "hanging"):
         _prepare_state(gw, state)
-        bed = C.Bed(gateway_url=gw.url, context_length=CONTEXT, timeout_ms=1000,
+        bed = _common.Bed(gateway_url=gw.url, context_length=CONTEXT, timeout_ms=1000,
                     ingest_timeout_ms=1000, session="down-" + state)
         try:
             t0 = ns()
@@ -389,17 +389,17 @@ def bench_compress_down(gw, quick: bool, convs: Dict[int, list],
             def between() -> None:
                 bed.runtime.flush_writes(60)
                 bed.engine.on_session_start("down-%s-%d" % (state, next(k)))
-                C.settle()
+                _common.settle()
             between()
             cpu: List[int] = []
-            s = C.summary(C.timed(lambda: bed.engine.compress(msgs), reps, warmup=1,
+            s = _common.summary(_common.timed(lambda: bed.engine.compress(msgs), reps, warmup=1,
                                   between=between, cpu=cpu))
             med, p99 = s["median_us"] / 1e3, s["p99_us"] / 1e3
             rows.append(row("compress/%s/1000" % state, "compress() with the Gateway %s" % state,
                             "1,000 messages, after the first failure", "ms", med, p99, s["n"],
                             local_floor_ms, "local compress() (Gateway off)", "< 50 ms",
                             p99 < 50, note="%s; first failing call took %.0f ms (timeout 1 s); "
-                            "breaker %s" % (C.cpu_note(cpu), first_ms, state_after),
+                            "breaker %s" % (_common.cpu_note(cpu), first_ms, state_after),
                             first_ms=first_ms,
                             group="compress_down", state=state))
         finally:
@@ -413,12 +413,12 @@ def bench_compress_down(gw, quick: bool, convs: Dict[int, list],
 def _ingest_once(gw, total: int, run: int) -> Dict[str, Any]:
     gw.clear_fault()
     sid = "ingest-%d" % run
-    bed = C.Bed(gateway_url=gw.url, session=sid)
+    bed = _common.Bed(gateway_url=gw.url, session=sid)
     try:
         worker = bed.runtime.worker
         gid = bed.runtime.registry.for_session_id(sid).gateway_id
         ids = ["pair-%d-%05d" % (run, i) for i in range(total)]
-        results = [C.slice_text(i, 1000) for i in range(total)]
+        results = [_common.slice_text(i, 1000) for i in range(total)]
         gw.times()
         start_delivered = worker.delivered
         t0 = time.perf_counter()
@@ -480,10 +480,10 @@ def bench_ingest(gw, quick: bool) -> List[Dict[str, Any]]:
 # -- memory ---------------------------------------------------------------------------------
 
 def bench_memory(sessions: int, per_session: int = 10) -> List[Dict[str, Any]]:
-    bed = C.Bed(session="mem-0")
+    bed = _common.Bed(session="mem-0")
     try:
         hooks, eng, rt = bed.hooks, bed.engine, bed.runtime
-        hist = C.conversation(30, result_chars=500, prefix="m")
+        hist = _common.conversation(30, result_chars=500, prefix="m")
         samples = []
         data_bytes = 0
         every = max(1, sessions // 40)
@@ -495,7 +495,7 @@ def bench_memory(sessions: int, per_session: int = 10) -> List[Dict[str, Any]]:
             hooks.pre_llm_call(session_id=sid, user_message="task %d: fix the build" % s,
                                conversation_history=hist)
             for k in range(per_session):
-                text = C.slice_text(s * per_session + k, 1000)
+                text = _common.slice_text(s * per_session + k, 1000)
                 data_bytes += len(text)
                 hooks.post_tool_call(tool_name="read_file", args={"path": "/f%d" % k},
                                      result=text, session_id=sid,
@@ -504,7 +504,7 @@ def bench_memory(sessions: int, per_session: int = 10) -> List[Dict[str, Any]]:
             if (s + 1) % every == 0:
                 rt.flush_writes(60)
                 gc.collect()
-                samples.append((s + 1, C.rss_kb()))
+                samples.append((s + 1, _common.rss_kb()))
         elapsed = time.perf_counter() - t0
         rt.flush_writes(60)
         stats = rt.store.stats().as_dict()

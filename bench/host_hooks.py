@@ -59,9 +59,9 @@ NOOP_YAML = "name: %s\nkind: standalone\nversion: 0.0.1\ndescription: bench floo
 def stats(samples_ns: List[int]) -> Dict[str, float]:
     """p50 / p99 / max in µs (nearest rank, the bench's one percentile)."""
     sys.path.insert(0, str(HERE))
-    import _common as C
+    import _common
     us = [v / 1000.0 for v in samples_ns]
-    return {"p50": C.pct(us, 50), "p99": C.pct(us, 99), "max": max(us) if us else float("nan"),
+    return {"p50": _common.pct(us, 50), "p99": _common.pct(us, 99), "max": max(us) if us else float("nan"),
             "n": len(us)}
 
 
@@ -263,7 +263,7 @@ def child(arm: str, reps: int) -> int:
             time.sleep(GAP_MS / 1000.0)
 
     for label, size in RESULT_SIZES:
-        result = C.slice_text(size, size)
+        result = _common.slice_text(size, size)
 
         def post() -> None:
             n[0] += 1
@@ -274,7 +274,7 @@ def child(arm: str, reps: int) -> int:
                         middleware_trace=[])
         time_case("post_tool_call/" + label, post)
     for size in HISTORY_SIZES:
-        hist = C.conversation(size, result_chars=2000, prefix="h%d" % size)
+        hist = _common.conversation(size, result_chars=2000, prefix="h%d" % size)
 
         def pre() -> None:
             n[0] += 1

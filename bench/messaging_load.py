@@ -57,8 +57,8 @@ RUN_ORDER = ("plugin", "builtin", LOCAL)    # the built-in between the plugin's 
 def percentile(values: List[float], q: float) -> float:
     """Nearest rank (the bench's one percentile, bench/_common.py)."""
     sys.path.insert(0, str(HERE))
-    import _common as C
-    return C.pct(values, q)
+    import _common
+    return _common.pct(values, q)
 
 
 def flat(warm: Dict[str, int], end: Dict[str, int], rss_growth: float = RSS_GROWTH,

@@ -20,17 +20,17 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 
 TURNS = 6
 
 
 def child(url: str, home: str) -> None:
-    C.load_plugin()
+    _common.load_plugin()
     import tencentdb_offload as plugin
     from tencentdb_offload.engine import TencentDBOffloadEngine
     env = {"HERMES_HOME": home, "TENCENTDB_OFFLOAD_GATEWAY_URL": url}
-    conv = C.conversation(400)
+    conv = _common.conversation(400)
     runtime = plugin.build_runtime(env=env)
     engine = TencentDBOffloadEngine(runtime)
     engine.update_model(model="m", context_length=32_000)
@@ -81,7 +81,7 @@ def bench_reply_cap(gw: Any, quick: bool) -> List[Dict[str, Any]]:
     import cases
     from tencentdb_offload.memory_gateway.client import GatewayClient, encode_compact
     from urllib.parse import urlsplit
-    msgs = C.conversation(200, 2_000)
+    msgs = _common.conversation(200, 2_000)
     body = encode_compact("hermes-bench-cap", msgs, ratio=0.1, context_window=10 ** 6,
                           total_tokens=1000)
     client = GatewayClient(gw.url, "local", "default", body_limit=64_000_000)
@@ -103,8 +103,8 @@ def bench_reply_cap(gw: Any, quick: bool) -> List[Dict[str, Any]]:
     reps = 15 if quick else 60
     a, b = [], []
     for _ in range(3):                      # interleaved, so load drifts hit both alike
-        a += C.timed(ours, reps // 3)
-        b += C.timed(plain, reps // 3)
+        a += _common.timed(ours, reps // 3)
+        b += _common.timed(plain, reps // 3)
     client.close()
     conn.close()
     med_ours, med_plain = statistics.median(a) / 1e6, statistics.median(b) / 1e6
@@ -112,7 +112,7 @@ def bench_reply_cap(gw: Any, quick: bool) -> List[Dict[str, Any]]:
         "hostile/reply_cap_cost", "normal /compact round trip, deadline + reply cap",
         "%s KB request, %s KB reply, fake Gateway in a child process" % (
             len(body) // 1024, reply_bytes[0] // 1024),
-        "ms", med_ours, C.pct([v / 1e6 for v in a], 99), len(a), med_plain,
+        "ms", med_ours, _common.pct([v / 1e6 for v in a], 99), len(a), med_plain,
         "http.client, no deadline, no cap", "≤ 1.10× http.client", med_ours <= med_plain * 1.10,
         group="hostile")]
 

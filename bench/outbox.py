@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 from _gateway import GatewayProc  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -25,26 +25,26 @@ BODY_LIMIT = 1_000_000          # the plugin's default
 
 
 
-def _fill(bed: C.Bed, texts: List[str]) -> None:
+def _fill(bed: _common.Bed, texts: List[str]) -> None:
     for i, text in enumerate(texts):
         bed.hooks.post_tool_call(tool_name="read_file", args={"path": "/f%d" % i}, result=text,
                                  session_id="bench", tool_call_id="c%d" % i)
     bed.runtime.writer.flush(600)
 
 
-def _disk(bed: C.Bed) -> int:
+def _disk(bed: _common.Bed) -> int:
     bed.runtime.store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return bed.runtime.store.stats().db_bytes
 
 
 def store_once(row) -> List[Dict[str, Any]]:
-    ascii_text = C.text_blob(100_000, seed=3)
+    ascii_text = _common.text_blob(100_000, seed=3)
     cjk = ("数据库连接失败，正在重试第三次。" * 2100)[:33_334]      # 100 KB of UTF-8
     texts = [ascii_text if i % 2 else cjk for i in range(100)]
     data = sum(len(t.encode("utf-8")) for t in texts)
     with GatewayProc(body_limit=BODY_LIMIT) as gw:
         gw.set_fault("refuse")
-        bed = C.Bed(gateway_url=gw.url)
+        bed = _common.Bed(gateway_url=gw.url)
         try:
             _fill(bed, texts)
             waiting = _disk(bed)
@@ -72,9 +72,9 @@ def backlog_rss(row, results: int) -> List[Dict[str, Any]]:
     size = 10_000_000
     with GatewayProc(body_limit=BODY_LIMIT) as gw:
         gw.set_fault("refuse")
-        bed = C.Bed(gateway_url=gw.url)
+        bed = _common.Bed(gateway_url=gw.url)
         try:
-            block = C.text_blob(size, seed=5)
+            block = _common.text_blob(size, seed=5)
             for i in range(results):
                 bed.hooks.post_tool_call(tool_name="cat", args={"i": i}, result=block,
                                          session_id="bench", tool_call_id="big%d" % i)
@@ -101,10 +101,10 @@ def backlog_rss(row, results: int) -> List[Dict[str, Any]]:
 
 
 def deliver(home: str, url: str) -> None:
-    plugin = C.load_plugin()
+    plugin = _common.load_plugin()
     rt = plugin.build_runtime(env={"HERMES_HOME": home, "TENCENTDB_OFFLOAD_GATEWAY_URL": url})
     started = time.monotonic()
-    with C.PeakRSS() as peak_rss:
+    with _common.PeakRSS() as peak_rss:
         ok = rt.flush(None, 600)
     seconds = time.monotonic() - started
     peak = peak_rss.kb

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 import cases  # noqa: E402
 from _gateway import GatewayProc  # noqa: E402
 
@@ -38,9 +38,9 @@ def show(pr: cProfile.Profile, n: int = 18) -> None:
 
 
 def post_tool_call(gw: GatewayProc, size: int = 1024 * 1024, reps: int = 30) -> None:
-    bed = C.Bed(gateway_url=gw.url, session="prof")
+    bed = _common.Bed(gateway_url=gw.url, session="prof")
     try:
-        res = C.slice_text(1, size)
+        res = _common.slice_text(1, size)
         pr = cProfile.Profile()
         plain = []
         for i in range(reps * 2):
@@ -57,7 +57,7 @@ def post_tool_call(gw: GatewayProc, size: int = 1024 * 1024, reps: int = 30) -> 
             bed.runtime.flush_writes(30)
             bed.runtime.worker.flush(None, 10)
         print("post_tool_call, %d KB result: median %.0f µs unprofiled" % (
-            size // 1024, C.summary(plain)["median_us"]))
+            size // 1024, _common.summary(plain)["median_us"]))
         show(pr)
     finally:
         bed.close()
@@ -77,10 +77,10 @@ def whatif_lazy_enqueue(gw: GatewayProc) -> None:
     for label, impl in (("as shipped", plain_op), ("lazy op_enqueue", staticmethod(lazy_op_enqueue))):
         Outbox.op_enqueue = impl
         try:
-            bed = C.Bed(gateway_url=gw.url, session="whatif")
+            bed = _common.Bed(gateway_url=gw.url, session="whatif")
             try:
                 for size_label, size in cases.HOOK_SIZES:
-                    res = C.slice_text(size, size)
+                    res = _common.slice_text(size, size)
 
                     def call():
                         bed.hooks.post_tool_call(tool_name="read_file", args={"path": "/x"},
@@ -90,7 +90,7 @@ def whatif_lazy_enqueue(gw: GatewayProc) -> None:
                     def drain():
                         bed.runtime.flush_writes(30)
                         bed.runtime.worker.flush(None, 10)
-                    s = C.summary(C.timed(call, 60, between=drain))
+                    s = _common.summary(_common.timed(call, 60, between=drain))
                     print("%-16s %-7s median %8.1f µs  p99 %8.1f µs" % (
                         label, size_label, s["median_us"], s["p99_us"]))
             finally:
@@ -101,8 +101,8 @@ def whatif_lazy_enqueue(gw: GatewayProc) -> None:
 
 def compress_gateway(gw: GatewayProc) -> None:
     for n in (100, 10000):
-        msgs = C.conversation(n)
-        bed = C.Bed(gateway_url=gw.url, context_length=cases.CONTEXT, body_limit=64_000_000,
+        msgs = _common.conversation(n)
+        bed = _common.Bed(gateway_url=gw.url, context_length=cases.CONTEXT, body_limit=64_000_000,
                     timeout_ms=120_000)
         try:
             bed.engine.compress(msgs)
@@ -112,7 +112,7 @@ def compress_gateway(gw: GatewayProc) -> None:
             for i in range(reps):
                 bed.runtime.flush_writes(60)
                 bed.engine.on_session_start("prof-%d" % i)
-                C.settle()
+                _common.settle()
                 gw.times()
                 t0 = time.perf_counter_ns()
                 pr.enable()
@@ -128,9 +128,9 @@ def compress_gateway(gw: GatewayProc) -> None:
 
 
 def compress_hang(gw: GatewayProc) -> None:
-    msgs = C.conversation(1000)
+    msgs = _common.conversation(1000)
     gw.set_fault("hang", hang_seconds=300)
-    bed = C.Bed(gateway_url=gw.url, context_length=cases.CONTEXT, timeout_ms=1000,
+    bed = _common.Bed(gateway_url=gw.url, context_length=cases.CONTEXT, timeout_ms=1000,
                 ingest_timeout_ms=1000)
     try:
         pr = cProfile.Profile()
@@ -164,15 +164,15 @@ def main() -> int:
 def compress_local(gw: GatewayProc) -> None:
     """Local compress() at 1,000 messages: after the first failure the Gateway-down path is
     exactly this, so its spread decides the < 50 ms target."""
-    msgs = C.conversation(1000)
-    bed = C.Bed(context_length=cases.CONTEXT)
+    msgs = _common.conversation(1000)
+    bed = _common.Bed(context_length=cases.CONTEXT)
     try:
         pr = cProfile.Profile()
         plain = []
         for i in range(40):
             bed.runtime.flush_writes(60)
             bed.engine.on_session_start("loc-%d" % i)
-            C.settle()
+            _common.settle()
             t0 = time.perf_counter_ns()
             if i % 2:
                 pr.enable()
@@ -181,7 +181,7 @@ def compress_local(gw: GatewayProc) -> None:
                 pr.disable()
             else:
                 plain.append(time.perf_counter_ns() - t0)
-        s = C.summary(plain)
+        s = _common.summary(plain)
         print("local compress, 1,000 messages: median %.1f ms, p99 %.1f ms unprofiled" % (
             s["median_us"] / 1000, s["p99_us"] / 1000))
         show(pr, 22)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 
 MB = 1_000_000
 PAGE = 20_000
@@ -27,27 +27,31 @@ SIZES = {"ascii": "line %08d of a long build log\n", "utf8": "строка %08d 
 
 
 def build(home: str) -> None:
-    C.load_plugin()
+    _common.load_plugin()
     from tencentdb_offload.archive.store import ArchiveItem, Store
     store = Store(Path(home))
+
+    def archive_items(store: Store, session: str, items: list) -> None:
+        store.transaction([store.op_archive(session, items, time.time())])
+
     for kind, pattern in SIZES.items():
         n = 50 * MB // len(pattern % 0)
-        store.archive("bench", [ArchiveItem("tool_result", "".join(pattern % i for i in range(n)),
+        archive_items(store, "bench", [ArchiveItem("tool_result", "".join(pattern % i for i in range(n)),
                                             "big-" + kind, "cat")])
-    store.archive("bench", [ArchiveItem("tool_result", "small result line\n" * 1_200, "small",
+    archive_items(store, "bench", [ArchiveItem("tool_result", "small result line\n" * 1_200, "small",
                                         "cat")])
-    store.archive("many", [ArchiveItem("tool_result", "result %d: " % i + "lorem ipsum dolor " * 55,
+    archive_items(store, "many", [ArchiveItem("tool_result", "result %d: " % i + "lorem ipsum dolor " * 55,
                                        "m%d" % i, "grep") for i in range(10_000)])
     store.close()
 
 
 def read(home: str) -> Dict[str, Any]:
-    C.load_plugin()
+    _common.load_plugin()
     from tencentdb_offload.archive.recall import RecallTools
     from tencentdb_offload.archive.store import Store
     tools = RecallTools(Store(Path(home)), lambda _wait: None)
     out: Dict[str, Any] = {}
-    peak = C.PeakRSS(interval=0.05).__enter__()     # sampled while pages and search run
+    peak = _common.PeakRSS(interval=0.05).__enter__()     # sampled while pages and search run
 
     def page_ms(call_id: str, offset: int) -> float:
         t = time.perf_counter()

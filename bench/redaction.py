@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 
 LINES = ("[%05d] compiling src/module_%d.py (sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca4959"
          "91b7852b855) ok\n", "    def handler_%d(self, request_id: str) -> None:  # /srv/app/%d.py 123e4567-e89b-12d3\n")
@@ -38,7 +38,7 @@ def result_text(size: int) -> str:
 
 
 def samples(reps: int) -> Dict[str, Any]:
-    C.load_plugin()
+    _common.load_plugin()
     from tencentdb_offload.context import redact
     from tencentdb_offload.memory_gateway.client import GatewayClient
     out: Dict[str, Any] = {"source": redact.source(), "python": sys.executable}
@@ -57,7 +57,7 @@ def samples(reps: int) -> Dict[str, Any]:
                 sent = client.outbound("hermes-bench", "/v2/offload/ingest", body())
                 return json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
             n = reps if size < 10_000 else max(20, reps // 10)
-            out["%s/%s" % (label, arm)] = C.timed(send_prep, n, warmup=5)
+            out["%s/%s" % (label, arm)] = _common.timed(send_prep, n, warmup=5)
             masked = client.outbound("hermes-bench", "/v2/offload/ingest", body())
             out["%s/%s/leaked" % (label, arm)] = "correcthorsebattery" in json.dumps(masked)
     return out
@@ -66,8 +66,8 @@ def samples(reps: int) -> Dict[str, Any]:
 def _rows_of(data: Dict[str, Any], where: str) -> List[Dict[str, Any]]:
     rows = []
     for label in SIZES:
-        masked = C.summary(data["%s/masked" % label])
-        plain = C.summary(data["%s/unmasked" % label])
+        masked = _common.summary(data["%s/masked" % label])
+        plain = _common.summary(data["%s/unmasked" % label])
         rows.append(redact_row(where, label, masked, plain, data))
     return rows
 

@@ -127,14 +127,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     def want(name: str) -> bool:
         return not only or name in only
 
-    import _common as C
+    import _common
     import cases
     from _gateway import GatewayProc
 
     started = time.time()
     results: Dict[str, Any] = {
         "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "mode": "quick" if args.quick else "full", "machine": C.machine(),
+        "mode": "quick" if args.quick else "full", "machine": _common.machine(),
         "load_start": load(), "rows": [], "series": {}, "skipped": []}
     rows: List[Dict[str, Any]] = results["rows"]
     q = args.quick
@@ -153,7 +153,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             rows += host_hooks.rows(gw.url, q, results["skipped"])
         if want("compress"):
             say("building conversations")
-            convs = {n: C.conversation(n) for n in cases._sizes(q)}
+            convs = {n: _common.conversation(n) for n in cases._sizes(q)}
             say("local compress()")
             local = cases.bench_compress_local(q, convs)
             rows += local["rows"]

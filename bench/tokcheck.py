@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common as C  # noqa: E402
+import _common  # noqa: E402
 import samples  # noqa: E402
 
 
 def main() -> int:
     import bpe_openai
     enc = bpe_openai.get_encoding("o200k_base")
-    C.load_plugin()
+    _common.load_plugin()
     from tencentdb_offload.context.tokens import estimate_text
     out = {"tokenizer": "bpe-openai %s o200k_base" % getattr(bpe_openai, "__version__", "?"),
            "classes": {}}

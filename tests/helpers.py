@@ -249,3 +249,22 @@ def run_cli(argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
                 lg.handlers[:] = handlers
                 lg.setLevel(level)
     return subprocess.CompletedProcess(list(argv), code, out.text(), err.text())
+
+
+# -- a store filled the way the runtime's writer fills it (one transaction per call) ------------
+def archive_items(store: Any, session: str, items: Sequence[Any]) -> None:
+    """Archive ``items`` for ``session`` in ``store`` now, as one committed transaction."""
+    if items:
+        store.transaction([store.op_archive(session, list(items), time.time())])
+
+
+def alias(store: Any, session_id: str, conversation: str) -> None:
+    """Record ``session_id`` as a rotated id of ``conversation`` in ``store``."""
+    from tencentdb_offload.archive.aliases import op_alias
+    store.transaction([op_alias(session_id, conversation, time.time())])
+
+
+def count_archived(store: Any, session: str) -> int:
+    """How many archive rows ``store`` holds for ``session``."""
+    return int(store._conn().execute("SELECT count(*) FROM archive WHERE session=?",
+                                     (session,)).fetchone()[0])

@@ -8,13 +8,14 @@ import time
 
 from tencentdb_offload.archive import lookup
 from tencentdb_offload.archive.store import ArchiveItem, Store
+from helpers import alias, archive_items
 
 
 def _steps_to_read(tmp_path, aliases):
     store = Store(tmp_path)
-    store.archive("conv", [ArchiveItem("tool_result", "r%d" % i, tool_call_id="c%d" % i)
+    archive_items(store, "conv", [ArchiveItem("tool_result", "r%d" % i, tool_call_id="c%d" % i)
                            for i in range(50)])
-    store.set_alias("rotated-1", "conv")
+    alias(store, "rotated-1", "conv")
     store.close()
     conn = sqlite3.connect(str(tmp_path / "store.db"))
     conn.executemany("INSERT INTO aliases(session_id,conversation,created) VALUES (?,?,?)",

@@ -15,6 +15,7 @@ from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.context.item_key import message_key
 
 from test_cli import ROOT, run_cli
+from helpers import alias, count_archived
 
 BIG = ("résumé 日本語 \"quoted\" \\ back\tslash\n" * 9000)      # ~300K chars, crosses chunks
 
@@ -30,7 +31,7 @@ def _fill(home):
                                              "grep")], now),
         Outbox.op_enqueue("alice", "pair", {"tool_call_id": "call_0", "result": BIG}, now),
     ])
-    st.set_alias("alice-rotated", "alice")
+    alias(st, "alice-rotated", "alice")
     st.transaction([Store.op_archive("alice-rotated", [ArchiveItem("message", "after rotation",
                                                                    role="assistant")], now)])
     return st
@@ -117,7 +118,7 @@ def test_forget_says_what_it_would_remove_then_removes_one_conversation_under_th
     st = _fill(home)
     dry = run_cli("archive", "forget", "alice", home=home)
     assert dry.returncode == 0 and "would remove from alice: 3 archive, 1 outbox" in dry.stdout
-    assert "1 aliases" in dry.stdout and st.count_archived("alice") == 2
+    assert "1 aliases" in dry.stdout and count_archived(st, "alice") == 2
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(st.path)], stdout=subprocess.PIPE,
                               text=True)
     assert holder.stdout.readline().strip() == "held"

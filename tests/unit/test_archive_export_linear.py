@@ -6,12 +6,13 @@ import io
 
 from tencentdb_offload.archive import browse, readonly
 from tencentdb_offload.archive.store import ArchiveItem, Store
+from helpers import archive_items
 
 
 def _work(tmp_path, n):
     store = Store(tmp_path)
     for conv in ("conv", "other"):
-        store.archive(conv, [ArchiveItem("tool_result", "%s %d" % (conv, i), tool_call_id="%s%d" % (conv, i))
+        archive_items(store, conv, [ArchiveItem("tool_result", "%s %d" % (conv, i), tool_call_id="%s%d" % (conv, i))
                              for i in range(n)])
     store.close()
     conn = readonly.connect(tmp_path / "store.db")

@@ -11,6 +11,7 @@ import time
 from tencentdb_offload.archive.store import ArchiveItem, Store
 
 from test_cli import run_cli
+from helpers import alias
 
 
 def _store(home):
@@ -18,8 +19,8 @@ def _store(home):
     st.transaction([Store.op_archive("first-id", [
         ArchiveItem("tool_result", "the retry loop never backs off", "call_1", "read_file"),
         ArchiveItem("message", "plan: add jitter", role="assistant")], time.time())])
-    st.set_alias("second-id", "first-id")       # rotated at the first compaction
-    st.set_alias("third-id", "first-id")        # and at the second: Hermes printed this one
+    alias(st, "second-id", "first-id")       # rotated at the first compaction
+    alias(st, "third-id", "first-id")        # and at the second: Hermes printed this one
     st.close()
 
 

@@ -15,13 +15,14 @@ from tencentdb_offload.archive import browse, refused
 from tencentdb_offload.archive.store import ArchiveItem, Store
 
 from test_cli import one_line_error, run_cli
+from helpers import archive_items
 
 
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("archive")
     st = Store(tmp / "store")
-    st.archive("conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
+    archive_items(st, "conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
     st.close()
     return tmp / "store", tmp / "home"
 

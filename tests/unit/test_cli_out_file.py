@@ -14,6 +14,7 @@ import pytest
 from tencentdb_offload.archive.store import ArchiveItem, Store
 
 from test_cli import run_cli
+from helpers import archive_items
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def kept(tmp_path_factory):
     """A store with one conversation that has an archived item and a compaction."""
     tmp = tmp_path_factory.mktemp("outfile")
     st = Store(tmp / "store")
-    st.archive("conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
+    archive_items(st, "conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
     st.transaction([Store.op_event("conv-1", "compaction", {
         "path": "local", "level": "", "tokens_before": 900, "tokens_after": 400, "archived": 1},
         time.time())])

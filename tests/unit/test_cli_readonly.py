@@ -17,7 +17,7 @@ import pytest
 from tencentdb_offload.archive.outbox import Outbox
 from tencentdb_offload.archive.store import ArchiveItem, Store
 
-from helpers import run_cli
+from helpers import archive_items, run_cli
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -33,7 +33,7 @@ def snapshot(directory: Path) -> dict:
 def current_store(directory: Path) -> None:
     st = Store(directory)
     now = time.time()
-    st.archive("conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
+    archive_items(st, "conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
     st.transaction([Outbox.op_enqueue("conv-1", "prompt", {"prompt": "p"}, now),
                     Store.op_event("conv-1", "compaction", {"path": "local", "level": "",
                                    "tokens_before": 900, "tokens_after": 400, "archived": 3}, now)])

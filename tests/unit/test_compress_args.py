@@ -21,7 +21,7 @@ from tencentdb_offload.context.notes import MEMORY_CHARS, clean_peer
 from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import conversation, make_engine, tool_turn
+from helpers import archive_items, conversation, make_engine, tool_turn
 
 MEMORY = "PRECOMPRESS-9Z: Mira asked to keep the read order of the runbook files.\nSecond line."
 TARGET = 32_000                         # 64K window, compact ratio 0.5
@@ -215,7 +215,7 @@ def test_the_more_line_names_searches_that_find_the_unlisted_matches(tmp_path):
     lines = focus.archived(before, [], focus.terms("auth database"))
     assert len(lines) == focus.MAX_LINES + 1 and lines[-1].startswith("+8 more: ")
     store = Store(tmp_path)
-    store.archive("c", [ArchiveItem("tool_result", m["content"], m["tool_call_id"], "read_file")
+    archive_items(store, "c", [ArchiveItem("tool_result", m["content"], m["tool_call_id"], "read_file")
                         for m in before if m["role"] == "tool"])
     found = {h["tool_call_id"] for q in re.findall(r'query="([^"]*)"', lines[-1])
              for h in store.search("c", q, 20)}

@@ -7,7 +7,7 @@ import time
 from tencentdb_offload.compaction import flow
 from tencentdb_offload.context import messages
 
-from helpers import conversation, make_engine, wait_for
+from helpers import conversation, count_archived, make_engine, wait_for
 
 WAIT_S = 4.0        # the archive wait a compaction allows (the module's, made longer)
 
@@ -32,6 +32,6 @@ def test_a_compaction_waits_for_a_locked_store_once(tmp_path, monkeypatch):
         other.close()
     try:
         assert wait_for(lambda: rt.flush_writes(1), 60)
-        assert rt.store.count_archived("A") > 0
+        assert count_archived(rt.store, "A") > 0
     finally:
         rt.close()

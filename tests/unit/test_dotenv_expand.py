@@ -19,6 +19,7 @@ from tencentdb_offload.ops.env import effective_env, read_dotenv
 
 from test_cli import run_cli
 from test_cli_doctor import GOOD_CONFIG, FakeGateway, install
+from helpers import archive_items
 
 # every case checked against python-dotenv 1.2.2's dotenv_values (Hermes 0.19/0.22's), environment
 # HOME=/h, EMPTY="" and M_ENV=fromenv
@@ -67,7 +68,7 @@ def test_the_dotenv_of_an_expanded_home_sets_the_store(tmp_path):
 
 def _kept_store(directory):
     st = Store(directory)
-    st.archive("conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
+    archive_items(st, "conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
     st.transaction([Store.op_event("conv-1", "compaction", {
         "path": "local", "level": "", "tokens_before": 900, "tokens_after": 400, "archived": 1},
         time.time())])

@@ -28,6 +28,7 @@ import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from conftest import load_plugin
 plugin = load_plugin()
+from helpers import count_archived
 from tencentdb_offload.hooks import HookHandlers
 rt = plugin.build_runtime(env=json.loads(sys.argv[2]))
 hooks = HookHandlers(rt)
@@ -57,7 +58,7 @@ os.waitpid(pid, 0)
 hooks.post_tool_call(tool_name="cat", args={}, result="after the fork", session_id="parent",
                      tool_call_id="p1")
 assert rt.writer.flush(10)
-print(json.dumps({"parent_archived": rt.store.count_archived(rt.registry.for_session_id("parent").key)}))
+print(json.dumps({"parent_archived": count_archived(rt.store, rt.registry.for_session_id("parent").key)}))
 rt.close()
 """
 

@@ -3,7 +3,7 @@ import threading
 from tencentdb_offload.hooks import HookHandlers, is_internal_prompt, recent_messages
 from tencentdb_offload.memory_gateway.timestamps import gateway_timestamp
 
-from helpers import make_engine
+from helpers import count_archived, make_engine
 
 
 def test_timestamp_format():
@@ -67,7 +67,7 @@ def test_parallel_tool_calls_lose_nothing(tmp_path):
     [t.start() for t in ts]
     [t.join() for t in ts]
     rt.flush_writes()
-    assert rt.store.count_archived("s1") == 16
+    assert count_archived(rt.store, "s1") == 16
 
 
 def test_hooks_never_raise(tmp_path):
@@ -87,4 +87,4 @@ def test_local_mode_sends_nothing_and_skips_engine_tools(tmp_path):
     hooks.post_tool_call(tool_name="read_file", args={}, result="real", session_id="s1", tool_call_id="r1")
     rt.flush_writes()
     assert rt.store.outbox.backlog() == 0 and rt.worker is None
-    assert rt.store.count_archived("s1") == 2           # the heartbeat's result is kept too
+    assert count_archived(rt.store, "s1") == 2           # the heartbeat's result is kept too

@@ -13,7 +13,7 @@ from fakes.gateway import FakeGateway
 from tencentdb_offload.context import canvas
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import make_engine
+from helpers import count_archived, make_engine
 
 GID = "hermes-s1"
 
@@ -39,7 +39,7 @@ def deep(levels: int):
 
 def archived(rt, sid="s1"):
     rt.flush_writes()
-    return rt.store.count_archived(sid)
+    return count_archived(rt.store, sid)
 
 
 def test_heartbeat_words_are_work_and_tool_names_never_matter(tmp_path, gw):

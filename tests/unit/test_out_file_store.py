@@ -18,6 +18,7 @@ from tencentdb_offload.ops.env import CliError
 from tencentdb_offload.ops.out_file import write_out
 
 from test_cli import run_cli
+from helpers import archive_items
 
 COMMANDS = {"export": ("archive", "export", "conv-1", "--out"), "report": ("report", "--out")}
 
@@ -26,7 +27,7 @@ COMMANDS = {"export": ("archive", "export", "conv-1", "--out"), "report": ("repo
 def kept(tmp_path):
     """A store with one conversation (an archived item and a compaction), and its WAL kept."""
     st = Store(tmp_path / "store")
-    st.archive("conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
+    archive_items(st, "conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1", "grep")])
     st.transaction([Store.op_event("conv-1", "compaction", {
         "path": "local", "level": "", "tokens_before": 900, "tokens_after": 400, "archived": 1},
         time.time())])

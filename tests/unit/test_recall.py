@@ -13,7 +13,7 @@ from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.engine import TencentDBOffloadEngine
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import env_for, tool_turn
+from helpers import alias, archive_items, env_for, tool_turn
 
 READ, SEARCH = "tdai_read_cos", "tdai_offload_search"
 
@@ -78,8 +78,8 @@ def test_rotated_session_ids_read_as_one_conversation_and_only_it(tmp_path):
     hooks.post_tool_call(tool_name="t", args={}, result="after rotation", session_id="a2",
                          tool_call_id="c2")
     # a row filed under a rotated id before the host announced the rotation
-    rt.store.archive("a3", [ArchiveItem("tool_result", "filed under the new id", "c3", "t")])
-    rt.store.set_alias("a3", "a1")
+    archive_items(rt.store, "a3", [ArchiveItem("tool_result", "filed under the new id", "c3", "t")])
+    alias(rt.store, "a3", "a1")
     rt.flush()
     for e in (eng, engine_for(plugin.build_runtime(env=env_for(tmp_path)), "a2")):  # a new process too
         assert [call(e, READ, tool_call_id=c)["content"] for c in ("c1", "c2", "c3")] == [
@@ -113,7 +113,7 @@ def store(tmp_path):
 
 
 def test_search_folds_case_beyond_ascii(store):
-    store.archive("c", [ArchiveItem("tool_result", "Ошибка: диск заполнен", "r1", "sh"),
+    archive_items(store, "c", [ArchiveItem("tool_result", "Ошибка: диск заполнен", "r1", "sh"),
                         ArchiveItem("tool_result", "ÉCHEC de la connexion", "r2", "sh"),
                         ArchiveItem("tool_result", "Die STRASSE ist gesperrt", "r3", "sh"),
                         ArchiveItem("tool_result", "ΣΊΣΥΦΟΣ", "r4", "sh")])
@@ -127,7 +127,7 @@ def test_search_folds_case_beyond_ascii(store):
 
 def test_search_finds_words_across_chunk_edges_in_big_results(store):
     big = "é" * ((1 << 18) // 2 - 3) + "Needle" + "ä" * 1_500_000 + " tail-word"
-    store.archive("c", [ArchiveItem("tool_result", big, "big", "cat")])
+    archive_items(store, "c", [ArchiveItem("tool_result", big, "big", "cat")])
     hits = store.search("c", "needle TAIL-WORD")
     assert [h["tool_call_id"] for h in hits] == ["big"] and "Needle" in hits[0]["snippet"]
     assert store.search("c", "needle absent") == []
@@ -169,7 +169,7 @@ def _peak_during(fn):
 
 def test_paging_a_big_result_reads_only_the_page(store):
     ascii_text = "".join("line %08d\n" % i for i in range(1_500_000))        # 21 MB
-    store.archive("c", [ArchiveItem("tool_result", ascii_text, "big", "cat")])
+    archive_items(store, "c", [ArchiveItem("tool_result", ascii_text, "big", "cat")])
     page, peak = _peak_during(lambda: store.read_page("c", "big", 15_000_000, 20_000))
     assert page["content"] == ascii_text[15_000_000:15_020_000]
     assert page["total_chars"] == len(ascii_text)
@@ -178,12 +178,12 @@ def test_paging_a_big_result_reads_only_the_page(store):
 
 def test_paging_non_ascii_is_exact_and_bounded(store, tmp_path):
     text = "aé中😀\n" * 700_000                # multi-byte chars straddle every chunk edge
-    store.archive("c", [ArchiveItem("tool_result", text, "u", "cat")])
+    archive_items(store, "c", [ArchiveItem("tool_result", text, "u", "cat")])
     page, peak = _peak_during(lambda: store.read_page("c", "u", 2_999_990, 100_000))
     assert page["content"] == text[2_999_990:3_099_990]
     assert peak < 4_000_000, peak            # the row as a str is 17 MB
     rt = plugin.build_runtime(env=env_for(tmp_path))
-    rt.store.archive("s1", [ArchiveItem("tool_result", text, "u", "cat")])
+    archive_items(rt.store, "s1", [ArchiveItem("tool_result", text, "u", "cat")])
     eng = engine_for(rt, "s1")
     got, offset = [], 0
     while offset is not None:
@@ -196,7 +196,7 @@ def test_paging_non_ascii_is_exact_and_bounded(store, tmp_path):
 
 def test_search_is_newest_first_across_small_and_big_rows(store):
     for call_id, text in (("r1", "ein Wort"), ("r2", "x" * 100_000 + " WORT"), ("r3", "wort drei")):
-        store.archive("c", [ArchiveItem("tool_result", text, call_id, "t")])
+        archive_items(store, "c", [ArchiveItem("tool_result", text, call_id, "t")])
     assert [h["tool_call_id"] for h in store.search("c", "wort", 2)] == ["r3", "r2"]
     hits = store.search("c", "wort", 5)
     assert [h["tool_call_id"] for h in hits] == ["r3", "r2", "r1"]
@@ -230,7 +230,7 @@ def test_a_pointer_to_a_result_with_a_long_call_id_can_be_followed(tmp_path):
 
 def test_search_reads_quoted_words_as_words(store):
     # models quote a phrase or a name as they would in a web search
-    store.archive("c", [ArchiveItem("tool_result", "curl: (7) Connection refused (app.py:3)",
+    archive_items(store, "c", [ArchiveItem("tool_result", "curl: (7) Connection refused (app.py:3)",
                                     "r1", "sh")])
     for query in ('"connection refused"', "`app.py`", "\u201cConnection refused\u201d",
                   "'refused'"):
@@ -289,7 +289,7 @@ def test_every_page_fits_what_the_host_shows_whole(tmp_path, window, shown_whole
     eng.update_model(model="m", context_length=window)
     eng.on_session_start("s1")
     text = "".join('line %d: "quoted" \\ \x1b[31mred\x1b[0m é\n' % i for i in range(12_000))
-    rt.store.archive("s1", [ArchiveItem("tool_result", text, "big", "sh")])
+    archive_items(rt.store, "s1", [ArchiveItem("tool_result", text, "big", "sh")])
     got, offset = [], 0
     while offset is not None:
         answer = eng.handle_tool_call(READ, {"key": "big", "offset": offset, "limit": 100_000})

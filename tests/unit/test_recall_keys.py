@@ -9,7 +9,7 @@ from tencentdb_offload.archive.recall import READ, SCHEMAS, SEARCH
 from tencentdb_offload.archive.store import ArchiveItem
 from tencentdb_offload.context.item_key import PATTERN, message_key
 
-from helpers import conversation, make_engine, tool_turn
+from helpers import archive_items, conversation, make_engine, tool_turn
 
 
 def call(eng, name, **args):
@@ -44,10 +44,10 @@ def test_a_removed_message_is_read_back_in_full_by_the_key_derived_before_it_was
 def test_keys_are_scoped_to_the_conversation(tmp_path):
     rt, eng = make_engine(tmp_path)
     item = ArchiveItem("message", "a private note", role="user")
-    rt.store.archive("other-conversation", [item])
+    archive_items(rt.store, "other-conversation", [item])
     got = call(eng, READ, key=item.readable_key)
     assert not got["ok"] and "nothing archived" in got["error"]
-    rt.store.archive(rt.registry.get("s1").key, [item])
+    archive_items(rt.store, rt.registry.get("s1").key, [item])
     assert call(eng, READ, key=item.readable_key)["content"] == "a private note"
     result = ArchiveItem("tool_result", "out", tool_call_id="call_9", tool_name="t")
     assert result.readable_key == "call_9"

@@ -10,7 +10,7 @@ from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import make_engine
+from helpers import count_archived, make_engine
 
 TURNS = 60
 TRIM_POINTER = re.compile(r'tool_call_id="([^"]+)"')
@@ -105,7 +105,7 @@ def test_a_duplicate_is_the_same_id_and_text(tmp_path):
     for text in ("same", "same", "other"):
         hooks.post_tool_call(tool_name="t", result=text, session_id="s1", tool_call_id="c")
     rt.flush_writes(2.0)
-    assert rt.store.count_archived(eng.current_state().key) == 2
+    assert count_archived(rt.store, eng.current_state().key) == 2
     rt.close()
 
 

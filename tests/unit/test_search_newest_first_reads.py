@@ -5,6 +5,7 @@ import sqlite3
 
 from tencentdb_offload.archive import lookup
 from tencentdb_offload.archive.store import ArchiveItem, Store
+from helpers import archive_items
 
 ITEMS = 5_000
 
@@ -52,7 +53,7 @@ class CountingCursor:
 
 def test_hits_among_the_newest_items_read_a_page_not_the_conversation(tmp_path):
     store = Store(tmp_path)
-    store.archive("conv", [ArchiveItem("tool_result", "build log %d: ok" % i, tool_call_id="c%d" % i)
+    archive_items(store, "conv", [ArchiveItem("tool_result", "build log %d: ok" % i, tool_call_id="c%d" % i)
                            for i in range(ITEMS)])
     store.close()
     conn = Counting(sqlite3.connect(str(tmp_path / "store.db")))

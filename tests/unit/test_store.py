@@ -7,21 +7,21 @@ from tencentdb_offload.archive.writer import StoreWriter
 from tencentdb_offload import build_runtime
 from tencentdb_offload.context import result_keys
 
-from helpers import env_for
+from helpers import archive_items, count_archived, env_for
 
 
 def test_archive_read_search_and_dedup(tmp_path):
     st = Store(tmp_path)
-    st.archive("conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep", "tool", "{}")])
-    st.archive("conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep")])  # a copy
-    st.archive("conv", [ArchiveItem("tool_result", "c1 reused", "c1", "grep")])  # kept apart
-    st.archive("conv", [ArchiveItem("message", "中文 消息 内容", role="user")])
+    archive_items(st, "conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep", "tool", "{}")])
+    archive_items(st, "conv", [ArchiveItem("tool_result", "alpha beta gamma", "c1", "grep")])  # a copy
+    archive_items(st, "conv", [ArchiveItem("tool_result", "c1 reused", "c1", "grep")])  # kept apart
+    archive_items(st, "conv", [ArchiveItem("message", "中文 消息 内容", role="user")])
     assert st.read_page("conv", "c1")["content"] == "alpha beta gamma"
     assert st.read_page("other", "c1") is None       # another conversation's item is not found
     assert [h["tool_call_id"] for h in st.search("conv", "BETA alpha")] == ["c1"]
     assert st.search("conv", "消息")[0]["role"] == "user"
     assert st.search("other", "alpha") == []
-    assert st.count_archived("conv") == 3
+    assert count_archived(st, "conv") == 3
     assert st.read_page("conv", "c1")["other_keys"] == [result_keys.suffixed("c1", "c1 reused")]
 
 
@@ -57,8 +57,8 @@ def test_corrupt_store_is_moved_aside(tmp_path):
     st = Store(tmp_path)
     assert "corrupt" in st.last_error
     assert list(tmp_path.glob("store.db.corrupt-*"))
-    st.archive("s", [ArchiveItem("message", "works again", role="user")])
-    assert st.count_archived("s") == 1
+    archive_items(st, "s", [ArchiveItem("message", "works again", role="user")])
+    assert count_archived(st, "s") == 1
 
 
 def test_unwritable_store_degrades_not_crashes(tmp_path):
@@ -111,9 +111,9 @@ def test_connections_of_finished_threads_are_closed(tmp_path):
     st = Store(tmp_path / "st")
     before = len(os.listdir("/proc/self/fd"))
     for _ in range(30):
-        t = threading.Thread(target=lambda: st.count_archived("s"))
+        t = threading.Thread(target=lambda: count_archived(st, "s"))
         t.start()
         t.join()
-    st.count_archived("s")                      # the next connection closes the stale ones
+    count_archived(st, "s")                      # the next connection closes the stale ones
     assert len(os.listdir("/proc/self/fd")) <= before + 4
     st.close()

@@ -4,6 +4,7 @@ a rotated session id for months, and losing the alias loses the conversation's r
 import time
 
 from tencentdb_offload.archive.store import ArchiveItem, Store
+from helpers import alias, archive_items
 
 DAY = 86_400
 
@@ -12,10 +13,10 @@ def test_an_alias_stays_while_its_conversation_has_recent_rows(tmp_path, monkeyp
     st = Store(tmp_path)
     now = time.time()
     monkeypatch.setattr(time, "time", lambda: now - 40 * DAY)
-    st.set_alias("Y", "X")                          # rotated 40 days ago, resumed since
-    st.set_alias("old", "gone")                     # a conversation nobody came back to
+    alias(st, "Y", "X")                          # rotated 40 days ago, resumed since
+    alias(st, "old", "gone")                     # a conversation nobody came back to
     monkeypatch.setattr(time, "time", lambda: now - 5 * DAY)
-    st.archive("X", [ArchiveItem("tool_result", "recent result", "r1", "t")])
+    archive_items(st, "X", [ArchiveItem("tool_result", "recent result", "r1", "t")])
     monkeypatch.setattr(time, "time", lambda: now)
     counts = st.reclaim(30, now=now)
     assert counts["aliases"] == 1

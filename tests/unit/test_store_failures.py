@@ -14,7 +14,7 @@ import tencentdb_offload as plugin
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
 
-from helpers import env_for, wait_for
+from helpers import count_archived, env_for, wait_for
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,7 @@ def test_a_store_locked_by_another_process_is_retried_not_dropped(tmp_path, quic
         blocker.execute("ROLLBACK")
         blocker.close()
     assert w.flush(10)
-    assert st.count_archived("s") == 50 and w.writable and w.stats()["last_error"] == ""
+    assert count_archived(st, "s") == 50 and w.writable and w.stats()["last_error"] == ""
     w.close()
 
 
@@ -70,7 +70,7 @@ def test_what_waits_is_capped_and_the_loss_is_reported(tmp_path, quick_busy):
         blocker.execute("ROLLBACK")
         blocker.close()
     assert w.flush(10)
-    kept = st.count_archived("s")
+    kept = count_archived(st, "s")
     assert kept + w.stats()["lost"] == 200
     assert wait_for(lambda: st.stats().writes_lost == w.stats()["lost"], timeout=10.0)   # doctor/status see it
     w.close()
@@ -83,6 +83,7 @@ from conftest import load_plugin
 load_plugin()
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
+from helpers import count_archived
 StoreWriter.RETRY_MIN_S = 0.05
 st = Store(sys.argv[2])
 w = StoreWriter(st)
@@ -98,7 +99,7 @@ while w.stats()["retrying"] < 1 and time.monotonic() < deadline:
 during = w.stats()
 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))          # space freed
 flushed = w.flush(20)
-print(json.dumps({"during": during, "flushed": flushed, "archived": st.count_archived("s"),
+print(json.dumps({"during": during, "flushed": flushed, "archived": count_archived(st, "s"),
                   "after": w.stats()}))
 """
 
@@ -130,7 +131,7 @@ def test_no_store_yet_rows_wait_and_are_written_once_it_can_be_opened(tmp_path, 
         assert rt.writer.flush(10)
     finally:
         rt.close()
-    assert Store(blocker / "sub").count_archived("s") == 1
+    assert count_archived(Store(blocker / "sub"), "s") == 1
 
 
 def test_a_compaction_over_a_locked_archive_promises_no_recall_and_removes_less(tmp_path, quick_busy):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tencentdb_offload.archive.store import ArchiveItem, Store
 
+from helpers import archive_items, count_archived
+
 TESTS = Path(__file__).resolve().parent.parent
 
 OPEN_FULL = r"""
@@ -36,7 +38,7 @@ def _open_with_limit(store_dir: Path, limit: int) -> dict:
 
 def test_a_full_disk_at_open_keeps_the_store_and_says_why(tmp_path):
     st = Store(tmp_path)
-    st.archive("s", [ArchiveItem("tool_result", "kept " * 100, "c1", "t")])
+    archive_items(st, "s", [ArchiveItem("tool_result", "kept " * 100, "c1", "t")])
     st.close()
     before = (tmp_path / "store.db").read_bytes()
     for limit in (0, 1000, 20000):
@@ -47,5 +49,5 @@ def test_a_full_disk_at_open_keeps_the_store_and_says_why(tmp_path):
         assert not list(tmp_path.glob(".space-probe-*"))
         assert (tmp_path / "store.db").read_bytes() == before
     again = Store(tmp_path)                                 # space freed: all of it is there
-    assert again.count_archived("s") == 1
+    assert count_archived(again, "s") == 1
     again.close()

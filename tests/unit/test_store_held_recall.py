@@ -13,7 +13,7 @@ from tencentdb_offload.archive.recall import READ, SEARCH, RecallTools
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
 
-from helpers import wait_for
+from helpers import archive_items, wait_for
 
 
 def test_a_flush_does_not_wait_out_a_retry_stuck_on_another_process_lock(tmp_path, monkeypatch):
@@ -83,7 +83,7 @@ def test_an_item_held_in_memory_is_said_to_be_waiting(tmp_path):
 
 def test_a_search_while_writes_are_held_says_so_instead_of_finding_nothing(tmp_path):
     st = Store(tmp_path)
-    st.archive("s1", [ArchiveItem("tool_result", "an older zebra", "c0", "t")])
+    archive_items(st, "s1", [ArchiveItem("tool_result", "an older zebra", "c0", "t")])
     tools = RecallTools(st, lambda _wait: False)
     held = json.loads(tools.handle(SEARCH, {"query": "zebra"}, "s1", ""))
     assert held["ok"] and held["count"] == 1 and "waiting to be written" in held["note"]

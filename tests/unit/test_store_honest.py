@@ -5,6 +5,7 @@ import time
 
 from tencentdb_offload.archive.store import ArchiveItem, Store
 from tencentdb_offload.archive.writer import StoreWriter
+from helpers import count_archived
 
 
 def test_disk_full_makes_the_writer_unwritable_and_flush_return_at_once(tmp_path):
@@ -28,7 +29,7 @@ def test_disk_full_makes_the_writer_unwritable_and_flush_return_at_once(tmp_path
     assert stats["writable"] is False and stats["retrying"] == 5 and stats["lost"] == 0
     full[0] = False                               # space freed
     assert w.flush(600) and w.writable and w.last_flush == "written"
-    assert st.count_archived("s") == 5
+    assert count_archived(st, "s") == 5
     w.close()
 
 

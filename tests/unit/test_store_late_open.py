@@ -6,7 +6,7 @@ import json
 import tencentdb_offload as plugin
 from tencentdb_offload.hooks import HookHandlers
 
-from helpers import env_for
+from helpers import alias, env_for
 
 
 def test_a_store_opened_after_start_is_used_everywhere(tmp_path):
@@ -26,7 +26,7 @@ def test_a_store_opened_after_start_is_used_everywhere(tmp_path):
         assert rt.status()["store_error"] == "" and rt.store_error not in rt.warnings
         assert rt.worker is not None and rt.client is not None
         assert "archive" in rt.reclaimer.run()      # retention reaches the store
-        rt.store.set_alias("child", "s1")
+        alias(rt.store, "child", "s1")
         assert rt.registry.conversation_of("child") == "s1"
     finally:
         rt.close()

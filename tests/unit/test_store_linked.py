@@ -5,6 +5,7 @@ figures missing everything still in the WAL."""
 
 from tencentdb_offload.archive import readonly
 from tencentdb_offload.archive.store import ArchiveItem, Store
+from helpers import archive_items
 
 
 def test_a_linked_store_is_read_with_its_wal_while_a_writer_holds_it(tmp_path):
@@ -13,7 +14,7 @@ def test_a_linked_store_is_read_with_its_wal_while_a_writer_holds_it(tmp_path):
     (tmp_path / "store" / "store.db").symlink_to(tmp_path / "disk" / "store.db")
     writer = Store(tmp_path / "store")          # open: the commits stay in the WAL
     try:
-        writer.archive("s", [ArchiveItem("tool_result", "x" * 500, "c%d" % i, "t")
+        archive_items(writer, "s", [ArchiveItem("tool_result", "x" * 500, "c%d" % i, "t")
                              for i in range(5)])
         assert (tmp_path / "disk" / "store.db-wal").exists()
         assert readonly.problem(tmp_path / "store" / "store.db") == ""

@@ -18,7 +18,7 @@ from tencentdb_offload.engine import TencentDBOffloadEngine
 from tencentdb_offload.hooks import HookHandlers
 from tencentdb_offload.archive.store import ArchiveItem, Store
 
-from helpers import env_for
+from helpers import archive_items, count_archived, env_for
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -94,7 +94,7 @@ def test_a_store_damaged_while_live_is_noticed_kept_and_recreated(tmp_path, dama
             path.parent.glob("store.db.broken-*")), list(path.parent.iterdir())
     rt.close()
     again = Store(path.parent)                               # a restart
-    assert again.count_archived("s") == kept_before + 30
+    assert count_archived(again, "s") == kept_before + 30
     again.close()
 
 
@@ -118,27 +118,27 @@ def test_a_start_beside_a_process_that_lost_the_wal_recovers_instead_of_refusing
     try:
         assert proc.stdout.readline().strip() == "ready"
         st = Store(tmp_path)        # old code: "cannot open store.db: disk I/O error", every start
-        st.archive("s", [ArchiveItem("message", "after", role="user")])
-        assert st.count_archived("s") == 1 and "corrupt" in st.last_error
+        archive_items(st, "s", [ArchiveItem("message", "after", role="user")])
+        assert count_archived(st, "s") == 1 and "corrupt" in st.last_error
         assert list(tmp_path.glob("store.db.corrupt-*"))
         st.close()
     finally:
         proc.stdin.close()
         proc.wait(60)
     again = Store(tmp_path)
-    assert again.count_archived("s") == 1
+    assert count_archived(again, "s") == 1
     again.close()
 
 
 def test_two_stores_on_one_file_converge_on_the_restored_one(tmp_path):
     one, two = Store(tmp_path), Store(tmp_path)     # as two processes sharing the store
-    one.archive("s", [ArchiveItem("message", "first", role="user")])
+    archive_items(one, "s", [ArchiveItem("message", "first", role="user")])
     one.path.unlink()
     assert one.check()                              # restores from its open copy
     assert two.check()                              # finds a good store there: uses it
     assert "another good store" in two.recoveries[-1]
-    two.archive("s", [ArchiveItem("message", "second", role="user")])
-    assert one.count_archived("s") == two.count_archived("s") == 2
+    archive_items(two, "s", [ArchiveItem("message", "second", role="user")])
+    assert count_archived(one, "s") == count_archived(two, "s") == 2
     assert not one.check() and not two.check()
     one.close()
     two.close()

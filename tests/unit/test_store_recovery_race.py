@@ -12,6 +12,7 @@ import threading
 
 from tencentdb_offload.archive import repair
 from tencentdb_offload.archive.store import ArchiveItem, Store
+from helpers import archive_items
 
 
 class WatchedLock:
@@ -52,7 +53,7 @@ def _in_thread(fn, name, settled=None):
 
 def test_a_reader_during_a_recovery_reads_the_restored_store(tmp_path, monkeypatch):
     store = Store(tmp_path)
-    store.archive("conv", _item("c1", "archived before the damage"))
+    archive_items(store, "conv", _item("c1", "archived before the damage"))
     swapped_half, go_on = threading.Event(), threading.Event()
     real_quarantine = repair.quarantine
 
@@ -77,7 +78,7 @@ def test_a_reader_during_a_recovery_reads_the_restored_store(tmp_path, monkeypat
     assert read[0] and read[0]["content"] == "archived before the damage"
 
     # what is archived after the recovery stays, whoever closes an old connection later
-    store.archive("conv", _item("c2", "archived after the recovery"))
+    archive_items(store, "conv", _item("c2", "archived after the recovery"))
     later, again = _in_thread(lambda: store.read_page("conv", "c2"), "later reader")
     later.join(30)
     assert again[0] and again[0]["content"] == "archived after the recovery"

@@ -8,7 +8,7 @@ import pytest
 import tencentdb_offload as plugin
 from tencentdb_offload.archive.store import SCHEMA_VERSION, ArchiveItem, Store, StoreError
 
-from helpers import env_for
+from helpers import archive_items, env_for
 
 
 def _user_version(path):
@@ -59,7 +59,7 @@ def test_status_doctor_and_report_say_a_newer_store_is_refused(tmp_path):
     from tencentdb_offload.status.render import render
 
     st = Store(tmp_path)
-    st.archive("conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1")])
+    archive_items(st, "conv-1", [ArchiveItem("tool_result", "alpha " * 50, "c1")])
     st.close()
     conn = sqlite3.connect(str(tmp_path / "store.db"))
     conn.execute("PRAGMA user_version=%d" % (SCHEMA_VERSION + 1))

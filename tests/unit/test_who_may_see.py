@@ -15,7 +15,7 @@ from fakes.gateway import FakeGateway
 from tencentdb_offload.archive.store import Store
 from tencentdb_offload.host.command import make_command
 
-from helpers import as_host, conversation, env_for
+from helpers import alias, as_host, conversation, env_for
 
 READ, SEARCH = "tdai_read_cos", "tdai_offload_search"
 ALICE, BOB = "agent:main:telegram:dm:111111", "agent:main:telegram:dm:222222"
@@ -65,7 +65,7 @@ def messaging_gateway(monkeypatch):
 def test_in_the_messaging_gateway_a_conversation_reads_only_its_own_lcm_rows(
         tmp_path, lcm_db, messaging_gateway):
     rt, eng = bob_engine(tmp_path, lcm_db)
-    rt.store.set_alias("bob-rotated", BOB)              # Bob's own earlier id: his lineage
+    alias(rt.store, "bob-rotated", BOB)              # Bob's own earlier id: his lineage
     other = call(eng, SEARCH, query=ALICE_SECRET)
     assert other["ok"] and not other["lcm_history"]["results"], other
     assert ALICE_SECRET not in json.dumps(other["lcm_history"])
