@@ -62,9 +62,16 @@ def mode_text(report: StatusReport) -> str:
         return "disabled"
     if gw is not None and gw.looks_unused or gw is None and s.gateway_url and not s.gateway_configured:
         return "local (no Gateway configured)"
-    if report.process is not None:
-        return report.process.mode
-    return "local (Gateway off)" if not s.gateway_url else "Gateway at %s" % s.gateway_url
+    # in the words the shell uses, whether a running process answers (the slash command) or not
+    mode = report.process.mode if report.process is not None else (
+        "gateway" if s.gateway_url else "local")
+    if mode == "gateway":
+        return "Gateway at %s" % s.gateway_url
+    if mode == "local":
+        return "local (Gateway off)"
+    if mode == "local (gateway unavailable)":
+        return "local (Gateway unavailable at %s)" % s.gateway_url
+    return mode
 
 
 PRIVATE = ("  conversations are not named here: in Hermes' messaging gateway anyone who can "

@@ -47,6 +47,9 @@ def test_gateway_status_health_flush_reclaim(tmp_path):
         assert "outbox delivered" in cmd("flush")
         text = cmd("status")
         assert gw.url in text and "breaker closed" in text and "k\n" not in text
+        # the mode in the shell's words (`python3 <plugin dir> status` says "Gateway at URL")
+        assert text.splitlines()[0].startswith("tencentdb-offload status — mode: Gateway at %s;"
+                                               % gw.url), text.splitlines()[0]
         assert cmd("reclaim").startswith("reclaimed:")
         gw.set_fault("refuse")
         assert cmd("health").startswith("Gateway not usable")
