@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any, AbstractSet, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from ..context import digest, durable_pointers
-from ..context.departures import Departed, Departures, read_keys
-from ..context.fallback import trim_result
+from ..context.departures import Departures, read_keys
+from ..context.sealed import SealedWork
 
 Message = Dict[str, Any]
 UNHELD_HINT = ("the rest could not be archived (the plugin's store is not writable), so "
@@ -47,27 +46,23 @@ def reason(error: str) -> str:
     return "the archive could not be written"
 
 
-def without_digests(gone: Departures, seal: Any) -> Departures:
+def without_digests(gone: Departures, sealed: SealedWork) -> Departures:
     """``gone`` without the older digest pairs that left: the archive never keeps a digest
     (what it names is kept by its own keys), so none is a key to read back or to check."""
-    theirs = [d for d in gone.items if not _is_digest(d, seal)]
+    theirs = [d for d in gone.items
+              if not (d.kind == "tool_result" and sealed.is_digest(d.content))]
     own = {d.tool_call_id for d in gone.items} - {d.tool_call_id for d in theirs}
     return gone._replace(items=theirs, left_ids=gone.left_ids - own)
 
 
 def named(gone: Optional[Departures], reused: AbstractSet[str],
-          result: List[Message], seal: Any) -> List[str]:
+          result: List[Message], sealed: SealedWork) -> List[str]:
     """Every key a mark of the compaction may name: what left (by its read-back key and its
     call id) and what the pointers in ``result`` name."""
-    gone = without_digests(gone, seal) if gone is not None else None
+    gone = without_digests(gone, sealed) if gone is not None else None
     keys = list(read_keys(gone, reused)) if gone is not None else []
     keys += [d.tool_call_id for d in (gone.items if gone is not None else ()) if d.tool_call_id]
-    return list(dict.fromkeys(keys + durable_pointers.pointed(result, seal)))
-
-
-def _is_digest(item: Departed, seal: Any) -> bool:
-    return item.kind == "tool_result" and seal is not None and seal.is_ours(item.content,
-                                                                            digest.KIND)
+    return list(dict.fromkeys(keys + sealed.pointed(result)))
 
 
 def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],
@@ -78,7 +73,7 @@ def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],
     if not lost:
         return result, lost
     error = rt.writer.last_error
-    out, changed = durable_pointers.unkept(result, lost, reason(error), rt.seal)
+    out, changed = rt.sealed.unkept(result, lost, reason(error))
     if changed:
         rt.note_error("%d message(s) say a text that left the context was not kept: the "
                       "archive does not hold it (%s)" % (changed, error or "not written in time"), conversation)
@@ -94,7 +89,7 @@ def only_durable(run: Any, clean: List[Message], result: List[Message], room: in
     naming a text the archive does not hold says so (``not_kept``); and the keys of those."""
     rt = run.rt
     reused = run.reused(clean)
-    keys = named(gone, reused, result, rt.seal)
+    keys = named(gone, reused, result, rt.sealed)
     if not keys:
         return result, set()
     rt.flush_writes(run.archive_wait())    # at once when the store is failing
@@ -110,12 +105,11 @@ def only_durable(run: Any, clean: List[Message], result: List[Message], room: in
         return True
 
     def unheld(original: Message) -> Optional[Message]:
-        short = trim_result(original, rt.settings.trim_chars, seal=rt.seal, hint=UNHELD_HINT)
+        short = rt.sealed.trim_result(original, rt.settings.trim_chars, hint=UNHELD_HINT)
         if short is not None:
             left.append(short)
         return short
-    result, restored = durable_pointers.restore(result, clean, rt.seal, held, reused, fits,
-                                                unheld)
+    result, restored = rt.sealed.restore_pointers(result, clean, held, reused, fits, unheld)
     why = rt.writer.last_error or "not written"
     if restored:
         rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "

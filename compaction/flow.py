@@ -4,7 +4,7 @@ cancelled this attempt, in which case nothing durable is written.
 
 The engine decides *whether* to compact; this module decides *how*, and returns the new list
 plus the typed record of what happened. Gateway I/O goes through the runtime; message surgery
-through ``context``.
+through ``context``, under the runtime's seal (``rt.sealed``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from .engine_view import CompactingEngine
 from ..session.state import SessionState
 from ..hermes.host import running_host
 from ..settings.thresholds import messaging_landing
-from ..context import canvas, departures, focus, read_backs, recall_blocks
+from ..context import canvas, departures, focus
 from ..context import gateway_cuts, result_keys
 from ..context import digest
 from ..context.messages import fresh, is_tool_result, repair, role, tool_results
-from ..context.fallback import Budget, local_compact
+from ..context.fallback import Budget
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 from ..common.peer_text import plugin_logger
@@ -40,14 +40,6 @@ FORCED_FLOOR = 2_048            # a forced compaction never aims below this many
 # would only point to itself.
 CEILING_SHARE = 0.9
 SAID = ("role", "content", "tool_calls", "tool_call_id")   # what makes a message the same to the model
-
-
-def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message], int, List[str]]:
-    """What a compaction works on (and what is prepared ahead): no canvas blocks of ours, one
-    copy of each recall block (Hermes resends every turn's); canvases and copies removed."""
-    clean, canvas_removed = canvas.strip_all(messages, seal)
-    clean, copies = recall_blocks.keep_newest(clean)
-    return clean, canvas_removed, copies
 
 
 def plan_budget(state: SessionState, messages: List[Message], current_tokens: Any, target: int,
@@ -111,8 +103,8 @@ class CompactionRun:
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
         budget = self.planned = self.budget(current_tokens, force)
-        clean, canvas_removed, self.recall_copies = without_our_blocks(self.messages,
-                                                                        self.rt.seal)
+        clean, canvas_removed, self.recall_copies = self.rt.sealed.without_our_blocks(
+            self.messages)
         attempt = self.gateway_step(clean, budget)
         if self.cancelled():
             return self.messages, None
@@ -148,7 +140,7 @@ class CompactionRun:
         if not placed:
             result = self.with_notes(result, notes)
         if block and not running_host().selects_context:      # else it goes in per request
-            result = canvas.inject(result, block, self.rt.seal)
+            result = self.rt.sealed.inject_canvas(result, block)
             with self.state.lock:
                 self.state.injected_canvas_hash = canvas.digest(block)
         if self.cancelled():                        # a discarded attempt publishes nothing
@@ -227,8 +219,8 @@ class CompactionRun:
 
     def notes(self, clean: List[Message], attempt: GatewayAttempt) -> Notes:
         """The provider's text, and the focus-matched items the Gateway's result archived."""
-        gone = () if attempt.messages is None else focus.archived(
-            clean, attempt.messages, self.focus, self.rt.seal)
+        gone = () if attempt.messages is None else self.rt.sealed.focus_archived(
+            clean, attempt.messages, self.focus)
         return Notes(self.memory, " ".join(self.focus), gone)
 
     def with_notes(self, result: List[Message], notes: Notes) -> List[Message]:
@@ -238,7 +230,7 @@ class CompactionRun:
             notes = notes.without_memory()
         if not notes:
             return result
-        return place(result, digest.note_pair(result, notes, seal=self.rt.seal))
+        return place(result, self.rt.sealed.note_pair(result, notes))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
                notes: Notes = Notes(), ceiling: int = 0, unread_room: int = 0,
@@ -248,14 +240,14 @@ class CompactionRun:
         deep, else of ours); a recall read of this turn may take up to
         ``ceiling``, the newest step's unread results ``unread_room`` under ``trigger`` (as
         ``local_compact`` takes them)."""
-        s, rt = self.rt.settings, self.rt
+        s, rt, sealed = self.rt.settings, self.rt, self.rt.sealed
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
         recallable = rt.writer.settled(0.2)
         with self.state.lock:
             summaries = dict(self.state.summaries)      # the Gateway's L1, for the digest
         common = dict(keep_first=s.keep_first, reused=self.reused(clean),
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
-                      recallable=recallable, count=self.count, seal=rt.seal,
+                      recallable=recallable, count=self.count,
                       summaries=summaries, notes=notes, focus=self.focus,
                       digest_cap=self.digest_cap)
         note_cost = digest.tokens_of("\n".join(notes.lines())) if notes else 0
@@ -263,10 +255,10 @@ class CompactionRun:
                       (("ceiling", ceiling), ("unread_room", unread_room), ("trigger", trigger)))
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
         replied = None if attempt.messages is None else gateway_cuts.keyed(
-            clean, read_backs.restore(clean, attempt.messages, rt.seal), common["reused"])
+            clean, sealed.keep_read_backs(clean, attempt.messages), common["reused"])
         # the note pair may follow the result (``with_notes``): its room is kept free
         local_room = max(256, room - note_cost)
-        ours = local_compact(clean, local_room, **common)      # the local plan
+        ours = sealed.local_compact(clean, local_room, **common)      # the local plan
         if replied is None:
             done, route = ours, Route.LOCAL
         else:
@@ -282,13 +274,14 @@ class CompactionRun:
             # else finished locally from its reply, as deep as the local plan, when that
             # gets there (its offloaded results stay as it wrote them); else ours
             done, route = ours, Route.LOCAL
-            theirs = local_compact(replied, max(256, min(local_room, ours.tokens_after)), **common)
+            theirs = sealed.local_compact(replied, max(256, min(local_room, ours.tokens_after)),
+                                          **common)
             if theirs.tokens_after <= ours.tokens_after:
                 done, route = theirs, Route.GATEWAY_THEN_LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
             rt.note_error(self.why_over(done.tokens_after, local_room), self.state.key)
-        self.args_gone = list(done.departed) + (departures.merged_only(   # (args: trimmed ones)
-            clean, replied, done.messages, rt.seal) if route is Route.GATEWAY_THEN_LOCAL else [])
+        self.args_gone = list(done.departed) + (sealed.merged_only(   # (args: trimmed ones)
+            clean, replied, done.messages) if route is Route.GATEWAY_THEN_LOCAL else [])
         return done.messages, route, done.notes_placed
 
     def why_over(self, landed: int, room: int) -> str:
@@ -323,7 +316,7 @@ class CompactionRun:
     def publish(self, clean: List[Message], result: List[Message],
                 attempt: GatewayAttempt) -> int:
         """Archive what left (on disk before the next request, bounded) and count it."""
-        gone = departures.find(clean, result, attempt.cut, seal=self.rt.seal)
+        gone = self.rt.sealed.what_left(clean, result, attempt.cut)
         # a recall copy is identical to the one kept: archived once, nothing is ever only here
         extra = [departures.Departed("message", b, role="user") for b in self.recall_copies[:1]]
         if extra or self.args_gone:
@@ -331,7 +324,7 @@ class CompactionRun:
                                          gone.summarised_ids, gone.count)
         self.rt.archive_departures(self.state, gone)
         self.gone = gone
-        self.left = departures.read_keys(durable.without_digests(gone, self.rt.seal),
+        self.left = departures.read_keys(durable.without_digests(gone, self.rt.sealed),
                                          self.reused(clean))
         if gone.items:
             self.rt.flush_writes(self.archive_wait())
@@ -366,11 +359,11 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
     rt = engine.runtime
     try:
         clean = [m for m in messages if isinstance(m, dict)]
-        plain = local_compact(clean, int((target or engine.compaction_target()) * 0.8),
-                              keep_first=rt.settings.keep_first, seal=rt.seal)
+        plain = rt.sealed.local_compact(clean, int((target or engine.compaction_target()) * 0.8),
+                                        keep_first=rt.settings.keep_first)
         if plain.changed and not cancelled():
             # what leaves stays recallable here too: the flow that failed did not archive it
-            gone = departures.find(clean, plain.messages, seal=rt.seal)
+            gone = rt.sealed.what_left(clean, plain.messages)
             gone = gone._replace(items=gone.items + list(plain.departed))
             state = state or engine.current_state()
             rt.archive_departures(state, gone)
@@ -378,7 +371,7 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
                 rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
             # and what it says can be read back is in the archive, or says it was not kept
             out, _lost = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
-                                          durable.named(gone, set(), plain.messages, rt.seal))
+                                          durable.named(gone, set(), plain.messages, rt.sealed))
             return [fresh(m) for m in out]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)

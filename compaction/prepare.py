@@ -13,7 +13,6 @@ from typing import Any
 from . import idle
 from .ahead import Aim
 from .engine_view import CompactingEngine
-from .flow import without_our_blocks
 from ..context.tokens import TokenMemo
 
 PREPARE_FROM = 0.8          # of the trigger: prepared at once from here
@@ -40,7 +39,7 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
             engine.threshold_tokens, engine.compaction_target())
         if not (now or later):
             return
-        clean, _removed, _copies = without_our_blocks(messages, rt.seal)
+        clean, _removed, _copies = rt.sealed.without_our_blocks(messages)
         args = (state, clean, Aim.of(engine, engine.compaction_target()), state.overhead_estimate,
                 TokenMemo())
         if now:

@@ -33,9 +33,11 @@ from ..archive.seal_key import load_seal
 from ..hermes.compat import HOST_IMPORT_ERROR
 from ..hermes.host import running_host
 from ..compaction.ahead import PreparedCompactions, Aim, GatewayAttempt
+from ..compaction.request_view import RequestView
 from ..session.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
+from ..context.sealed import SealedWork
 from ..status.model import StatusReport
 from ..common.peer_text import plugin_logger
 from ..common.once_per_error import OncePerError
@@ -77,6 +79,7 @@ class Runtime:
         self.seal, seal_problem = load_seal(store_dir)
         if seal_problem:
             self.warnings.append(seal_problem)
+        self.sealed = SealedWork(self.seal)     # bound once: compaction never hands the seal down
         # everything reads the store through ``self.store``: one opened later is used at once
         self.registry = SessionRegistry(
             settings.max_sessions, alias_lookup=self._alias_lookup, alias_store=self._store_alias,
@@ -88,6 +91,8 @@ class Runtime:
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
         self.ahead = PreparedCompactions(self.gateway_attempt, settings.max_sessions, self.note_fault)
+        self.request_view = RequestView(self.sealed, self.leave_for_next_process
+                                        if settings.canvas else None)
         self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
             settings, env if env is not None else os.environ))
         if store is not None:
@@ -366,3 +371,4 @@ class Runtime:
             self.client.close()
         if self.store is not None:
             self.store.close()
+
