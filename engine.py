@@ -332,7 +332,7 @@ class TencentDBOffloadEngine(ContextEngine):
         """The line the host shows when a compaction starts: this plugin, the path, tokens and the
         target, how to recall, and how the previous compaction ended."""
         rt = self.runtime
-        via_gateway = rt.client is not None and rt.client.available
+        via_gateway = rt.gateway.available
         return announce_line(context.get("approx_tokens"), self.compaction_target(), via_gateway,
                              self.current_state().last_compaction,
                              "" if rt.settings.gateway_configured else

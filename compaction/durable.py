@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, AbstractSet, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
+from .process_view import CompactionProcess
 from ..context.departures import Departures, read_keys
 from ..context.sealed import SealedWork
 
@@ -20,14 +21,14 @@ UNHELD_HINT = ("the rest could not be archived (the plugin's store is not writab
                "tdai_read_cos cannot return it")
 
 
-def holder(rt: Any, conversation: str) -> Callable[[str], bool]:
-    """Whether the store durably holds a key of ``conversation`` (unreadable: not held)."""
+def holder(rt: CompactionProcess, conversation: str) -> Callable[[str], bool]:
+    """Whether the archive durably holds a key of ``conversation`` (unreadable: not held)."""
     seen: Dict[str, bool] = {}
 
     def held(key: str) -> bool:
         if key not in seen:
             try:
-                seen[key] = rt.store is not None and rt.store.holds(conversation, key)
+                seen[key] = rt.archive.holds(conversation, key)
             except Exception:
                 seen[key] = False
         return seen[key]
@@ -65,14 +66,14 @@ def named(gone: Optional[Departures], reused: AbstractSet[str],
     return list(dict.fromkeys(keys + sealed.pointed(result)))
 
 
-def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],
+def not_kept(rt: CompactionProcess, held: Callable[[str], bool], result: List[Message],
              keys: Iterable[str], conversation: str = "") -> Tuple[List[Message], Set[str]]:
     """``result`` with every mark naming one of ``keys`` the store does not hold saying so;
     and those keys (``conversation``: whose result it is)."""
     lost = {k for k in keys if k and not held(k)}
     if not lost:
         return result, lost
-    error = rt.writer.last_error
+    error = rt.archive.last_error
     out, changed = rt.sealed.unkept(result, lost, reason(error))
     if changed:
         rt.note_error("%d message(s) say a text that left the context was not kept: the "
@@ -92,7 +93,7 @@ def only_durable(run: Any, clean: List[Message], result: List[Message], room: in
     keys = named(gone, reused, result, rt.sealed)
     if not keys:
         return result, set()
-    rt.flush_writes(run.archive_wait())    # at once when the store is failing
+    rt.archive.flush(run.archive_wait())    # at once when the store is failing
     held = holder(rt, run.state.key)
     size = [sum(map(run.count, result))]
     left: List[Message] = []
@@ -110,7 +111,7 @@ def only_durable(run: Any, clean: List[Message], result: List[Message], room: in
             left.append(short)
         return short
     result, restored = rt.sealed.restore_pointers(result, clean, held, reused, fits, unheld)
-    why = rt.writer.last_error or "not written"
+    why = rt.archive.last_error or "not written"
     if restored:
         rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
                       "them (%s)" % (restored, why), run.state.key)

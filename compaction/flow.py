@@ -3,8 +3,8 @@ briefly waited for, or asked now), finish locally to the budget, then publish â€
 cancelled this attempt, in which case nothing durable is written.
 
 The engine decides *whether* to compact; this module decides *how*, and returns the new list
-plus the typed record of what happened. Gateway I/O goes through the runtime; message surgery
-through ``context``, under the runtime's seal (``rt.sealed``).
+plus the typed record of what happened. The archive, the Gateway and the clock are the
+process's (``process_view.py``); message surgery is ``context``'s, under the process's seal.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import durable
 from .ahead import Aim, GatewayAttempt
+from .process_view import CompactionProcess
 from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session.state import SessionState
@@ -79,7 +80,8 @@ class CompactionRun:
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
                  memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True,
                  state: Optional[SessionState] = None, target: Optional[int] = None):
-        self.engine, self.rt = engine, engine.runtime
+        self.engine = engine
+        self.rt: CompactionProcess = engine.runtime
         self.target = engine.compaction_target() if target is None else target  # this call's
         self.wait_gateway = wait_gateway                # False: a prepared result, or local now
         self.memory_context = memory_context            # a memory provider's, for the model
@@ -152,12 +154,13 @@ class CompactionRun:
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
             tokens_before=budget.before, tokens_after=after, target=budget.target,
             archived=archived, context_length=self.engine.context_length,
-            canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.now(),
+            canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.clock.now(),
             trigger=self.engine.threshold_tokens, model_ratio=self.model_ratio(),
             ms=round((time.monotonic() - self.started) * 1000, 1),
             left=tuple([k for k in self.left if k not in lost][:MAX_LEFT]),
             prefix_kept=self.prefix_kept(result, budget.overhead),
-            cached_before=self.state.cache.held(s.cache_ttl_s, self.rt.now(), self.rt.monotonic()))
+            cached_before=self.state.cache.held(s.cache_ttl_s, self.rt.clock.now(),
+                                                self.rt.clock.monotonic()))
         return result, record
 
     def prefix_kept(self, result: List[Message], overhead: int) -> int:
@@ -188,18 +191,18 @@ class CompactionRun:
         """A Gateway result for ``clean``: one prepared ahead, or one asked for now (on a
         pooled host only as long as ``POOL_GATEWAY_WAIT_S``); without ``wait_gateway`` (an idle
         turn start, a request cut) only a prepared one, else the local compaction at once."""
-        rt, aim = self.rt, Aim.of(self.engine, self.target)
-        if rt.client is None:                       # local mode: nothing went wrong
+        gateway, aim = self.rt.gateway, Aim.of(self.target, self.engine.context_length)
+        if gateway.local_only:                      # local mode: nothing went wrong
             return GatewayAttempt(None)
-        if not rt.client.available:
+        if not gateway.available:
             return GatewayAttempt.failed("Gateway unavailable")
-        ready = rt.ahead.take(self.state, clean, 0.0)       # (a failed one says why)
+        ready = gateway.prepared.take(self.state, clean, 0.0)       # (a failed one says why)
         if (ready is not None and ready.messages is not None) or not self.wait_gateway:
             return ready or GatewayAttempt(None)
         if not running_host().pools_compression:     # no pool to starve: ask and wait
-            return rt.gateway_attempt(self.state, clean, aim, budget.overhead, self.count)
-        rt.ahead.start(self.state, clean, aim, budget.overhead, self.count)
-        return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(
+            return gateway.attempt(self.state, clean, aim, budget.overhead, self.count)
+        gateway.prepared.start(self.state, clean, aim, budget.overhead, self.count)
+        return gateway.prepared.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
 
@@ -212,10 +215,7 @@ class CompactionRun:
     def outage(self, attempt: GatewayAttempt) -> str:
         """Why the Gateway was not used, when that is news: with none configured and none ever
         answering at the default URL, compacting locally is the expected mode, not an error."""
-        client = self.rt.client
-        if client is None or not (self.rt.settings.gateway_configured or client.answered):
-            return ""
-        return attempt.error
+        return attempt.error if self.rt.gateway.relied_on else ""
 
     def notes(self, clean: List[Message], attempt: GatewayAttempt) -> Notes:
         """The provider's text, and the focus-matched items the Gateway's result archived."""
@@ -242,7 +242,7 @@ class CompactionRun:
         ``local_compact`` takes them)."""
         s, rt, sealed = self.rt.settings, self.rt, self.rt.sealed
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
-        recallable = rt.writer.settled(0.2)
+        recallable = rt.archive.settled(0.2)
         with self.state.lock:
             summaries = dict(self.state.summaries)      # the Gateway's L1, for the digest
         common = dict(keep_first=s.keep_first, reused=self.reused(clean),
@@ -300,9 +300,8 @@ class CompactionRun:
         if self.listed_reuse is None:    # ``clean`` is the run's one list: read it once
             self.listed_reuse = result_keys.reused_in(clean)
             try:
-                if self.rt.store is not None:
-                    self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
-                        tid for m in clean if is_tool_result(m) for tid, _t in tool_results(m)})
+                self.listed_reuse |= self.rt.archive.reused_ids(self.state.key, {
+                    tid for m in clean if is_tool_result(m) for tid, _t in tool_results(m)})
             except Exception:   # unreadable: this process's knowledge stands (said once)
                 self.rt.note_fault("reading the archive's reused call ids failed", self.state.key)
         with self.state.lock:       # (archive_departures may add some during the run)
@@ -322,12 +321,12 @@ class CompactionRun:
         if extra or self.args_gone:
             gone = departures.Departures(gone.items + extra + self.args_gone, gone.left_ids,
                                          gone.summarised_ids, gone.count)
-        self.rt.archive_departures(self.state, gone)
+        self.rt.archive.record_departures(self.state, gone)
         self.gone = gone
         self.left = departures.read_keys(durable.without_digests(gone, self.rt.sealed),
                                          self.reused(clean))
         if gone.items:
-            self.rt.flush_writes(self.archive_wait())
+            self.rt.archive.flush(self.archive_wait())
         return gone.count
 
     def archive_wait(self) -> float:
@@ -366,9 +365,9 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
             gone = rt.sealed.what_left(clean, plain.messages)
             gone = gone._replace(items=gone.items + list(plain.departed))
             state = state or engine.current_state()
-            rt.archive_departures(state, gone)
+            rt.archive.record_departures(state, gone)
             if gone.items:
-                rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
+                rt.archive.flush(ARCHIVE_BEFORE_RETURN_S)
             # and what it says can be read back is in the archive, or says it was not kept
             out, _lost = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
                                           durable.named(gone, set(), plain.messages, rt.sealed))
