@@ -21,7 +21,6 @@ from .hermes.host import running_host
 from .context.fallback import has_compressible
 from .context.messages import stored_in_order
 from .context.tokens import messages_tokens, request_tokens
-from .compaction.request_view import build as build_request
 from .runtime.process import Runtime
 from .session.state import SessionState
 from .status.render import announce_line, explain_unchanged
@@ -316,9 +315,7 @@ class TencentDBOffloadEngine(ContextEngine):
                 request_messages = smaller
                 state.request_measured(*request_tokens(smaller))
             block = state.canvas_text if self.runtime.settings.canvas else ""
-            out, removed = build_request(state, request_messages, block, self.runtime.seal,
-                                         self.runtime.leave_for_next_process if self.runtime.settings.canvas
-                                         else None)
+            out, removed = self.runtime.request_view.build(state, request_messages, block)
             state.record_canvas_removed(removed)
             return request_messages if out is None and smaller is not None else out
         except Exception as exc:
@@ -335,7 +332,7 @@ class TencentDBOffloadEngine(ContextEngine):
         """The line the host shows when a compaction starts: this plugin, the path, tokens and the
         target, how to recall, and how the previous compaction ended."""
         rt = self.runtime
-        via_gateway = rt.client is not None and rt.client.available
+        via_gateway = rt.gateway.available
         return announce_line(context.get("approx_tokens"), self.compaction_target(), via_gateway,
                              self.current_state().last_compaction,
                              "" if rt.settings.gateway_configured else

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from ..session.record import Level
-from .engine_view import CompactingEngine
 from ..session.state import SessionState
 
 Message = Dict[str, Any]
@@ -69,8 +68,8 @@ class Aim:
     context_length: int
 
     @classmethod
-    def of(cls, engine: CompactingEngine, target: int) -> "Aim":
-        return cls(target, engine.context_length or 128_000)
+    def of(cls, target: int, context_length: int) -> "Aim":
+        return cls(target, context_length or 128_000)     # (a window not known yet)
 
 
 @dataclass

@@ -12,23 +12,23 @@ from __future__ import annotations
 
 from typing import Any, AbstractSet, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from ..context import digest, durable_pointers
-from ..context.departures import Departed, Departures, read_keys
-from ..context.fallback import trim_result
+from .process_view import CompactionProcess
+from ..context.departures import Departures, read_keys
+from ..context.sealed import SealedWork
 
 Message = Dict[str, Any]
 UNHELD_HINT = ("the rest could not be archived (the plugin's store is not writable), so "
                "tdai_read_cos cannot return it")
 
 
-def holder(rt: Any, conversation: str) -> Callable[[str], bool]:
-    """Whether the store durably holds a key of ``conversation`` (unreadable: not held)."""
+def holder(rt: CompactionProcess, conversation: str) -> Callable[[str], bool]:
+    """Whether the archive durably holds a key of ``conversation`` (unreadable: not held)."""
     seen: Dict[str, bool] = {}
 
     def held(key: str) -> bool:
         if key not in seen:
             try:
-                seen[key] = rt.store is not None and rt.store.holds(conversation, key)
+                seen[key] = rt.archive.holds(conversation, key)
             except Exception:
                 seen[key] = False
         return seen[key]
@@ -47,38 +47,34 @@ def reason(error: str) -> str:
     return "the archive could not be written"
 
 
-def without_digests(gone: Departures, seal: Any) -> Departures:
+def without_digests(gone: Departures, sealed: SealedWork) -> Departures:
     """``gone`` without the older digest pairs that left: the archive never keeps a digest
     (what it names is kept by its own keys), so none is a key to read back or to check."""
-    theirs = [d for d in gone.items if not _is_digest(d, seal)]
+    theirs = [d for d in gone.items
+              if not (d.kind == "tool_result" and sealed.is_digest(d.content))]
     own = {d.tool_call_id for d in gone.items} - {d.tool_call_id for d in theirs}
     return gone._replace(items=theirs, left_ids=gone.left_ids - own)
 
 
 def named(gone: Optional[Departures], reused: AbstractSet[str],
-          result: List[Message], seal: Any) -> List[str]:
+          result: List[Message], sealed: SealedWork) -> List[str]:
     """Every key a mark of the compaction may name: what left (by its read-back key and its
     call id) and what the pointers in ``result`` name."""
-    gone = without_digests(gone, seal) if gone is not None else None
+    gone = without_digests(gone, sealed) if gone is not None else None
     keys = list(read_keys(gone, reused)) if gone is not None else []
     keys += [d.tool_call_id for d in (gone.items if gone is not None else ()) if d.tool_call_id]
-    return list(dict.fromkeys(keys + durable_pointers.pointed(result, seal)))
+    return list(dict.fromkeys(keys + sealed.pointed(result)))
 
 
-def _is_digest(item: Departed, seal: Any) -> bool:
-    return item.kind == "tool_result" and seal is not None and seal.is_ours(item.content,
-                                                                            digest.KIND)
-
-
-def not_kept(rt: Any, held: Callable[[str], bool], result: List[Message],
+def not_kept(rt: CompactionProcess, held: Callable[[str], bool], result: List[Message],
              keys: Iterable[str], conversation: str = "") -> Tuple[List[Message], Set[str]]:
     """``result`` with every mark naming one of ``keys`` the store does not hold saying so;
     and those keys (``conversation``: whose result it is)."""
     lost = {k for k in keys if k and not held(k)}
     if not lost:
         return result, lost
-    error = rt.writer.last_error
-    out, changed = durable_pointers.unkept(result, lost, reason(error), rt.seal)
+    error = rt.archive.last_error
+    out, changed = rt.sealed.unkept(result, lost, reason(error))
     if changed:
         rt.note_error("%d message(s) say a text that left the context was not kept: the "
                       "archive does not hold it (%s)" % (changed, error or "not written in time"), conversation)
@@ -94,10 +90,10 @@ def only_durable(run: Any, clean: List[Message], result: List[Message], room: in
     naming a text the archive does not hold says so (``not_kept``); and the keys of those."""
     rt = run.rt
     reused = run.reused(clean)
-    keys = named(gone, reused, result, rt.seal)
+    keys = named(gone, reused, result, rt.sealed)
     if not keys:
         return result, set()
-    rt.flush_writes(run.archive_wait())    # at once when the store is failing
+    rt.archive.flush(run.archive_wait())    # at once when the store is failing
     held = holder(rt, run.state.key)
     size = [sum(map(run.count, result))]
     left: List[Message] = []
@@ -110,13 +106,12 @@ def only_durable(run: Any, clean: List[Message], result: List[Message], room: in
         return True
 
     def unheld(original: Message) -> Optional[Message]:
-        short = trim_result(original, rt.settings.trim_chars, seal=rt.seal, hint=UNHELD_HINT)
+        short = rt.sealed.trim_result(original, rt.settings.trim_chars, hint=UNHELD_HINT)
         if short is not None:
             left.append(short)
         return short
-    result, restored = durable_pointers.restore(result, clean, rt.seal, held, reused, fits,
-                                                unheld)
-    why = rt.writer.last_error or "not written"
+    result, restored = rt.sealed.restore_pointers(result, clean, held, reused, fits, unheld)
+    why = rt.archive.last_error or "not written"
     if restored:
         rt.note_error("%d trimmed tool result(s) kept whole: the archive does not hold "
                       "them (%s)" % (restored, why), run.state.key)

@@ -3,8 +3,8 @@ briefly waited for, or asked now), finish locally to the budget, then publish â€
 cancelled this attempt, in which case nothing durable is written.
 
 The engine decides *whether* to compact; this module decides *how*, and returns the new list
-plus the typed record of what happened. Gateway I/O goes through the runtime; message surgery
-through ``context``.
+plus the typed record of what happened. The archive, the Gateway and the clock are the
+process's (``process_view.py``); message surgery is ``context``'s, under the process's seal.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from . import durable
 from .ahead import Aim, GatewayAttempt
+from .process_view import CompactionProcess
 from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session.state import SessionState
 from ..hermes.host import running_host
 from ..settings.thresholds import messaging_landing
-from ..context import canvas, departures, focus, read_backs, recall_blocks
+from ..context import canvas, departures, focus
 from ..context import gateway_cuts, result_keys
 from ..context import digest
 from ..context.messages import fresh, is_tool_result, repair, role, tool_results
-from ..context.fallback import Budget, local_compact
+from ..context.fallback import Budget
 from ..context.notes import MEMORY_CHARS, Notes, carried, clean_peer, place
 from ..context.tokens import PER_MESSAGE, TokenMemo, estimate_text
 from ..common.peer_text import plugin_logger
@@ -40,14 +41,6 @@ FORCED_FLOOR = 2_048            # a forced compaction never aims below this many
 # would only point to itself.
 CEILING_SHARE = 0.9
 SAID = ("role", "content", "tool_calls", "tool_call_id")   # what makes a message the same to the model
-
-
-def without_our_blocks(messages: List[Message], seal: Any) -> Tuple[List[Message], int, List[str]]:
-    """What a compaction works on (and what is prepared ahead): no canvas blocks of ours, one
-    copy of each recall block (Hermes resends every turn's); canvases and copies removed."""
-    clean, canvas_removed = canvas.strip_all(messages, seal)
-    clean, copies = recall_blocks.keep_newest(clean)
-    return clean, canvas_removed, copies
 
 
 def plan_budget(state: SessionState, messages: List[Message], current_tokens: Any, target: int,
@@ -87,7 +80,8 @@ class CompactionRun:
     def __init__(self, engine: CompactingEngine, messages: List[Message], cancelled: Callable[[], bool],
                  memory_context: Any = "", focus_topic: Any = None, wait_gateway: bool = True,
                  state: Optional[SessionState] = None, target: Optional[int] = None):
-        self.engine, self.rt = engine, engine.runtime
+        self.engine = engine
+        self.rt: CompactionProcess = engine.runtime
         self.target = engine.compaction_target() if target is None else target  # this call's
         self.wait_gateway = wait_gateway                # False: a prepared result, or local now
         self.memory_context = memory_context            # a memory provider's, for the model
@@ -111,8 +105,8 @@ class CompactionRun:
     def run(self, current_tokens: Any, force: bool) -> Tuple[List[Message], Optional[Compaction]]:
         s = self.rt.settings
         budget = self.planned = self.budget(current_tokens, force)
-        clean, canvas_removed, self.recall_copies = without_our_blocks(self.messages,
-                                                                        self.rt.seal)
+        clean, canvas_removed, self.recall_copies = self.rt.sealed.without_our_blocks(
+            self.messages)
         attempt = self.gateway_step(clean, budget)
         if self.cancelled():
             return self.messages, None
@@ -148,7 +142,7 @@ class CompactionRun:
         if not placed:
             result = self.with_notes(result, notes)
         if block and not running_host().selects_context:      # else it goes in per request
-            result = canvas.inject(result, block, self.rt.seal)
+            result = self.rt.sealed.inject_canvas(result, block)
             with self.state.lock:
                 self.state.injected_canvas_hash = canvas.digest(block)
         if self.cancelled():                        # a discarded attempt publishes nothing
@@ -160,12 +154,13 @@ class CompactionRun:
             route=route, level=attempt.level if route.via_gateway else Level.LOCAL,
             tokens_before=budget.before, tokens_after=after, target=budget.target,
             archived=archived, context_length=self.engine.context_length,
-            canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.now(),
+            canvas_removed=canvas_removed, error=self.outage(attempt), at=self.rt.clock.now(),
             trigger=self.engine.threshold_tokens, model_ratio=self.model_ratio(),
             ms=round((time.monotonic() - self.started) * 1000, 1),
             left=tuple([k for k in self.left if k not in lost][:MAX_LEFT]),
             prefix_kept=self.prefix_kept(result, budget.overhead),
-            cached_before=self.state.cache.held(s.cache_ttl_s, self.rt.now(), self.rt.monotonic()))
+            cached_before=self.state.cache.held(s.cache_ttl_s, self.rt.clock.now(),
+                                                self.rt.clock.monotonic()))
         return result, record
 
     def prefix_kept(self, result: List[Message], overhead: int) -> int:
@@ -196,18 +191,18 @@ class CompactionRun:
         """A Gateway result for ``clean``: one prepared ahead, or one asked for now (on a
         pooled host only as long as ``POOL_GATEWAY_WAIT_S``); without ``wait_gateway`` (an idle
         turn start, a request cut) only a prepared one, else the local compaction at once."""
-        rt, aim = self.rt, Aim.of(self.engine, self.target)
-        if rt.client is None:                       # local mode: nothing went wrong
+        gateway, aim = self.rt.gateway, Aim.of(self.target, self.engine.context_length)
+        if gateway.local_only:                      # local mode: nothing went wrong
             return GatewayAttempt(None)
-        if not rt.client.available:
+        if not gateway.available:
             return GatewayAttempt.failed("Gateway unavailable")
-        ready = rt.ahead.take(self.state, clean, 0.0)       # (a failed one says why)
+        ready = gateway.prepared.take(self.state, clean, 0.0)       # (a failed one says why)
         if (ready is not None and ready.messages is not None) or not self.wait_gateway:
             return ready or GatewayAttempt(None)
         if not running_host().pools_compression:     # no pool to starve: ask and wait
-            return rt.gateway_attempt(self.state, clean, aim, budget.overhead, self.count)
-        rt.ahead.start(self.state, clean, aim, budget.overhead, self.count)
-        return rt.ahead.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(
+            return gateway.attempt(self.state, clean, aim, budget.overhead, self.count)
+        gateway.prepared.start(self.state, clean, aim, budget.overhead, self.count)
+        return gateway.prepared.take(self.state, clean, POOL_GATEWAY_WAIT_S, True) or GatewayAttempt.failed(
             "Gateway compaction not ready within %.1f s (the host's compression pool is "
             "shared); compacted locally" % POOL_GATEWAY_WAIT_S)
 
@@ -220,15 +215,12 @@ class CompactionRun:
     def outage(self, attempt: GatewayAttempt) -> str:
         """Why the Gateway was not used, when that is news: with none configured and none ever
         answering at the default URL, compacting locally is the expected mode, not an error."""
-        client = self.rt.client
-        if client is None or not (self.rt.settings.gateway_configured or client.answered):
-            return ""
-        return attempt.error
+        return attempt.error if self.rt.gateway.relied_on else ""
 
     def notes(self, clean: List[Message], attempt: GatewayAttempt) -> Notes:
         """The provider's text, and the focus-matched items the Gateway's result archived."""
-        gone = () if attempt.messages is None else focus.archived(
-            clean, attempt.messages, self.focus, self.rt.seal)
+        gone = () if attempt.messages is None else self.rt.sealed.focus_archived(
+            clean, attempt.messages, self.focus)
         return Notes(self.memory, " ".join(self.focus), gone)
 
     def with_notes(self, result: List[Message], notes: Notes) -> List[Message]:
@@ -238,7 +230,7 @@ class CompactionRun:
             notes = notes.without_memory()
         if not notes:
             return result
-        return place(result, digest.note_pair(result, notes, seal=self.rt.seal))
+        return place(result, self.rt.sealed.note_pair(result, notes))
 
     def finish(self, clean: List[Message], attempt: GatewayAttempt, room: int,
                notes: Notes = Notes(), ceiling: int = 0, unread_room: int = 0,
@@ -248,14 +240,14 @@ class CompactionRun:
         deep, else of ours); a recall read of this turn may take up to
         ``ceiling``, the newest step's unread results ``unread_room`` under ``trigger`` (as
         ``local_compact`` takes them)."""
-        s, rt = self.rt.settings, self.rt
+        s, rt, sealed = self.rt.settings, self.rt, self.rt.sealed
         # only what the archive really holds is promised: trim harder, fewer leave otherwise
-        recallable = rt.writer.settled(0.2)
+        recallable = rt.archive.settled(0.2)
         with self.state.lock:
             summaries = dict(self.state.summaries)      # the Gateway's L1, for the digest
         common = dict(keep_first=s.keep_first, reused=self.reused(clean),
                       trim_chars=s.trim_chars if recallable else min(s.trim_chars, 600),
-                      recallable=recallable, count=self.count, seal=rt.seal,
+                      recallable=recallable, count=self.count,
                       summaries=summaries, notes=notes, focus=self.focus,
                       digest_cap=self.digest_cap)
         note_cost = digest.tokens_of("\n".join(notes.lines())) if notes else 0
@@ -263,10 +255,10 @@ class CompactionRun:
                       (("ceiling", ceiling), ("unread_room", unread_room), ("trigger", trigger)))
         # what the model asked to read back this turn stays whole, whatever the Gateway cut
         replied = None if attempt.messages is None else gateway_cuts.keyed(
-            clean, read_backs.restore(clean, attempt.messages, rt.seal), common["reused"])
+            clean, sealed.keep_read_backs(clean, attempt.messages), common["reused"])
         # the note pair may follow the result (``with_notes``): its room is kept free
         local_room = max(256, room - note_cost)
-        ours = local_compact(clean, local_room, **common)      # the local plan
+        ours = sealed.local_compact(clean, local_room, **common)      # the local plan
         if replied is None:
             done, route = ours, Route.LOCAL
         else:
@@ -282,13 +274,14 @@ class CompactionRun:
             # else finished locally from its reply, as deep as the local plan, when that
             # gets there (its offloaded results stay as it wrote them); else ours
             done, route = ours, Route.LOCAL
-            theirs = local_compact(replied, max(256, min(local_room, ours.tokens_after)), **common)
+            theirs = sealed.local_compact(replied, max(256, min(local_room, ours.tokens_after)),
+                                          **common)
             if theirs.tokens_after <= ours.tokens_after:
                 done, route = theirs, Route.GATEWAY_THEN_LOCAL
         if not done.within_budget and self.digest_cap is None:     # a deep landing may not get there
             rt.note_error(self.why_over(done.tokens_after, local_room), self.state.key)
-        self.args_gone = list(done.departed) + (departures.merged_only(   # (args: trimmed ones)
-            clean, replied, done.messages, rt.seal) if route is Route.GATEWAY_THEN_LOCAL else [])
+        self.args_gone = list(done.departed) + (sealed.merged_only(   # (args: trimmed ones)
+            clean, replied, done.messages) if route is Route.GATEWAY_THEN_LOCAL else [])
         return done.messages, route, done.notes_placed
 
     def why_over(self, landed: int, room: int) -> str:
@@ -307,9 +300,8 @@ class CompactionRun:
         if self.listed_reuse is None:    # ``clean`` is the run's one list: read it once
             self.listed_reuse = result_keys.reused_in(clean)
             try:
-                if self.rt.store is not None:
-                    self.listed_reuse |= self.rt.store.reused_ids(self.state.key, {
-                        tid for m in clean if is_tool_result(m) for tid, _t in tool_results(m)})
+                self.listed_reuse |= self.rt.archive.reused_ids(self.state.key, {
+                    tid for m in clean if is_tool_result(m) for tid, _t in tool_results(m)})
             except Exception:   # unreadable: this process's knowledge stands (said once)
                 self.rt.note_fault("reading the archive's reused call ids failed", self.state.key)
         with self.state.lock:       # (archive_departures may add some during the run)
@@ -323,18 +315,18 @@ class CompactionRun:
     def publish(self, clean: List[Message], result: List[Message],
                 attempt: GatewayAttempt) -> int:
         """Archive what left (on disk before the next request, bounded) and count it."""
-        gone = departures.find(clean, result, attempt.cut, seal=self.rt.seal)
+        gone = self.rt.sealed.what_left(clean, result, attempt.cut)
         # a recall copy is identical to the one kept: archived once, nothing is ever only here
         extra = [departures.Departed("message", b, role="user") for b in self.recall_copies[:1]]
         if extra or self.args_gone:
             gone = departures.Departures(gone.items + extra + self.args_gone, gone.left_ids,
                                          gone.summarised_ids, gone.count)
-        self.rt.archive_departures(self.state, gone)
+        self.rt.archive.record_departures(self.state, gone)
         self.gone = gone
-        self.left = departures.read_keys(durable.without_digests(gone, self.rt.seal),
+        self.left = departures.read_keys(durable.without_digests(gone, self.rt.sealed),
                                          self.reused(clean))
         if gone.items:
-            self.rt.flush_writes(self.archive_wait())
+            self.rt.archive.flush(self.archive_wait())
         return gone.count
 
     def archive_wait(self) -> float:
@@ -366,19 +358,19 @@ def plain_local(engine: CompactingEngine, messages: List[Any], cancelled: Callab
     rt = engine.runtime
     try:
         clean = [m for m in messages if isinstance(m, dict)]
-        plain = local_compact(clean, int((target or engine.compaction_target()) * 0.8),
-                              keep_first=rt.settings.keep_first, seal=rt.seal)
+        plain = rt.sealed.local_compact(clean, int((target or engine.compaction_target()) * 0.8),
+                                        keep_first=rt.settings.keep_first)
         if plain.changed and not cancelled():
             # what leaves stays recallable here too: the flow that failed did not archive it
-            gone = departures.find(clean, plain.messages, seal=rt.seal)
+            gone = rt.sealed.what_left(clean, plain.messages)
             gone = gone._replace(items=gone.items + list(plain.departed))
             state = state or engine.current_state()
-            rt.archive_departures(state, gone)
+            rt.archive.record_departures(state, gone)
             if gone.items:
-                rt.flush_writes(ARCHIVE_BEFORE_RETURN_S)
+                rt.archive.flush(ARCHIVE_BEFORE_RETURN_S)
             # and what it says can be read back is in the archive, or says it was not kept
             out, _lost = durable.not_kept(rt, durable.holder(rt, state.key), plain.messages,
-                                          durable.named(gone, set(), plain.messages, rt.seal))
+                                          durable.named(gone, set(), plain.messages, rt.sealed))
             return [fresh(m) for m in out]
     except Exception as exc:
         log.debug("plain local compaction failed", exc_info=True)

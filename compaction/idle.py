@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping
 
+from .process_view import CompactionProcess
+
 IDLE_FROM = 0.8        # of the target: with the defaults (0.45) 0.36 of the window
 IDLE_DEPTH = 0.6       # of the target: with the defaults 0.27 of the window. A cold request is
 #                        written whole anyway: the deeper, the cheaper (docs/benchmarks.md,
@@ -34,10 +36,10 @@ def idle_target(target_tokens: int) -> int:
 
 
 # -- for the engine: one conversation's state on the runtime's clocks -----------------------
-def due(rt: Any, state: Any) -> bool:
+def due(rt: CompactionProcess, state: Any) -> bool:
     """A pause longer than the cache TTL since the last response, not yet used."""
-    return rt.settings.enabled and state.cache.idle_due(rt.settings.cache_ttl_s, rt.now(),
-                                                        rt.monotonic())
+    return rt.settings.enabled and state.cache.idle_due(rt.settings.cache_ttl_s, rt.clock.now(),
+                                                        rt.clock.monotonic())
 
 
 def wanted(engine: Any, tokens: Any) -> bool:
@@ -55,23 +57,24 @@ def pause_unused(state: Any) -> Callable[[], bool]:
     return lambda: state.cache.untouched_since(stamp)
 
 
-def start(rt: Any, state: Any) -> str:
+def start(rt: CompactionProcess, state: Any) -> str:
     """Why a compaction starts now: "idle" on a cold cache (the pause is then used up, in this
     process and the next ones, whatever comes of it), else "threshold"."""
     if not due(rt, state):
         return "threshold"
     state.cache.spend()
-    rt.leave_for_next_process(state.key, "cache_clock", state.cache.export())
+    rt.archive.leave_for_next_process(state.key, "cache_clock", state.cache.export())
     return "idle"
 
 
-def responded(rt: Any, state: Any, prompt: int, usage: Mapping[str, Any]) -> bool:
+def responded(rt: CompactionProcess, state: Any, prompt: int, usage: Mapping[str, Any]) -> bool:
     """A provider response: note its time (handed over) and what its cache report teaches;
     True when it is the first after a compaction."""
-    after = state.cache.responded(prompt, usage, rt.settings.cache_ttl_s, rt.now(), rt.monotonic())
-    rt.leave_for_next_process(state.key, "cache_clock", state.cache.export())
+    after = state.cache.responded(prompt, usage, rt.settings.cache_ttl_s, rt.clock.now(),
+                                  rt.clock.monotonic())
+    rt.archive.leave_for_next_process(state.key, "cache_clock", state.cache.export())
     return after
 
 
-def snapshot(rt: Any, state: Any) -> Dict[str, Any]:
-    return state.cache.snapshot(rt.settings.cache_ttl_s, rt.now(), rt.monotonic())
+def snapshot(rt: CompactionProcess, state: Any) -> Dict[str, Any]:
+    return state.cache.snapshot(rt.settings.cache_ttl_s, rt.clock.now(), rt.clock.monotonic())

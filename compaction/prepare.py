@@ -13,7 +13,6 @@ from typing import Any
 from . import idle
 from .ahead import Aim
 from .engine_view import CompactingEngine
-from .flow import without_our_blocks
 from ..context.tokens import TokenMemo
 
 PREPARE_FROM = 0.8          # of the trigger: prepared at once from here
@@ -25,12 +24,13 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
     """Prepare now near the trigger; at a turn's end past the idle trigger, book it for when
     the cache will have gone cold. Never raises (a host hook calls it)."""
     rt = engine.runtime
-    if (not isinstance(messages, list) or not rt.settings.enabled or rt.client is None
-            or not rt.client.available or engine.threshold_tokens <= 0):
+    prepared = rt.gateway.prepared
+    if (not isinstance(messages, list) or not rt.settings.enabled or not rt.gateway.available
+            or engine.threshold_tokens <= 0):
         return
     try:
         state = engine.current_state()
-        if rt.ahead.busy(state.key):        # one job per conversation: nothing to measure
+        if prepared.busy(state.key):        # one job per conversation: nothing to measure
             return
         tokens = current_tokens if isinstance(current_tokens, int) and current_tokens > 0 \
             else engine.estimate_real(messages)
@@ -40,13 +40,13 @@ def ahead(engine: CompactingEngine, messages: Any, current_tokens: Any = None,
             engine.threshold_tokens, engine.compaction_target())
         if not (now or later):
             return
-        clean, _removed, _copies = without_our_blocks(messages, rt.seal)
-        args = (state, clean, Aim.of(engine, engine.compaction_target()), state.overhead_estimate,
-                TokenMemo())
+        clean, _removed, _copies = rt.sealed.without_our_blocks(messages)
+        args = (state, clean, Aim.of(engine.compaction_target(), engine.context_length),
+                state.overhead_estimate, TokenMemo())
         if now:
-            rt.ahead.start(*args)
+            prepared.start(*args)
         else:
-            rt.ahead.after_pause.book(state.key, ttl * PREPARE_AFTER_PAUSE, args,
+            prepared.after_pause.book(state.key, ttl * PREPARE_AFTER_PAUSE, args,
                                       idle.pause_unused(state))
     except Exception:
         rt.note_fault("preparing a compaction failed", engine.current_state().key)

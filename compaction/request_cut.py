@@ -143,5 +143,5 @@ def catch_up(engine: CompactingEngine, messages: List[Any], reason: str,
     state.transcript_due(False)
     # what left was archived, listed and counted when the request was cut: said once, there
     return out, replace(memo.record, tokens_before=engine.estimate_real(messages),
-                        tokens_after=after, archived=0, left=(), at=engine.runtime.now(),
+                        tokens_after=after, archived=0, left=(), at=engine.runtime.clock.now(),
                         reason="adopted", ms=round((time.monotonic() - started) * 1000, 1))

@@ -21,10 +21,9 @@ import hashlib
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .ahead import content_key
-from ..context.provenance import Seal
+from ..context.sealed import SealedWork
 from ..session.state import SessionState
 from ..context import canvas, recall_blocks
-from ..context.messages import is_real_user, newest_real_user
 
 Message = Dict[str, Any]
 # Runtime.leave_for_next_process: (conversation, name, value)
@@ -37,64 +36,69 @@ def anchor_key(message: Message) -> str:
     return hashlib.sha256(text).hexdigest()[:32]
 
 
-def _anchor(messages: List[Message], key: str, seal: Seal) -> int:
-    if not key:
-        return -1
-    return next((i for i in range(len(messages) - 1, -1, -1)
-                 if is_real_user(messages[i], seal) and anchor_key(messages[i]) == key), -1)
+class RequestView:
+    """How one process's requests carry the canvas: its seal bound, and where a new pin is
+    kept for the next process (``Runtime.leave_for_next_process``; None when the canvas is off,
+    and so is a pin an earlier process left)."""
 
+    def __init__(self, sealed: SealedWork,
+                 leave_for_next: Optional[LeaveForNextProcess] = None) -> None:
+        self.sealed = sealed
+        self.leave_for_next = leave_for_next
 
-def _unpin(state: SessionState, leave_for_next: Optional[LeaveForNextProcess]) -> None:
-    """The request right after a compaction went without a canvas (none known yet): the
-    chance to show one for free has passed; nothing stays pinned until the next turn's first
-    request (mid-turn it would re-bill everything after the user message)."""
-    with state.lock:
-        state.canvas_repin = False
-        state.pinned_anchor = state.pinned_canvas = ""
-    if leave_for_next is not None:
-        leave_for_next(state.key, "pin", ["", ""])
-
-
-def _pin_anew(state: SessionState, clean: List[Message], block: str, seal: Seal,
-              leave_for_next: Optional[LeaveForNextProcess]) -> int:
-    """Where the current canvas goes now, or -1 while showing it would rewrite a sent message."""
-    if state.canvas_repin and not block and not state.canvas_cleared:
-        block = state.pinned_canvas     # none fetched yet: the one shown before the compaction
-    at = newest_real_user(clean, seal=seal)
-    if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
-        if state.canvas_repin:
-            _unpin(state, leave_for_next)
-        return -1
-    anchor = anchor_key(clean[at])
-    with state.lock:
-        state.pinned_anchor, state.canvas_repin = anchor, False
-        shown = state.pinned_canvas != block
-        if shown:
-            state.pinned_canvas = block
-            state.injected_canvas_hash = canvas.digest(block)
-    if shown:
-        state.record_canvas_shown()
-    if leave_for_next is not None:
-        leave_for_next(state.key, "pin", [anchor, block])
-    return at
-
-
-def build(state: SessionState, request: List[Message], block: str, seal: Seal,
-          leave_for_next: Optional[LeaveForNextProcess] = None
-          ) -> Tuple[Optional[List[Message]], int]:
-    """(the request to send, or None for "as it is"; stale blocks removed). ``leave_for_next``
-    keeps a new pin for the next process (``Runtime.leave_for_next_process``); None when the
-    canvas is off, and so is a pin an earlier process left."""
-    deduped, _copies = recall_blocks.keep_newest(request, oldest=True)
-    clean, removed = canvas.strip_all(deduped, seal)
-    same = None if removed == 0 and deduped is request else clean
-    if not block and not state.pinned_canvas:
-        if state.canvas_repin:
-            _unpin(state, leave_for_next)
-        return same, removed
-    at = -1 if state.canvas_repin else _anchor(clean, state.pinned_anchor, seal)
-    if at < 0 or not state.pinned_canvas:
-        at = _pin_anew(state, clean, block, seal, leave_for_next)
-        if at < 0:
+    def build(self, state: SessionState, request: List[Message], block: str
+              ) -> Tuple[Optional[List[Message]], int]:
+        """(the request to send, or None for "as it is"; stale blocks removed)."""
+        deduped, _copies = recall_blocks.keep_newest(request, oldest=True)
+        clean, removed = self.sealed.strip_canvas(deduped)
+        same = None if removed == 0 and deduped is request else clean
+        if not block and not state.pinned_canvas:
+            if state.canvas_repin:
+                self._unpin(state)
             return same, removed
-    return canvas.inject_at(clean, at, state.pinned_canvas, seal), removed
+        at = -1 if state.canvas_repin else self._anchor(clean, state.pinned_anchor)
+        if at < 0 or not state.pinned_canvas:
+            at = self._pin_anew(state, clean, block)
+            if at < 0:
+                return same, removed
+        return self.sealed.inject_canvas_at(clean, at, state.pinned_canvas), removed
+
+    def _anchor(self, messages: List[Message], key: str) -> int:
+        if not key:
+            return -1
+        return next((i for i in range(len(messages) - 1, -1, -1)
+                     if self.sealed.is_real_user(messages[i]) and anchor_key(messages[i]) == key),
+                    -1)
+
+    def _unpin(self, state: SessionState) -> None:
+        """The request right after a compaction went without a canvas (none known yet): the
+        chance to show one for free has passed; nothing stays pinned until the next turn's
+        first request (mid-turn it would re-bill everything after the user message)."""
+        with state.lock:
+            state.canvas_repin = False
+            state.pinned_anchor = state.pinned_canvas = ""
+        if self.leave_for_next is not None:
+            self.leave_for_next(state.key, "pin", ["", ""])
+
+    def _pin_anew(self, state: SessionState, clean: List[Message], block: str) -> int:
+        """Where the current canvas goes now, or -1 while showing it would rewrite a sent
+        message."""
+        if state.canvas_repin and not block and not state.canvas_cleared:
+            block = state.pinned_canvas     # none fetched yet: the one shown before the compaction
+        at = self.sealed.newest_real_user(clean)
+        if at < 0 or not block or not (state.canvas_repin or at == len(clean) - 1):
+            if state.canvas_repin:
+                self._unpin(state)
+            return -1
+        anchor = anchor_key(clean[at])
+        with state.lock:
+            state.pinned_anchor, state.canvas_repin = anchor, False
+            shown = state.pinned_canvas != block
+            if shown:
+                state.pinned_canvas = block
+                state.injected_canvas_hash = canvas.digest(block)
+        if shown:
+            state.record_canvas_shown()
+        if self.leave_for_next is not None:
+            self.leave_for_next(state.key, "pin", [anchor, block])
+        return at

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from ..settings.config import Settings, announce_unconfigured_gateway
 from ..memory_gateway.client import GatewayClient, GatewayError
@@ -33,9 +33,11 @@ from ..archive.seal_key import load_seal
 from ..hermes.compat import HOST_IMPORT_ERROR
 from ..hermes.host import running_host
 from ..compaction.ahead import PreparedCompactions, Aim, GatewayAttempt
+from ..compaction.request_view import RequestView
 from ..session.record import Compaction, Level
 from ..context import departures, result_keys
 from ..context.messages import is_plugin_text
+from ..context.sealed import SealedWork
 from ..status.model import StatusReport
 from ..common.peer_text import plugin_logger
 from ..common.once_per_error import OncePerError
@@ -77,6 +79,7 @@ class Runtime:
         self.seal, seal_problem = load_seal(store_dir)
         if seal_problem:
             self.warnings.append(seal_problem)
+        self.sealed = SealedWork(self.seal)     # bound once: compaction never hands the seal down
         # everything reads the store through ``self.store``: one opened later is used at once
         self.registry = SessionRegistry(
             settings.max_sessions, alias_lookup=self._alias_lookup, alias_store=self._store_alias,
@@ -88,6 +91,10 @@ class Runtime:
         # without a store the writer keeps retrying to open one (rows wait, capped, in memory)
         self.store_dir = store_dir
         self.ahead = PreparedCompactions(self.gateway_attempt, settings.max_sessions, self.note_fault)
+        # what compaction sees of this process (compaction/process_view.py)
+        self.archive, self.gateway, self.clock = RuntimeArchive(self), RuntimeGateway(self), RuntimeClock(self)
+        self.request_view = RequestView(self.sealed, self.leave_for_next_process
+                                        if settings.canvas else None)
         self.tools = RecallTools(None, self.flush_writes, history=LcmHistory.from_settings(
             settings, env if env is not None else os.environ))
         if store is not None:
@@ -366,3 +373,78 @@ class Runtime:
             self.client.close()
         if self.store is not None:
             self.store.close()
+
+
+class RuntimeArchive:
+    """The runtime's store and writer as compaction's archive (``compaction/process_view.py``),
+    read at each call: a store opened later or gone after a fork, a writer replaced, are seen."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    @property
+    def last_error(self) -> str:
+        return self._rt.writer.last_error
+
+    def record_departures(self, state: SessionState, gone: departures.Departures) -> None:
+        self._rt.archive_departures(state, gone)
+
+    def flush(self, timeout: float) -> bool:
+        return self._rt.flush_writes(timeout)
+
+    def settled(self, timeout: float) -> bool:
+        return self._rt.writer.settled(timeout)
+
+    def holds(self, conversation: str, key: str) -> bool:
+        store = self._rt.store
+        return store is not None and store.holds(conversation, key)
+
+    def reused_ids(self, conversation: str, ids: Iterable[str]) -> Set[str]:
+        store = self._rt.store
+        return store.reused_ids(conversation, ids) if store is not None else set()
+
+    def leave_for_next_process(self, conversation: str, name: str, value: Any) -> None:
+        self._rt.leave_for_next_process(conversation, name, value)
+
+
+class RuntimeGateway:
+    """The runtime's Gateway client, its compactions prepared ahead, as compaction's Gateway
+    session: a client wired later, or gone after a fork, is seen at the next call."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    @property
+    def local_only(self) -> bool:
+        return self._rt.client is None
+
+    @property
+    def available(self) -> bool:
+        client = self._rt.client
+        return client is not None and client.available
+
+    @property
+    def relied_on(self) -> bool:
+        client = self._rt.client
+        return client is not None and (self._rt.settings.gateway_configured or client.answered)
+
+    @property
+    def prepared(self) -> PreparedCompactions:
+        return self._rt.ahead
+
+    def attempt(self, state: SessionState, clean: List[Dict[str, Any]], aim: Aim, overhead: int,
+                count: Optional[Callable[[Any], int]]) -> GatewayAttempt:
+        return self._rt.gateway_attempt(state, clean, aim, overhead, count)
+
+
+class RuntimeClock:
+    """The runtime's clocks, asked at each call (a test may set the runtime's own)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    def now(self) -> float:
+        return self._rt.now()
+
+    def monotonic(self) -> float:
+        return self._rt.monotonic()

@@ -70,7 +70,7 @@ def test_an_idle_compaction_says_why_its_prepared_result_failed(tmp_path):
             conv = between_triggers(eng)
             answered(eng, conv)
             clock.pause(TTL + 1)                    # prepared during the pause: it failed
-            rt.ahead.start(eng.current_state(), list(conv), Aim.of(eng, eng.compaction_target()),
+            rt.ahead.start(eng.current_state(), list(conv), Aim.of(eng.compaction_target(), eng.context_length),
                            0, TokenMemo())
             assert wait_for(lambda: rt.ahead.status()["preparing"] == 0, 30)
             eng.compress(list(conv), current_tokens=eng.estimate_real(conv))

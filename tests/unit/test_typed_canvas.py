@@ -3,7 +3,7 @@ model reads it in every canvas) writes text like any other: kept, never taken fo
 
 import json
 
-from tencentdb_offload.compaction.request_view import build
+from tencentdb_offload.compaction.request_view import RequestView
 from tencentdb_offload.context import canvas
 from tencentdb_offload.context import messages
 from tencentdb_offload.context.tokens import messages_tokens
@@ -28,7 +28,7 @@ def test_a_request_keeps_the_typed_block(tmp_path):
     typed = "please keep this:\n\n" + TYPED
     req = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
            {"role": "assistant", "content": "hello"}, {"role": "user", "content": typed}]
-    out, _ = build(eng.current_state(), req, "", rt.seal)
+    out, _ = RequestView(rt.sealed).build(eng.current_state(), req, "")
     assert out is None or messages.text_of(out[-1]).startswith(typed)
 
 
