@@ -230,9 +230,14 @@ class Calibrator:
         if n >= 2 and var > (0.05 * mean_x) ** 2:
             slope = sum((x - mean_x) * (y - mean_y) for x, y in pts) / var
             slope = min(SLOPE_MAX, max(SLOPE_MIN, slope))
+        elif mean_y > SLOPE_MAX * mean_x:
+            # one distinct size counted beyond any tokenizer's ratio: the tool schemas the
+            # engine's view of a request leaves out (every later request carries them), so the
+            # excess is overhead; a slope of 3 would triple the next step's results
+            slope = 1.0
         else:
             # one distinct size: proportional scaling is the safer reading (tokenizer ratio)
-            slope = min(SLOPE_MAX, max(SLOPE_MIN, mean_y / mean_x))
+            slope = max(SLOPE_MIN, mean_y / mean_x)
         # the overhead is part of every request counted: never more than the smallest one,
         # nor more than a physical share of the window
         overhead = min(max(0.0, mean_y - slope * mean_x), min(p[1] for p in pts))

@@ -151,3 +151,17 @@ def test_a_system_prompt_over_the_target_is_named_as_the_cause(tmp_path):
     said = " ".join(rt.errors)
     rt.close()
     assert "system prompt and tool schemas" in said and "user message" not in said, said
+
+
+def test_a_first_request_counted_beyond_any_tokenizer_is_overhead_not_slope():
+    """The messaging gateway's first request of a conversation: its system prompt and the user
+    message (~1.3K of ours) counted at ~13.8K, the tool schemas the engine's view leaves out.
+    Read as a slope of 3 the next request, with a step's three fresh reads, was estimated at
+    61.7K where the provider counted 33K, past the request ceiling: cut, the reads trimmed."""
+    cal = Calibrator()
+    cal.bound(WINDOW)
+    cal.observe(1_317, 13_834)
+    assert abs(cal.to_real(17_278) - 33_119) <= 0.15 * 33_119
+    assert cal.to_real(1_317) == 13_834                 # the request it saw, as counted
+    cal.observe(17_278, 33_119)                          # the second size: the fit takes over
+    assert abs(cal.to_real(34_804) - 53_101) <= 0.05 * 53_101
