@@ -94,7 +94,7 @@ class TencentDBOffloadEngine(ContextEngine):
         # messaging gateway
         host = running_host()
         trigger = applying_trigger(s, self.context_length, model_ratio=named,
-                                   messaging=host.checks_every_request, host_floor=host.floor_applies)
+                                   messaging=host.checks_every_request, host_floor=host.small_window_floor)
         self.threshold_tokens = trigger.tokens
         self.current_state().use_trigger(trigger.tokens, trigger)
 

@@ -6,10 +6,11 @@ over those fresh results, a landing must keep them whole (the model has not read
 keep what it has read above the target. Compacted at the turn start before them, everything
 the model has read can go behind recall: the step lands on a small prefix, and the next
 rewrite comes as late. Only where the host checks a request before the turn's first one (its
-preflight) is the turn start known; elsewhere the threshold alone decides. Not in the messaging
-gateway: its trigger sits under the ceiling on a 64K window (its shared compression pool
-refuses work when busy), and compacting before each step that would pass that trigger rewrote
-more often there for no saving (docs/limits.md).
+preflight) is the turn start known; elsewhere the threshold alone decides. The messaging
+gateway included: with the small-window floor's trigger at the ceiling on a 64K window, this
+check kept every fresh read whole there at the floor's rewrites (docs/benchmarks.md); a turn
+start its shared compression pool refuses falls back on the mid-turn trigger, and past that
+on the request cut (``request_cut``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def passes_next(engine: Any, tokens: Any) -> bool:
     ordinary landing (so a landing never triggers the next), and one step of the size the
     conversation's last turn took would pass ``limit``."""
     host = running_host()
-    if not host.selects_context or host.messaging_gateway or not engine.context_length:
+    if not host.selects_context or not engine.context_length:
         return False
     if not isinstance(tokens, (int, float)) or not engine.runtime.settings.enabled:
         return False

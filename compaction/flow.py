@@ -19,7 +19,7 @@ from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session.state import SessionState
 from ..hermes.host import running_host
-from ..settings.thresholds import messaging_landing
+from ..settings.thresholds import CEILING, messaging_landing
 from ..context import canvas, departures, focus
 from ..context import gateway_cuts, result_keys
 from ..context import digest
@@ -127,9 +127,14 @@ class CompactionRun:
         # with the messaging gateway's lower landing, the newest step's results the model has
         # not read stay whole up to the ceiling while a step more of their size fits under the
         # trigger: trimmed only to reach the landing, a real model would ask for them again.
-        # Elsewhere only the canvas' room is theirs: the per-turn CLI paid more otherwise.
+        # So too where its trigger sits at the ceiling (the small-window floor): there a
+        # mid-turn compaction comes only when the pool refused the turn start's. Elsewhere
+        # only the canvas' room is theirs: the per-turn CLI paid more otherwise.
         unread_room = room + shown
-        if messaging_landing(s, self.engine.context_length, running_host().checks_every_request):
+        window = self.engine.context_length
+        messaging = running_host().checks_every_request
+        if messaging_landing(s, window, messaging) or (
+                messaging and self.engine.threshold_tokens >= int(window * CEILING)):
             unread_room = max(unread_room, ceiling)
         result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
                                             unread_room=unread_room,

@@ -46,11 +46,6 @@ class Host:
         before it leaves, so a later trigger and a lower landing are safe there."""
         return self.selects_context and self.messaging_gateway
 
-    @property
-    def floor_applies(self) -> bool:
-        """The small-window floor, outside the messaging gateway (which has its own trigger)."""
-        return self.small_window_floor and not self.messaging_gateway
-
 
 def describe() -> Host:
     """The running host, from what it offers (see the module doc). On every release so far a

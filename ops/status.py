@@ -59,7 +59,7 @@ def last_trigger(store: StoreView) -> Optional[Trigger]:
     return Trigger(rec.trigger, rec.context_length, "compression.model_thresholds" if ratio else "", ratio)
 
 
-RULES = ((False, False), (True, False), (False, True))      # (host floor, messaging gateway)
+RULES = ((False, False), (True, False), (False, True), (True, True))   # (host floor, messaging gateway)
 
 
 def current_trigger(settings: Settings, recorded: Optional[Trigger],
@@ -74,7 +74,7 @@ def current_trigger(settings: Settings, recorded: Optional[Trigger],
     now = [applying_trigger(settings, recorded.window, host_floor=f, messaging=g,
                             model_ratio=recorded.model_ratio) for f, g in RULES]
     tied = [i for i, t in enumerate(now) if t.tokens == recorded.tokens]
-    own = (host.floor_applies, host.checks_every_request) if host is not None else None
+    own = (host.small_window_floor, host.checks_every_request) if host is not None else None
     rule = next((i for i in tied if RULES[i] == own), tied[0] if tied else None)
     if window and window != recorded.window:
         f, g = RULES[rule or 0]

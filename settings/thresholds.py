@@ -105,7 +105,7 @@ def applying_trigger(settings: "Settings", window: int, *, host_floor: bool, mes
                      model_ratio: Optional[float] = None) -> Trigger:
     """The trigger that applies on ``window``: a ``compression.model_thresholds`` value
     (``model_ratio``) or the configured threshold, the cap when it is lower, and on a host with
-    the 64K floor (``host_floor``: ``Host.floor_applies``) never earlier than the built-in unless
+    the 64K floor (``host_floor``: ``Host.small_window_floor``) never earlier than the built-in unless
     the user chose the threshold; in the messaging gateway of a host that checks every request
     (``messaging``) ``messaging_trigger`` instead."""
     tokens = settings.trigger_tokens(window, model_ratio)

@@ -383,6 +383,12 @@ def assert_hides_no_more(plugin: Row, builtin: Row) -> None:
                                   builtin.total("unseen")), plugin, builtin)
 
 
+def assert_hides_none(plugin: Row) -> None:
+    """Issue 55: every file read reached the model whole in some request."""
+    assert plugin.total("unseen") == 0, _traces("hidden: %s %d" % (plugin.engine, plugin.total("unseen")),
+                                                plugin)
+
+
 def assert_fair_baseline(rows: Mapping[str, Row], window: int) -> None:
     """The yardstick itself: every conversation offers >= 2 windows, the built-in answers
     every turn."""

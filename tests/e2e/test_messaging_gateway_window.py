@@ -5,7 +5,8 @@ unread results whole and cut a request the pool lets through past 0.88 of the wi
 at once on the same workload as tests/e2e/test_messaging_gateway.py's side-by-side (three
 ~25 KB reads a turn, a restart halfway). Asked of the plugin: every turn answered, every
 request at most 0.90 of the window, no more rewrites than the built-in, no more reads hidden.
-Cost is printed, not asserted: the built-in's is lower by the reads it hides (docs/limits.md).
+Issue 55's bars too: every read shown whole, rewrites near the floor, cost at most 0.95x the
+built-in's (a hidden read priced as read again), the real Gateway no dearer than none.
 """
 from __future__ import annotations
 
@@ -75,3 +76,24 @@ def test_rewrites_no_more_than_the_builtin(rows, plugin):
 
 def test_hides_no_more_fresh_results_than_the_builtin(rows, plugin):
     measure.assert_hides_no_more(plugin, rows["builtin"])
+
+
+# Issue 55's bars (test_messaging_gateway.py states them on 64K): every read shown whole,
+# rewrites at most the floor + 0.5 and the built-in's, cost at most 0.95x the built-in's, the
+# real Gateway's arm at most the arm without one.
+def test_shows_every_read_whole(plugin):
+    measure.assert_hides_none(plugin)
+
+
+def test_rewrites_near_the_floor(rows, plugin):
+    measure.assert_rewrites_near_the_floor(plugin, rows["builtin"])
+
+
+def test_costs_at_most_095_of_the_builtin(rows, plugin):
+    measure.assert_cost_within(plugin, rows["builtin"], messaging.MESSAGING_COST_SHARE)
+
+
+@measure.unmet_on(("0.22",), "issue 55: seen 1.004x-1.007x (2026-12-07): both arms land at the same "
+                  "depth; the Gateway's arm carries its task canvas in every request", flaky=True)
+def test_real_gateway_costs_no_more_than_without_a_gateway(rows):
+    measure.assert_cost_within(real_gateway.arm(rows), rows["plugin"], 1.00)

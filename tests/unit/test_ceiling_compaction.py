@@ -100,12 +100,17 @@ def test_a_host_without_a_preflight_keeps_the_threshold(tmp_path, monkeypatch):
 
 
 
-def test_the_messaging_gateway_keeps_the_threshold(tmp_path, monkeypatch):
-    """Its trigger sits under the ceiling on a 64K window: compacting before every step that
-    would pass it rewrote more often there (4.6 per conversation against 3.0)."""
+def test_the_messaging_gateway_compacts_before_a_step_over_the_ceiling_too(tmp_path, monkeypatch):
+    """Its turn start is checked as the CLI's is (issue 55: on a 64K window, 0 reads hidden
+    where the mid-turn trigger trimmed a step's fresh reads, at the floor's rewrites), at the
+    small-window floor's trigger, the ceiling."""
     as_host(monkeypatch, messaging_gateway=True, **SELECTING_HOST)
-    rt, eng = make_engine(tmp_path, THRESHOLD="0.9")
+    rt, eng = make_engine(tmp_path)
+    assert eng.threshold_tokens == ceiling.limit(eng) == 57_600
     conv = near(eng, ceiling.limit(eng) - 11_000, ceiling.limit(eng) - 4_000)
     now = eng.estimate_real(conv)
     steps(eng, now - 12_000, now)
-    assert not eng.should_compress_preflight(conv)
+    assert not eng.should_compress(now) and eng.should_compress_preflight(conv)
+    out = eng.compress(conv, current_tokens=now)
+    assert eng.current_state().last_compaction.reason == "ceiling"
+    assert landed(eng, out) <= eng.compaction_target(deep=True)

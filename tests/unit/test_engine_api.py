@@ -396,7 +396,7 @@ def test_on_a_small_window_022_never_triggers_before_the_builtin(tmp_path, monke
     assert eng.threshold_tokens == 75_000, "a window the floor does not bind"
     as_host(monkeypatch, selects_context=True, small_window_floor=True, messaging_gateway=True)
     eng.update_model(model="m", context_length=64_000)
-    assert eng.threshold_tokens == 48_000, "the messaging gateway keeps the headroom at 64K"
+    assert eng.threshold_tokens == 57_600, "the floor in the messaging gateway too, at 64K"
     eng.update_model(model="m", context_length=100_000)
     assert eng.threshold_tokens == 85_000, "and triggers later on an 85K-128K window"
     assert eng.compaction_target() == 35_000, "where it lands lower"

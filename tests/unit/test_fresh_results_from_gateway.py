@@ -146,3 +146,33 @@ def test_unread_results_too_big_for_a_step_more_are_trimmed_to_the_landing(tmp_p
     assert trigger - messages_tokens(before[-4:]) < target, "the case: no room for a step more"
     assert whole_fresh(out, before) < 3
     assert messages_tokens(out) <= target * 1.05
+
+
+def _at_the_floor(tmp_path, monkeypatch, before, **host):
+    """A compaction on a 64K window of a host with the small-window floor, no Gateway."""
+    as_host(monkeypatch, **SELECTING_HOST, **host)
+    rt, eng = make_engine(tmp_path, context_length=WINDOW, gateway_url="off")
+    eng.update_model(model="m", context_length=WINDOW)
+    out = eng.compress(before, current_tokens=messages_tokens(before))
+    trigger = eng.threshold_tokens
+    rt.close()
+    assert trigger == int(WINDOW * 0.9), "the small-window floor's trigger"
+    assert messages.validation_errors(out) == []
+    return out, trigger
+
+
+def test_at_the_small_window_floor_a_mid_turn_compaction_keeps_the_step_whole(tmp_path, monkeypatch):
+    """In 0.22's messaging gateway on a 64K window the trigger is the ceiling and the turn start
+    compacts before a step that would pass it; a mid-turn compaction comes only when the
+    host's pool refused that one, and it keeps the step the model has not read whole while a
+    step more of its size fits under the trigger (the side-by-side hid a step's three reads
+    there when they were trimmed to the landing, as the CLI's compaction does). The system
+    prompt is Hermes' size."""
+    system = {"role": "system", "content": "Follow the house rules. " * 2_000}
+    before = [system] + conversation(12, 12_000, "openai", calls=2) + newest_step("openai", 7_800)
+    step = messages_tokens(before[-4:])
+    cli, _ = _at_the_floor(tmp_path / "cli", monkeypatch, before)
+    assert whole_fresh(cli, before) < 3, "the case: the landing alone has no room for the step"
+    out, trigger = _at_the_floor(tmp_path / "messaging", monkeypatch, before, messaging_gateway=True)
+    assert whole_fresh(out, before) == 3
+    assert messages_tokens(out) + step <= trigger, "a step more of their size fits"
