@@ -132,13 +132,28 @@ class IngestWorker:
             breaker = self.client.breaker
             if not breaker.allow() and not breaker.probe_due():
                 return False        # an outage this process saw: no wait for it
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return False
+            # a session in backoff is skipped by every pass until its retry time: waking the
+            # worker before then spun both threads for the whole wait
+            retry_in = self._retry_in(session, now)
+            if retry_in >= left:
+                return False        # nothing of it is sent before the deadline
             with self._cond:
                 seen = self._passes
-                self._wake.set()
-                self._cond.wait_for(lambda: self._passes > seen, timeout=min(left, 1.0))
+                if retry_in <= 0:
+                    self._wake.set()
+                self._cond.wait_for(lambda: self._passes > seen,
+                                    timeout=min(left, retry_in if retry_in > 0 else 1.0))
+
+    def _retry_in(self, session: Optional[str], now: float) -> float:
+        """Seconds until the session's backoff ends (0: not in backoff, or every session)."""
+        if session is None:
+            return 0.0
+        with self._retry_lock:
+            return max(0.0, self._retry_at.get(session, now) - now)
 
     def _retry_now(self, session: str) -> None:
         with self._retry_lock:

@@ -24,7 +24,7 @@ def pytest_runtest_setup(item):
     # a test holding the default Gateway port must run alone (see helpers.DEFAULT_PORT)
     if item.get_closest_marker("default_port") and os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.fail("a default_port test ran in a parallel worker; tests/run.py runs them "
-                    "after the parallel run, alone (-m default_port)")
+                    "alone, before the parallel run (-m default_port)")
 
 
 @pytest.fixture(autouse=True)

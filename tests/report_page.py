@@ -1,11 +1,9 @@
-"""For the ``report`` tests: run the CLI as users do, keep a demo's store, read a page's figures."""
+"""For the ``report`` tests: run the CLI, keep a demo's store, read a page's figures."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, Dict, List
@@ -13,11 +11,11 @@ from typing import Any, Dict, List
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, home: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TENCENTDB_OFFLOAD_", "HERMES_"))}
-    env.update(HERMES_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, str(ROOT)] + list(args), capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=str(home.parent))
+def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
+    """The CLI in this process (``helpers.run_cli``), with ``HERMES_HOME`` set to ``home`` and
+    the caller's settings dropped; ``tests/unit/test_cli.py`` runs ``report`` as a new process."""
+    from helpers import run_cli as run_in_process
+    return run_in_process(list(args), env={"HERMES_HOME": str(home)}, cwd=home.parent)
 
 
 def json_of(proc: subprocess.CompletedProcess) -> Any:
