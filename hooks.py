@@ -16,9 +16,10 @@ import uuid
 from typing import Any, Dict, List, Optional
 
 from .hermes.host import running_host
-from .context import canvas, recall_blocks, result_keys
+from .context import recall_blocks, result_keys
 from .context import messages
 from .context.heartbeat import is_heartbeat_call, is_heartbeat_prompt
+from .context.sealed import SealedWork
 from .common.text import clean_text
 from .archive.outbox import Outbox
 from .archive.store import ArchiveItem, Store
@@ -72,7 +73,7 @@ def _plain(content: Any) -> str:
     return messages.text_of({"content": content})
 
 
-def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[str, str]]:
+def recent_messages(history: Any, prompt: str, sealed: SealedWork) -> List[Dict[str, str]]:
     """The official client's rules: user/assistant text only, newest 10, each ≤ 400 chars.
 
     Skips tool traffic, assistants that call tools, very short texts, heartbeat polls, our own
@@ -95,9 +96,9 @@ def recent_messages(history: Any, prompt: str, seal: Any = None) -> List[Dict[st
         elif r != "assistant" or messages.calls_of(msg):
             continue
         whole = _plain(msg.get("content"))
-        if messages.is_plugin_text(whole, seal):
+        if sealed.is_ours(whole):
             continue
-        text = canvas.strip(whole, seal)[0].strip()
+        text = sealed.strip_canvas_text(whole)[0].strip()
         if len(text) <= (5 if r == "user" else 10) or is_heartbeat_prompt(text):
             continue
         if r == "user" and head:
@@ -192,7 +193,7 @@ class HookHandlers:
         if not rt.settings.enabled:
             return None
         prompt = user_message if isinstance(user_message, str) else _plain(user_message)
-        prompt = clean_text(canvas.strip(prompt, rt.seal)[0]).strip()
+        prompt = clean_text(rt.sealed.strip_canvas_text(prompt)[0]).strip()
         if is_internal_prompt(prompt):
             self._heartbeat_turns.add(session_id)
         else:
@@ -202,7 +203,7 @@ class HookHandlers:
             return None
         state = rt.registry.for_session_id(session_id)
         recent = [{"role": m["role"], "content": clean_text(m["content"])}
-                  for m in recent_messages(history, prompt, rt.seal)]
+                  for m in recent_messages(history, prompt, rt.sealed)]
         cut = prompt[:PROMPT_CHARS]
         digest = hashlib.md5(cut.encode("utf-8")).hexdigest()
         with state.lock:
@@ -224,7 +225,7 @@ class HookHandlers:
         with state.lock:
             if state.canvas_hash == state.injected_canvas_hash:
                 return None
-        if isinstance(history, list) and any(canvas.holds_block(m, rt.seal)
+        if isinstance(history, list) and any(rt.sealed.holds_canvas(m)
                                              for m in reversed(history)):
             # the host replays the one shown with its user message: swapping it for a newer one
             # rewrites the prompt prefix from there; the next compaction shows the current one.
@@ -235,7 +236,7 @@ class HookHandlers:
             state.injected_canvas_hash = state.canvas_hash
             text = state.canvas_text
         state.record_canvas_shown()
-        return {"context": canvas.sealed(text, rt.seal)}
+        return {"context": rt.sealed.sealed_canvas(text)}
 
     # -- llm_request middleware: one canvas per request, and calibration data ------------
     def llm_request(self, request: Any = None, session_id: str = "", **_: Any) -> Optional[Dict[str, Any]]:
@@ -258,7 +259,7 @@ class HookHandlers:
         # Hermes resends every past turn's <memory-context>: the first copy stays (the cached
         # prefix), identical later ones go
         deduped, copies = recall_blocks.keep_newest(msgs, oldest=True)
-        fixed, removed = canvas.keep_newest(deduped, rt.seal)
+        fixed, removed = rt.sealed.keep_newest_canvas(deduped)
         if fixed is None and not copies:
             return None
         state.record_canvas_removed(removed)

@@ -53,6 +53,18 @@ class SealedWork:
     def strip_canvas(self, messages: Sequence[Any]) -> Tuple[List[Any], int]:
         return canvas.strip_all(messages, self.seal)
 
+    def strip_canvas_text(self, text: str) -> Tuple[str, int]:
+        return canvas.strip(text, self.seal)
+
+    def holds_canvas(self, message: Any) -> bool:
+        return canvas.holds_block(message, self.seal)
+
+    def keep_newest_canvas(self, messages: List[Message]) -> Tuple[Optional[List[Message]], int]:
+        return canvas.keep_newest(messages, self.seal)
+
+    def sealed_canvas(self, text: str) -> str:
+        return canvas.sealed(text, self.seal)
+
     def inject_canvas(self, messages: List[Message], block: str) -> List[Message]:
         return canvas.inject(messages, block, self.seal)
 

@@ -2,6 +2,8 @@ import threading
 
 from tencentdb_offload.hooks import HookHandlers, is_internal_prompt, recent_messages
 from tencentdb_offload.memory_gateway.timestamps import gateway_timestamp
+from tencentdb_offload.context.provenance import Seal
+from tencentdb_offload.context.sealed import SealedWork
 
 from helpers import count_archived, make_engine
 
@@ -32,13 +34,12 @@ def test_recent_messages_rules():
             {"role": "assistant", "content": "I refactored the module " + "x" * 500},
             {"role": "user", "content": "HEARTBEAT ping please"},
             {"role": "user", "content": "now write the docs"}]
-    out = recent_messages(hist, "now write the docs")
+    out = recent_messages(hist, "now write the docs", SealedWork(Seal.ephemeral()))
     assert [m["role"] for m in out] == ["user", "assistant"]
     assert len(out[1]["content"]) == 400
 
 
 def test_recent_messages_skip_anthropic_tool_traffic_and_our_sealed_text():
-    from tencentdb_offload.context.provenance import Seal
     seal = Seal.ephemeral()
     hist = [{"role": "user", "content": [{"type": "text", "text": "migrate the billing tables"}]},
             {"role": "assistant", "content": [{"type": "text", "text": "reading the schema first"},
@@ -48,7 +49,7 @@ def test_recent_messages_skip_anthropic_tool_traffic_and_our_sealed_text():
             {"role": "assistant", "content": seal.seal_text("notice", "the conversation was compacted")},
             {"role": "assistant", "content": [{"type": "text", "text": "the schema has two tables"}]},
             {"role": "user", "content": "now the indexes"}]
-    out = recent_messages(hist, "now the indexes", seal)
+    out = recent_messages(hist, "now the indexes", SealedWork(seal))
     assert out == [{"role": "user", "content": "migrate the billing tables"},
                    {"role": "assistant", "content": "the schema has two tables"}]
 
