@@ -18,7 +18,7 @@ from .hooks import HookHandlers
 from .host.wiring import build_runtime, first_time, first_time_for, open_session, shared_runtime
 from .common.peer_text import plugin_logger
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 log = plugin_logger("tencentdb_offload")
 
 
