@@ -36,7 +36,6 @@ from ..compaction.ahead import PreparedCompactions, Aim, GatewayAttempt
 from ..compaction.request_view import RequestView
 from ..session.record import Compaction, Level
 from ..context import departures, result_keys
-from ..context.messages import is_plugin_text
 from ..context.sealed import SealedWork
 from ..status.model import StatusReport
 from ..common.peer_text import plugin_logger
@@ -248,7 +247,7 @@ class Runtime:
             self.writer.submit(Store.op_archive(state.key, items, self.now(), self.at_rest))
 
     def _stand_in(self, text: str) -> bool:
-        return text.startswith(departures.OFFLOADED_MARK) or is_plugin_text(text, self.seal)
+        return text.startswith(departures.OFFLOADED_MARK) or self.sealed.is_ours(text)
 
     def gateway_compact(self, state: SessionState, messages: List[Dict[str, Any]], *, target: int,
                         context_length: int, overhead: int,
