@@ -512,15 +512,12 @@ def test_sbs_plugin_costs_no_more_than_the_builtin(sbs, sbs_plugin):
 # Issue 55's bars on Hermes 0.22 (0.19 keeps the bars above): every read shown whole, rewrites
 # at most the floor + 0.5, cost at most 0.95x the built-in's (its hidden reads priced as read
 # again), the real Gateway's arm at most the arm without one.
-ISSUE_55 = ("0.22",)
 MESSAGING_COST_SHARE = 0.95
 
 
 @pytest.fixture
 def current_sbs(sbs):
-    if not HERMES_VERSION.startswith(ISSUE_55):
-        pytest.skip("issue 55's bars are for Hermes 0.22 (0.19 keeps the bars above)")
-    return sbs
+    return measure.for_issue_55(sbs)
 
 
 def test_sbs_plugin_shows_every_read_whole(current_sbs, sbs_plugin):
@@ -529,7 +526,7 @@ def test_sbs_plugin_shows_every_read_whole(current_sbs, sbs_plugin):
     measure.assert_hides_none(sbs_plugin)
 
 
-@measure.unmet_on(ISSUE_55, "issue 55: 3.0 rewrites per conversation, the floor (3.0), over the "
+@measure.unmet_on(measure.ISSUE_55, "issue 55: 3.0 rewrites per conversation, the floor (3.0), over the "
                   "built-in's 2.0, which sends requests at 0.97 of the window (2026-12-07)")
 def test_sbs_plugin_rewrites_near_the_floor(current_sbs, sbs_plugin):
     measure.assert_rewrites_near_the_floor(sbs_plugin, current_sbs["builtin"])

@@ -249,42 +249,39 @@ def test_cli_real_gateway_compacted_prefix_survives_the_next_process(with_gatewa
 # Issue 55's bars (done when), at each engine's defaults, beside the built-in of the same run:
 # rewrites at most the floor + 0.5 and the built-in's, cost at most 0.92x the built-in's, the
 # real Gateway's arm at most the one without. Hermes 0.22; 0.19 keeps the bars above.
-ISSUE_55 = ("0.22",)
 CLI_COST_SHARE = 0.92
 
 
 @pytest.fixture
 def current(cli):
-    if not HERMES_VERSION.startswith(ISSUE_55):
-        pytest.skip("issue 55's bars are for Hermes 0.22 (0.19 keeps the bars above)")
-    return cli
+    return measure.for_issue_55(cli)
 
 
-@measure.unmet_on(ISSUE_55, "issue 55: 3.0 rewrites, the floor (3.0), but over the built-in's 2.0, "
+@measure.unmet_on(measure.ISSUE_55, "issue 55: 3.0 rewrites, the floor (3.0), but over the built-in's 2.0, "
                   "which runs to 1.00 of the window: on this workload no engine rewrites less at "
                   "<= 0.90 with every read whole (2026-12-07)")
 def test_cli_plugin_rewrites_near_the_floor(current):
     measure.assert_rewrites_near_the_floor(current["plugin"], current["builtin"])
 
 
-@measure.unmet_on(ISSUE_55, "issue 55: 0.27M against the built-in's 0.28M with its 4 hidden reads "
+@measure.unmet_on(measure.ISSUE_55, "issue 55: 0.27M against the built-in's 0.28M with its 4 hidden reads "
                   "priced as read again (0.96x; raw 0.25M: it hides them and runs to 1.00 of the "
                   "window), the plugin at the floor's 3 rewrites with none hidden (2026-12-07)")
 def test_cli_plugin_costs_at_most_092_of_the_builtin(current):
     measure.assert_cost_within(current["plugin"], current["builtin"], CLI_COST_SHARE)
 
 
-@measure.unmet_on(ISSUE_55, "issue 55: as without a Gateway (2026-12-07)")
+@measure.unmet_on(measure.ISSUE_55, "issue 55: as without a Gateway (2026-12-07)")
 def test_cli_real_gateway_rewrites_near_the_floor(current, with_gateway):
     measure.assert_rewrites_near_the_floor(with_gateway, current["builtin"])
 
 
-@measure.unmet_on(ISSUE_55, "issue 55: as without a Gateway (2026-12-07)")
+@measure.unmet_on(measure.ISSUE_55, "issue 55: as without a Gateway (2026-12-07)")
 def test_cli_real_gateway_costs_at_most_092_of_the_builtin(current, with_gateway):
     measure.assert_cost_within(with_gateway, current["builtin"], CLI_COST_SHARE)
 
 
-@measure.unmet_on(ISSUE_55, "issue 55: seen both ways: 0.27M and 0.27M (2026-12-07, compacting before "
+@measure.unmet_on(measure.ISSUE_55, "issue 55: seen both ways: 0.27M and 0.27M (2026-12-07, compacting before "
                   "the step), 0.25M against 0.24M before, where after its second compaction the "
                   "Gateway's arm landed 1-2K tokens higher (its canvas)", flaky=True)
 def test_cli_real_gateway_costs_no_more_than_without_a_gateway(current, with_gateway):
