@@ -96,22 +96,36 @@ def message_key(role: str, text: str) -> str:
     return item_key.message_key(role, text)
 
 
-_LINE_END = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")   # what splitlines() splits on
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")    # what splitlines() splits on
+_LEADING_SPACE = re.compile(r"\s*")
+_SPACES_IN_LINE = re.compile("[^\\S\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*")
 
 
 def one_line(text: str, limit: int, slack: int = 80) -> str:
     """The first non-empty line of ``text``, control characters removed, secrets masked as Hermes
     masks its summaries (``strict``: a digest persists and re-enters every prompt), at most ``limit``
     (a token across it read whole: ``slack`` more are read). Reads no further: results may be MBs."""
-    text = (text or "").lstrip()
-    end = _LINE_END.search(text)
-    kept: List[str] = []
-    for ch in (text[:end.start()] if end else text).strip():
+    text = text or ""
+    kept: List[Tuple[int, str]] = []            # (where in the text, character)
+    solid = -1                                  # where the line's last non-space is so far
+    capped = False
+    # walked in place from the first non-space: no copy of the text, no search past the line
+    for at in range(_LEADING_SPACE.match(text).end(), len(text)):
+        ch = text[at]
+        if ch in _LINE_BREAKS:
+            break
+        if not ch.isspace():
+            solid = at
         if ch >= " " and ch != "\x7f" and not "\u202a" <= ch <= "\u202e":
-            kept.append(ch)
+            kept.append((at, ch))
             if len(kept) > limit + slack:
+                capped = True
                 break
-    line = strict("".join(kept))
+    if capped:      # spaces from here to the line's end would be its trailing ones
+        ahead = _SPACES_IN_LINE.match(text, at + 1).end()
+        capped = ahead < len(text) and text[ahead] not in _LINE_BREAKS
+    # the line's trailing spaces go, as str.strip() takes them: before the controls are removed
+    line = strict("".join(ch for where, ch in kept if capped or where <= solid))
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
