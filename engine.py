@@ -223,7 +223,8 @@ class TencentDBOffloadEngine(ContextEngine):
             if caught_up is not None:           # the last request cut's bytes: already
                 return self._landed(state, caught_up[1], caught_up[0], repin=False)    # pin kept
             deep = reason in ("idle", "ceiling")     # nothing fresh to keep: land deep
-            target = self.compaction_target(deep=deep)     # this call's, not shared
+            target = self.deepest_target() if reason == "ceiling" else \
+                self.compaction_target(deep=deep)          # this call's, not shared
             run = CompactionRun(self, messages, cancelled, memory_context, focus_topic,
                                 wait_gateway=not deep, state=state, target=target)
             result, record = run.run(current_tokens, bool(force))
@@ -259,6 +260,15 @@ class TencentDBOffloadEngine(ContextEngine):
     def compaction_target(self, deep: bool = False) -> int:    # deep: idle, on a cold cache
         target = self.ordinary_target()
         return idle.idle_target(target) if deep else target
+
+    def deepest_target(self) -> int:
+        """Where a turn start before a step that would pass the ceiling lands: down to the system
+        prompt and tool schemas. What the model has read goes behind recall; the digest and the
+        current turn stay over it. A smaller prefix is read by every later request and leaves
+        the most room before the next rewrite (issue 55)."""
+        state = self.current_state()
+        overhead = state.overhead_estimate or self.runtime.last_overhead_estimate
+        return max(1, min(self.compaction_target(deep=True), state.calibrator.to_real(overhead)))
 
     def ordinary_target(self) -> int:
         """The ordinary target: the digest is sized for it even when an idle one lands deeper."""

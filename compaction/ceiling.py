@@ -1,5 +1,6 @@
 """Compaction ahead of the ceiling: at a turn start, when the turn's next step would carry the
-request past the ceiling, compact now and land deep.
+request past the ceiling, compact now and land as deep as the unseen allows
+(``TencentDBOffloadEngine.deepest_target``).
 
 A step (one tool round's results) arrives whole in the request after it. Compacted mid-turn,
 over those fresh results, a landing must keep them whole (the model has not read them) and

@@ -63,6 +63,14 @@ def test_a_turn_start_before_a_step_over_the_ceiling_compacts_deep(tmp_path, mon
     assert eng.current_state().last_compaction.reason == "ceiling"
     assert landed(eng, out) <= eng.compaction_target(deep=True)
     assert "would pass 90% of the window" in eng.current_state().last_compaction.describe()
+    # as deep as the unseen allows (issue 55): the digest and the current turn, no earlier
+    # turn kept whole; what the model read is behind recall
+    kept = [m for m in out if m.get("role") != "system"]
+    newest = max(i for i, m in enumerate(kept) if m.get("role") == "user")
+    assert kept[newest] == [m for m in conv if m.get("role") == "user"][-1]
+    assert all(rt.sealed.is_ours(m.get("content"))
+               or all(c["id"].startswith("tdo_") for c in m.get("tool_calls") or [{"id": ""}])
+               for m in kept[:newest]), kept[:newest]
 
 
 def test_a_small_step_or_a_request_under_the_landing_waits(tmp_path, monkeypatch):
