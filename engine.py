@@ -266,9 +266,7 @@ class TencentDBOffloadEngine(ContextEngine):
         prompt and tool schemas. What the model has read goes behind recall; the digest and the
         current turn stay over it. A smaller prefix is read by every later request and leaves
         the most room before the next rewrite (issue 55)."""
-        state = self.current_state()
-        overhead = state.overhead_estimate or self.runtime.last_overhead_estimate
-        return max(1, min(self.compaction_target(deep=True), state.calibrator.to_real(overhead)))
+        return max(1, min(self.compaction_target(deep=True), self.estimate_real([])))
 
     def ordinary_target(self) -> int:
         """The ordinary target: the digest is sized for it even when an idle one lands deeper."""

@@ -19,7 +19,7 @@ from ..session.record import MAX_LEFT, Compaction, Level, Route
 from .engine_view import CompactingEngine
 from ..session.state import SessionState
 from ..hermes.host import running_host
-from ..settings.thresholds import CEILING, messaging_landing
+from ..settings.thresholds import unread_kept_whole
 from ..context import canvas, departures, focus
 from ..context import gateway_cuts, result_keys
 from ..context import digest
@@ -131,10 +131,8 @@ class CompactionRun:
         # mid-turn compaction comes only when the pool refused the turn start's. Elsewhere
         # only the canvas' room is theirs: the per-turn CLI paid more otherwise.
         unread_room = room + shown
-        window = self.engine.context_length
-        messaging = running_host().checks_every_request
-        if messaging_landing(s, window, messaging) or (
-                messaging and self.engine.threshold_tokens >= int(window * CEILING)):
+        if unread_kept_whole(s, self.engine.context_length, running_host().checks_every_request,
+                             self.engine.threshold_tokens):
             unread_room = max(unread_room, ceiling)
         result, route, placed = self.finish(clean, attempt, room, notes, ceiling=ceiling,
                                             unread_room=unread_room,

@@ -174,7 +174,7 @@ class Runtime:
             return "local"
         if self.client.available:
             return "gateway"
-        return ("local (gateway unavailable)" if self.settings.gateway_configured or self.client.answered
+        return ("local (gateway unavailable)" if self.gateway.relied_on
                 else "local (no Gateway configured)")
 
     def note_error(self, message: str, conversation: str = "") -> None:

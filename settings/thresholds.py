@@ -73,6 +73,16 @@ def messaging_landing(settings: "Settings", context_length: int, messaging: bool
     return messaging and messaging_window(context_length) and _landing_unset(settings, context_length)
 
 
+def unread_kept_whole(settings: "Settings", context_length: int, messaging: bool,
+                      trigger_tokens: int) -> bool:
+    """Whether a landing keeps the newest step's unread results whole up to the ceiling: in the
+    messaging gateway of a host that checks every request, where its own landing applies or its
+    trigger sits at the ceiling (the small-window floor: a mid-turn compaction there comes only
+    when the pool refused the turn start's)."""
+    return messaging_landing(settings, context_length, messaging) or (
+        messaging and trigger_tokens >= int(context_length * CEILING))
+
+
 def landing_tokens(settings: "Settings", context_length: int, messaging: bool,
                    threshold: Optional[float] = None) -> int:
     """Where a compaction lands on ``context_length``: the messaging gateway's landing where it

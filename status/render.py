@@ -65,13 +65,9 @@ def mode_text(report: StatusReport) -> str:
     # in the words the shell uses, whether a running process answers (the slash command) or not
     mode = report.process.mode if report.process is not None else (
         "gateway" if s.gateway_url else "local")
-    if mode == "gateway":
-        return "Gateway at %s" % s.gateway_url
-    if mode == "local":
-        return "local (Gateway off)"
-    if mode == "local (gateway unavailable)":
-        return "local (Gateway unavailable at %s)" % s.gateway_url
-    return mode
+    return {"gateway": "Gateway at %s" % s.gateway_url, "local": "local (Gateway off)",
+            "local (gateway unavailable)": "local (Gateway unavailable at %s)" % s.gateway_url,
+            }.get(mode, mode)
 
 
 PRIVATE = ("  conversations are not named here: in Hermes' messaging gateway anyone who can "
