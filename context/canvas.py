@@ -12,11 +12,11 @@ session was last shown, is session state.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..common.text import clean_text
+from . import mermaid
 from .blocks import Kind, content_blocks
 from .messages import newest_real_user, text_of, with_content
 from .provenance import Seal
@@ -69,20 +69,18 @@ def bounded(text: str) -> str:
 
 
 def format_block(filename: str, content: str) -> str:
-    """The (unsealed) block for one canvas file, goal first when the file names one; what the
-    Gateway wrote is escaped. Sealed when it goes into the context (``sealed``)."""
-    goal = ""
-    first = content.split("\n", 1)[0]
-    if first.startswith("%%{"):
-        try:
-            goal = str(json.loads(first.strip()[2:-2]).get("taskGoal") or "")
-        except (ValueError, AttributeError, RecursionError):
-            goal = ""
+    """The (unsealed) block for one canvas file as the model reads it (``mermaid.read``): its
+    goal and progress first, the file named only when it has no goal; what the Gateway wrote is
+    escaped. Sealed when it goes into the context (``sealed``)."""
+    task = mermaid.read(content, MAX_CANVAS_CHARS - len(PREAMBLE) - GOAL_CHARS - 300)
     lines = [PREAMBLE]
-    if goal:
-        lines.append("Goal: " + " ".join(goal[:GOAL_CHARS * 2].split())[:GOAL_CHARS])
-    lines += ["File: " + " ".join(filename.split())[:200], "```mermaid",
-              bounded(escape(content.strip())), "```"]
+    if task.goal:
+        progress = task.progress[:20] + ("%" if task.progress.isdigit() else "")
+        lines.append("Goal: " + task.goal[:GOAL_CHARS]
+                     + (" (progress %s)" % progress if task.progress else ""))
+    else:
+        lines.append("File: " + " ".join(filename.split())[:200])
+    lines += ["```mermaid", bounded(escape(task.body)), "```"]
     return _wrap(OPEN + ">", "\n".join(lines))
 
 

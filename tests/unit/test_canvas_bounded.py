@@ -11,10 +11,10 @@ HUGE = "flowchart TD\n" + "".join('  N%d["step %d: read the file, fixed it"]\n' 
                                   for i in range(20_000))
 
 
-def test_a_huge_canvas_is_cut_to_the_bound_with_its_head_and_a_note():
+def test_a_huge_canvas_with_no_finished_step_is_cut_to_the_bound_with_a_note():
     block = canvas.format_block("001-big.mmd", HUGE)
     assert estimate_text(block) <= canvas.MAX_CANVAS_TOKENS + 200
-    assert "flowchart TD\n  N0[" in block and "of the canvas not shown" in block
+    assert "flowchart TD\nN0[" in block and "of the canvas not shown" in block
     assert block.endswith("```\n</current_task_context>")
     small = canvas.format_block("001-s.mmd", "flowchart TD\n  A --> B")
     assert "not shown" not in small
@@ -60,6 +60,8 @@ def test_a_long_tasks_canvas_injected_by_a_hook_stays_under_hermes_spill_limit(t
         text = out["context"] if out else canvas.sealed(eng.current_state().canvas_text, rt.seal)
         assert len(text) <= 10_000
         assert canvas.blocks(text, rt.seal) == [text]       # still one whole sealed block
-        assert "001-N0[" in text and "of the canvas not shown" in text
+        # the oldest finished steps give way, counted; the newest stay
+        assert "\nN79[" in text and "\nN0[" not in text
+        assert "earlier finished steps not shown" in text
     finally:
         rt.close()

@@ -25,7 +25,7 @@ def test_an_empty_active_canvas_clears_the_previous_tasks(tmp_path):
                                      result="x" * 400, session_id="s1", tool_call_id="c%d" % i)
             assert rt.writer.flush(10) and rt.flush("s1", 10)
             state = eng.current_state()
-            assert wait_for(lambda: "001-task-one" in state.canvas_text)
+            assert wait_for(lambda: "Goal: Task one" in state.canvas_text)
             hooks.pre_llm_call(session_id="s1", user_message="NEW TASK: Task two, write docs",
                                conversation_history=[])
             assert rt.writer.flush(10) and rt.flush("s1", 10)
