@@ -12,6 +12,7 @@ session was last shown, is session state.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -32,6 +33,10 @@ PREAMBLE = ("Task canvas kept by the TencentDB memory Gateway: your recorded pro
             "Use it to keep direction and avoid repeating finished work.")
 # the first line of the block the Gateway itself injects (gateway contract §3, step 7)
 GATEWAY_PREAMBLE = "【当前活跃任务的mermaid流程图】这是你最近正在执行的任务的阶段性记录。"
+# the Gateway's own block: preamble, goal, file, the fenced file content, a closing line
+_GATEWAY_FRAME_RE = re.compile(re.escape(GATEWAY_PREAMBLE) + r"\n(?:\*\*任务目标[:：]\*\*[ \t]*([^\n]*)\n)?"
+                               r"(?:\*\*任务文件[:：]\*\*[ \t]*([^\n]*)\n)?```mermaid\n(.*?)\n```"
+                               r"(?:\n[^\n`]*)?", re.S)
 _NO_TAG = r"(?:(?!</?current_task_context).)*"          # a body never holds our tags
 # A sealed block ends with a seal line over its exact body (HMAC, ``context/provenance.py``).
 _SEALED_RE = re.compile(r"<current_task_context>\n(%s)\n\[tdo-seal canvas ([0-9a-f]{20})\]\n"
@@ -85,10 +90,17 @@ def format_block(filename: str, content: str) -> str:
 
 
 def gateway_block(msg: Message) -> str:
-    """The canvas the Gateway injected as a message of its own (``_mmdContextMessage``), whole:
-    everything it holds stays inside the block, even after a closing tag in the canvas."""
+    """The canvas the Gateway injected as a message of its own (``_mmdContextMessage``): in its
+    own framing (gateway contract §4, step 7), read as ours is (``format_block``); else whole,
+    everything it holds inside the block, even after a closing tag in the canvas."""
     text = text_of(msg).strip("\n")
     body = _inner(text)
+    framed = _GATEWAY_FRAME_RE.fullmatch(body.strip())
+    if framed:
+        goal, filename, content = framed.groups()
+        if goal and not content.lstrip().startswith("%%{"):
+            content = "%%%%%s%%%%\n%s" % (json.dumps({"taskGoal": goal.strip()}), content)
+        return format_block(filename or "", content)
     return _wrap(OPEN + ">", bounded(escape(body))) if body.strip() else ""
 
 

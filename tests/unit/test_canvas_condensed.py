@@ -145,3 +145,14 @@ def test_any_text_reads_without_error_and_within_the_bound_with_every_line_accou
         assert isinstance(task.body, str) and task.dropped >= 0
         block = canvas.format_block("001-x.mmd", raw)
         assert block.startswith(canvas.OPEN) and block.endswith(canvas.CLOSE)
+
+
+def test_the_canvas_the_gateway_injects_reads_as_the_one_fetched():
+    raw = gateway_canvas(6, doing=(6,))
+    framed = ("<current_task_context>\n" + canvas.GATEWAY_PREAMBLE + "\n**任务目标:** Refactor the "
+              "API module\n**任务文件:** 003-refactor-api.mmd\n```mermaid\n" + raw + "\n```\n"
+              '标记为 "doing" 的节点是近期焦点，"done" 的已完成。\n</current_task_context>')
+    msg = {"role": "user", "_mmdContextMessage": "active", "content": framed}
+    assert canvas.gateway_block(msg) == canvas.format_block("003-refactor-api.mmd", raw)
+    no_meta = framed.replace(META + "\n", "")        # the goal from its framing then
+    assert "Goal: Refactor the API module\n" in canvas.gateway_block(dict(msg, content=no_meta))
