@@ -21,6 +21,9 @@ Message = Dict[str, Any]
 
 # The Gateway's mild level replaces a tool result with a summary that starts like this.
 OFFLOADED_MARK = "[Offloaded Tool Result"
+SUMMARY_LABEL = "\nSummary: "
+ARCHIVE_LINE = "\n原始工具结果已存档"           # "the original result is archived: tdai_read_cos(path=...)"
+NO_SUMMARY = ("", "[L1 parse incomplete]")     # what the Gateway writes where its LLM gave none
 
 
 class Departed(NamedTuple):
@@ -134,6 +137,26 @@ def read_keys(gone: Departures, reused: AbstractSet[str] = frozenset()) -> List[
 
 
 def gateway_summaries(messages: List[Message]) -> Dict[str, str]:
-    """``tool_call_id`` → the Gateway's summary, for results it replaced in ``messages``."""
-    return {tid: text for m in messages if is_tool_result(m)
-            for tid, text in tool_results(m) if text.startswith(OFFLOADED_MARK)}
+    """``tool_call_id`` → the Gateway's summary, for results it replaced in ``messages``: the
+    summary itself, without the Gateway's header and archive line around it (a digest line
+    showed the header, "[Offloaded Tool Result | node: N/A]", as the summary). A result it
+    replaced with no summary (its LLM missed it) has none."""
+    found = {}
+    for m in messages:
+        if not is_tool_result(m):
+            continue
+        for tid, text in tool_results(m):
+            summary = _summary_in(text) if text.startswith(OFFLOADED_MARK) else ""
+            if summary:
+                found[tid] = summary
+    return found
+
+
+def _summary_in(text: str) -> str:
+    """The summary of the Gateway's replacement text (gateway contract §4, mild level):
+    "[Offloaded Tool Result | node: ...]\nSummary: <summary>[\n<archive line>]"."""
+    _, sep, rest = text.partition(SUMMARY_LABEL)
+    if not sep:
+        return ""
+    summary = " ".join(rest.split(ARCHIVE_LINE, 1)[0].split())
+    return "" if summary in NO_SUMMARY else summary

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import item_key, result_keys
+from . import item_key, restated, result_keys
 from .messages import (call_args, calls_of, group_spans, is_tool_result, results_of, role, text_of,
                        tool_results, trim_text)
 from .redact import strict
@@ -227,7 +227,8 @@ def turns_of(cut: Sequence[Message], summaries: Optional[Dict[str, str]] = None,
                 call.tool_call_id = result_keys.key_of(tid, text, reused)
                 summary = (summaries or {}).get(tid)
                 if summary:
-                    call.summary = one_line(summary, DETAIL_CHARS)
+                    call.summary = one_line(restated.beyond(summary, "%s %s" % (call.name, call.arg)),
+                                            DETAIL_CHARS)
     return turns, rules
 
 

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from . import restated
+
 _META_RE = re.compile(r"%%\{(.*)\}%%", re.S)
 _TIMESTAMP_RE = re.compile(r"<br\s*/?>\s*Timestamp:[^<\"\]]*", re.I)
 _ID = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
@@ -30,7 +32,6 @@ _SUMMARY_RE = re.compile(r"<br\s*/?>\s*summary:\s*", re.I)
 _FILE_PREFIX_RE = re.compile(r"(\d+-)")
 _KEYWORDS = frozenset(("flowchart", "graph", "subgraph", "classDef", "class", "style", "click",
                        "linkStyle", "direction", "end"))
-STEP_CHARS = 400
 DROPPED = "%%%% %d earlier finished steps not shown (the newest and the unfinished are)"
 
 
@@ -126,13 +127,7 @@ def _unrepeated(label: str) -> str:
     if not m:
         return label
     step = label[:m.start()].split("<br", 1)[0].lstrip("[({>\"")
-    if not step.strip() or len(step) > STEP_CHARS:      # (a step label is a line, not a page)
-        return label
-    step = step.replace(":", " ").split()
-    said = label[m.end():]
-    again = re.match(r"[\s:]*".join(map(re.escape, step)) + r"(?:[\s:]+|(?=[\"\])}]))", said)
-    rest = said[again.end():] if again else ""
-    return label[:m.end()] + rest if rest.strip("\"])} ") else label
+    return label[:m.end()] + restated.beyond(label[m.end():], step)
 
 
 def _metadata(line: str) -> Optional[Dict[str, object]]:

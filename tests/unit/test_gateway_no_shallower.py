@@ -20,8 +20,8 @@ def shallow(msgs):
     target, and lands higher than the local compaction of the same list."""
     chars = 4_000
     while True:
-        out = [dict(m, content="%s summary of %s\n%s" % (OFFLOADED_MARK, m["tool_call_id"],
-                                                         str(m["content"])[:chars]))
+        out = [dict(m, content="%s | node: N/A]\nSummary: summary of %s: %s" % (
+                   OFFLOADED_MARK, m["tool_call_id"], str(m["content"])[:chars]))
                if messages.role(m) == "tool" else m for m in msgs]
         if messages_tokens(out) <= SHALLOW or chars < 100:
             return out
