@@ -83,7 +83,7 @@ def format_block(filename: str, content: str) -> str:
         progress = task.progress[:20] + ("%" if task.progress.isdigit() else "")
         lines.append("Goal: " + task.goal[:GOAL_CHARS]
                      + (" (progress %s)" % progress if task.progress else ""))
-    else:
+    elif filename.strip():
         lines.append("File: " + " ".join(filename.split())[:200])
     lines += ["```mermaid", bounded(escape(task.body)), "```"]
     return _wrap(OPEN + ">", "\n".join(lines))
