@@ -12,7 +12,6 @@ session was last shown, is session state.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -73,15 +72,16 @@ def bounded(text: str) -> str:
     return text[:keep] + "\n" + CUT_NOTE % (len(text) - keep)
 
 
-def format_block(filename: str, content: str) -> str:
+def format_block(filename: str, content: str, goal: str = "") -> str:
     """The (unsealed) block for one canvas file as the model reads it (``mermaid.read``): its
-    goal and progress first, the file named only when it has no goal; what the Gateway wrote is
-    escaped. Sealed when it goes into the context (``sealed``)."""
+    goal (from the file, else ``goal``) and progress first, the file named only when it has no
+    goal; what the Gateway wrote is escaped. Sealed when it goes into the context (``sealed``)."""
     task = mermaid.read(content, MAX_CANVAS_CHARS - len(PREAMBLE) - GOAL_CHARS - 300)
+    goal = task.goal or mermaid.flat(goal)
     lines = [PREAMBLE]
-    if task.goal:
+    if goal:
         progress = task.progress[:20] + ("%" if task.progress.isdigit() else "")
-        lines.append("Goal: " + task.goal[:GOAL_CHARS]
+        lines.append("Goal: " + goal[:GOAL_CHARS]
                      + (" (progress %s)" % progress if task.progress else ""))
     elif filename.strip():
         lines.append("File: " + " ".join(filename.split())[:200])
@@ -98,9 +98,7 @@ def gateway_block(msg: Message) -> str:
     framed = _GATEWAY_FRAME_RE.fullmatch(body.strip())
     if framed:
         goal, filename, content = framed.groups()
-        if goal and not content.lstrip().startswith("%%{"):
-            content = "%%%%%s%%%%\n%s" % (json.dumps({"taskGoal": goal.strip()}), content)
-        return format_block(filename or "", content)
+        return format_block(filename or "", content, goal or "")
     return _wrap(OPEN + ">", bounded(escape(body))) if body.strip() else ""
 
 

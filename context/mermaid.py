@@ -59,24 +59,22 @@ def read(content: str, max_chars: int) -> TaskMap:
     if lines and lines[0].startswith("%%{"):
         meta = _metadata(lines[0])
         if meta is not None:
-            goal, progress = _text(meta.get("taskGoal")), _text(meta.get("progress"))
+            goal, progress = flat(meta.get("taskGoal")), flat(meta.get("progress"))
             lines = lines[1:]
-    lines = [_TIMESTAMP_RE.sub("", ln) for ln in lines if ln]
-    prefix = _common_prefix(lines)
+    classified = [_classify(_TIMESTAMP_RE.sub("", ln)) for ln in lines if ln]
+    prefix = _common_prefix(classified)
     parsed: List[_Line] = []
     edges: List[Tuple[str, str]] = []
-    for ln in lines:
-        edge = _EDGE_RE.fullmatch(ln)
-        node = None if edge else _node(ln)
-        if edge:
-            edges.append((_short(edge.group(1), prefix), _short(edge.group(2), prefix)))
-        elif node:
-            name = _short(node[0], prefix)
-            status = _STATUS_RE.search(node[1])
-            parsed.append(_Line(name + _unrepeated(node[1]), name,
+    for kind, a, b in classified:
+        if kind == "edge":
+            edges.append((_short(a, prefix), _short(b, prefix)))
+        elif kind == "node":
+            name = _short(a, prefix)
+            status = _STATUS_RE.search(b)
+            parsed.append(_Line(name + _unrepeated(b), name,
                                 bool(status) and status.group(1).lower() == "done"))
         else:
-            parsed.append(_Line(ln))
+            parsed.append(_Line(a))
     body = _render(parsed, edges, set())
     over = len(body) - max_chars
     dropped: set = set()
@@ -90,6 +88,15 @@ def read(content: str, max_chars: int) -> TaskMap:
     if dropped:
         body = _render(parsed, edges, dropped)
     return TaskMap(goal, progress, body, len(dropped))
+
+
+def _classify(line: str) -> Tuple[str, str, str]:
+    """("edge", from, to), ("node", id, shape and label) or ("other", the line, "")."""
+    edge = _EDGE_RE.fullmatch(line)
+    if edge:
+        return "edge", edge.group(1), edge.group(2)
+    node = _node(line)
+    return ("node",) + node if node else ("other", line, "")
 
 
 def _node(line: str) -> Optional[Tuple[str, str]]:
@@ -140,24 +147,16 @@ def _metadata(line: str) -> Optional[Dict[str, object]]:
     return meta if isinstance(meta, dict) else None
 
 
-def _text(value: object, limit: int = 2_000) -> str:
+def flat(value: object, limit: int = 2_000) -> str:
     """One line of a metadata value, bounded before it is split (a goal may be megabytes)."""
     return " ".join(str(value)[:limit].split()) if isinstance(value, (str, int, float)) else ""
 
 
-def _common_prefix(lines: List[str]) -> str:
+def _common_prefix(classified: List[Tuple[str, str, str]]) -> str:
     """The file's number every node id starts with ("003-"), when all of them do and only
     lines this reader rewrites name them."""
-    ids, others = [], []
-    for ln in lines:
-        edge = _EDGE_RE.fullmatch(ln)
-        node = None if edge else _node(ln)
-        if edge:
-            ids += [edge.group(1), edge.group(2)]
-        elif node:
-            ids.append(node[0])
-        else:
-            others.append(ln)
+    ids = [i for kind, a, b in classified if kind != "other"
+           for i in ((a, b) if kind == "edge" else (a,))]
     prefixes = {(_FILE_PREFIX_RE.match(i) or [""])[0] for i in ids}
     if len(prefixes) != 1:
         return ""
@@ -166,7 +165,7 @@ def _common_prefix(lines: List[str]) -> str:
     shortened = {i[len(prefix):] for i in ids}
     named_elsewhere = re.compile(r"(?<![\w.-])" + re.escape(prefix))
     if "" in shortened or len(shortened) != len(set(ids)) or \
-            any(named_elsewhere.search(ln) for ln in others):
+            any(kind == "other" and named_elsewhere.search(a) for kind, a, _ in classified):
         return ""
     return prefix
 
